@@ -1,0 +1,53 @@
+"""Explorer: why is this training step slow, and which line of my code is responsible?
+
+``explorer.load(path)`` reads a trace; ``explorer.collect(...)`` records one (needs torch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from explorer.errors import ExplorerError, TraceError
+from explorer.trace_api import Trace
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+
+def load(path: str | PathLike[str], *, use_cache: bool = True, progress: Any = None) -> Trace:
+    """Read a trace file or directory into a :class:`Trace`.
+
+    ``path`` may be a Kineto/Chrome JSON trace (``.json`` or ``.json.gz``), a bare JSON array
+    of events, a TensorBoard profile directory, or a directory holding one trace. A directory
+    with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
+    A columnar cache beside the file makes the second open fast (``use_cache=False`` skips it).
+    """
+    from explorer.trace.loading import load_trace
+
+    return load_trace(path, cls=Trace, use_cache=use_cache, progress=progress)
+
+
+def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int, Trace]:
+    """Every rank's trace in a directory of per-rank files, keyed by rank."""
+    from explorer.trace.loading import load_rank_traces
+
+    return load_rank_traces(path, cls=Trace, use_cache=use_cache)
+
+
+def collect(*args: Any, **kwargs: Any) -> Any:
+    """Record training steps into a trace (see :class:`explorer.collect.Collector`)."""
+    from explorer.collect import collect as _collect
+
+    return _collect(*args, **kwargs)
+
+
+def annotate(name: str) -> Any:
+    """A named range on the host and device timelines (``with explorer.annotate("fwd"):``)."""
+    from explorer.collect import annotate as _annotate
+
+    return _annotate(name)
+
+
+__all__ = ["ExplorerError", "Trace", "TraceError", "annotate", "collect", "load", "load_ranks"]

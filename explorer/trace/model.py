@@ -1,0 +1,203 @@
+"""The in-memory trace model: columnar tables joined by integer ids.
+
+Every reader fills a :class:`TraceData`; every analysis, exporter and view reads one.
+Nothing here knows where the data came from, and nothing here imports Qt or torch.
+
+Tables (pandas DataFrames; ids are row positions, so ``slices.iloc[i]`` is slice ``i``):
+
+``slices`` — one row per duration event (Chrome ``X`` events and matched ``B``/``E`` pairs),
+sorted by ``(track, ts, -dur)`` so that each track's rows are contiguous and parents come
+before their children.
+
+    ===============  ==========  ==========================================================
+    column           dtype       meaning
+    ===============  ==========  ==========================================================
+    ts               int64       start, ns relative to ``metadata["start_ns"]``
+    dur              int64       duration in ns (never negative)
+    name             category    event name
+    cat              category    the category as written in the file
+    kind             category    normalised kind, one of :data:`KINDS`
+    track            int32       id into ``tracks``
+    depth            int16       nesting depth on its track (0 = top level)
+    parent           int64       enclosing slice id on the same track, -1 for none
+    correlation      int64       runtime↔device correlation id, -1 when absent
+    external_id      int64       ``External id`` (op ↔ runtime ↔ kernel), -1 when absent
+    stream           int64       device stream / queue, -1 when absent
+    device           int64       device index, -1 when absent
+    bytes            int64       bytes moved (memcpy/memset/copy), -1 when absent
+    seq              int64       autograd sequence number, -1 when absent
+    copy_kind        category    memcpy direction: HtoD, DtoH, DtoD, PtoP, HtoH, or ""
+    src_mem          category    memcpy source memory: Pageable, Pinned, Device, Managed, or ""
+    dst_mem          category    memcpy destination memory, likewise
+    ===============  ==========  ==========================================================
+
+The raw ``args`` of each slice are kept (never dropped) and read with
+:meth:`TraceData.args` — they are decoded lazily because most analyses never need them.
+
+``tracks`` — one row per timeline row: ``id`` (int32, = row position), ``pid`` and ``tid``
+(as strings, exactly as in the file), ``process`` (process label), ``thread`` (thread or
+stream label), ``label`` (what a person reads: ``"python3 (597913) / thread 598009"``,
+``"GPU 0 / stream 7"``), ``type`` (one of :data:`TRACK_TYPES`), ``device`` (int64, -1 for host),
+``stream`` (int64, -1 for host), ``rank`` (int64, -1 when unknown), ``order`` (int64 display
+order: processes by their sort index, then threads). Counter tracks live here too.
+
+``flows`` — ``src`` and ``dst`` slice ids (int64) and ``type`` (category: ``launch`` for
+runtime call → device op, ``fwdbwd`` for forward → backward, ``other`` for any other explicit
+flow), ``flow_id`` (the id in the file, -1 for flows derived from correlation ids).
+
+``counters`` — ``track`` (int32), ``ts`` (int64 ns), ``value`` (float64); one row per sample.
+
+``instants`` — ``ts``, ``name``, ``cat``, ``track`` (-1 for global instants), ``scope``.
+
+``memory`` — the profiler's ``[memory]`` events: ``ts``, ``device_type`` (int64, as torch
+writes it: 0 CPU, 1 CUDA, ...), ``device`` (int64), ``addr`` (int64), ``bytes`` (int64, +alloc /
+-free), ``total_allocated`` (int64), ``total_reserved`` (int64), ``track`` (host thread that
+allocated, int32), ``slice`` (the innermost host slice enclosing the event, -1 for none).
+
+``metadata`` — a dict: every top-level key of the file other than ``traceEvents``, plus
+``start_ns`` (absolute ns of ``ts == 0``), ``end_ns``, ``source`` (the path read), ``format``
+(``"kineto"``, ``"chrome"``...), ``rank`` / ``world_size`` (from ``distributedInfo``),
+``synthetic`` (True only for traces written by Explorer's scenario generator),
+``warnings`` (list of strings the reader wants the user to see).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
+#: collector categories; the rest from the profiler's categories.
+KINDS: tuple[str, ...] = (
+    "cpu_op",
+    "python",
+    "annotation",
+    "runtime",
+    "kernel",
+    "memcpy",
+    "memset",
+    "sync",
+    "device_annotation",
+    "copy",
+    "fallback",
+    "compile",
+    "collective",
+    "other",
+)
+
+#: Kinds that run on a device (their rows sit on device tracks).
+DEVICE_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "device_annotation"})
+
+TRACK_TYPES: tuple[str, ...] = ("host_thread", "device_stream", "counter", "other")
+
+NO_ID = -1
+
+
+def empty_slices() -> pd.DataFrame:
+    """A slices table with no rows and every column typed, for traces without events."""
+    ints = {
+        c: np.empty(0, np.int64)
+        for c in ("ts", "dur", "parent", "correlation", "external_id", "stream", "device", "bytes", "seq")
+    }
+    df = pd.DataFrame(ints)
+    df["track"] = np.empty(0, np.int32)
+    df["depth"] = np.empty(0, np.int16)
+    for c in ("name", "cat", "copy_kind", "src_mem", "dst_mem"):
+        df[c] = pd.Categorical([])
+    df["kind"] = pd.Categorical([], categories=list(KINDS))
+    return df[SLICE_COLUMNS]
+
+
+SLICE_COLUMNS: list[str] = [
+    "ts", "dur", "name", "cat", "kind", "track", "depth", "parent", "correlation",
+    "external_id", "stream", "device", "bytes", "seq", "copy_kind", "src_mem", "dst_mem",
+]
+
+
+@dataclass
+class TraceData:
+    """The tables of one trace (one rank). See the module docstring for every column.
+
+    ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
+    ``cache`` is where analyses memoise their results for this trace (keyed by analysis
+    name and options); it is never written to disk.
+    """
+
+    slices: pd.DataFrame
+    tracks: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    instants: pd.DataFrame
+    memory: pd.DataFrame
+    metadata: dict[str, Any]
+    args_store: Any = None
+    execution_trace: pd.DataFrame | None = None
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- sizes and identity -------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.slices)
+
+    @property
+    def path(self) -> str:
+        return str(self.metadata.get("source", ""))
+
+    @property
+    def span_ns(self) -> int:
+        """From the first event's start to the last event's end."""
+        if len(self.slices) == 0:
+            return 0
+        end = (self.slices["ts"].to_numpy() + self.slices["dur"].to_numpy()).max()
+        return int(max(end, 0))
+
+    @property
+    def rank(self) -> int:
+        return int(self.metadata.get("rank", -1))
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.metadata.get("synthetic", False))
+
+    # -- args ----------------------------------------------------------------------------
+    def args(self, slice_id: int) -> dict[str, Any]:
+        """The args of one slice exactly as the file had them (empty dict when none)."""
+        if self.args_store is None:
+            return {}
+        return self.args_store.get(int(slice_id))
+
+    def arg_column(self, key: str, ids: np.ndarray | None = None) -> list[Any]:
+        """One arg for many slices (None where missing). Decodes those slices' args."""
+        if ids is None:
+            ids = np.arange(len(self.slices))
+        return [self.args(i).get(key) for i in ids]
+
+    # -- source frames ------------------------------------------------------------------
+    def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
+        """The Python stack of a slice, innermost frame first, as (file, line, function)."""
+        from explorer.trace.source import stack_of
+
+        return stack_of(self, int(slice_id))
+
+    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
+        """The innermost frame of the slice's stack that is user code (not torch, stdlib
+        or site-packages), or None when the trace has no stack for it."""
+        from explorer.trace.source import user_frames
+
+        frame = user_frames(self)
+        i = int(slice_id)
+        if frame["file"].iat[i] == "":
+            return None
+        return (frame["file"].iat[i], int(frame["line"].iat[i]), frame["function"].iat[i])
+
+    # -- convenience for views and analyses -----------------------------------------------
+    def device_tracks(self) -> pd.DataFrame:
+        return self.tracks[self.tracks["type"] == "device_stream"]
+
+    def host_tracks(self) -> pd.DataFrame:
+        return self.tracks[self.tracks["type"] == "host_thread"]
+
+    def ends(self) -> np.ndarray:
+        return self.slices["ts"].to_numpy() + self.slices["dur"].to_numpy()
