@@ -1,0 +1,138 @@
+"""From the categories and names in a trace file to Explorer's normalised slice kinds.
+
+Profilers of every era and backend name the same things differently (``cpu_op`` vs
+``Operator``, ``cuda_runtime`` vs ``Runtime`` vs ``mtia_runtime`` vs ``privateuse1_runtime``).
+Analyses should never care: they read ``slices.kind``. This module is the one place that
+knows the spellings.
+
+Explorer's collector writes its own categories (all args optional except where noted):
+
+===================  =======  ==============================================================
+category             kind     args
+===================  =======  ==============================================================
+explorer_copy        copy     bytes, src_device, dst_device, blocking (bool), pinned (bool),
+                              copy_kind (HtoD/DtoH/DtoD), source_file, source_line,
+                              source_function
+explorer_sync        sync     reason (".item()", "synchronize()", ...), source_file, ...
+explorer_fallback    fallback op, device, message, source_file, ...
+explorer_compile     compile  event ("compile" | "graph_break" | "recompile"), frame, reason,
+                              source_file, ...
+explorer_system      (counter events, ``ph: "C"``): process/system CPU %, RSS, device util
+===================  =======  ==============================================================
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+#: category (lower-cased) → kind
+CATEGORY_KINDS: dict[str, str] = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "python_function": "python",
+    "python": "python",
+    "user_annotation": "annotation",
+    "trace": "annotation",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "hip_runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "xpu_runtime": "runtime",
+    "xpu_driver": "runtime",
+    "privateuse1_runtime": "runtime",
+    "privateuse1_driver": "runtime",
+    "kernel": "kernel",
+    "gpu_kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_sync": "sync",
+    "gpu_user_annotation": "device_annotation",
+    "cuda_profiler_range": "device_annotation",
+    "explorer_copy": "copy",
+    "explorer_sync": "sync",
+    "explorer_fallback": "fallback",
+    "explorer_compile": "compile",
+}
+
+#: Host runtime calls that block the host until the device catches up.
+SYNC_CALL = re.compile(
+    r"(cuda|hip|xpu)?(Stream|Device|Event|Context|Ctx)Synchroni[sz]e|^synchronize(Stream|Device|Event)?$"
+    r"|StreamQuery|^cuStreamSynchronize|^cuCtxSynchronize|^cuEventSynchronize",
+    re.IGNORECASE,
+)
+
+#: Device work that is a collective (NCCL/RCCL/gloo) rather than compute.
+COLLECTIVE = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|c10d::", re.I)
+
+#: MTIA command-processor events that are waits, not compute.
+DEVICE_WAIT = re.compile(r"^event_wait$|wait", re.I)
+
+_COPY = re.compile(r"Memcpy\s*(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD)\s*(?:\((\w+)\s*->\s*(\w+)\))?", re.I)
+_MEM_KINDS = {
+    "pageable": "Pageable", "pinned": "Pinned", "device": "Device", "managed": "Managed",
+    "host": "Pageable", "array": "Device",
+}
+
+
+def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
+    """Kind of every slice from its category and name; vectorised over the categories.
+
+    The work is done once per distinct category and once per distinct name, then mapped
+    through the codes, so a million slices cost two small loops and two ``take`` calls.
+    """
+    cat_kind = np.array(
+        [CATEGORY_KINDS.get(str(c).lower(), "other") for c in cats.categories] + ["other"],
+        dtype=object,
+    )
+    kind = cat_kind[cats.codes]  # code -1 (missing) → "other"
+    name_cats = names.categories.astype(str)
+    is_sync = np.fromiter((bool(SYNC_CALL.search(n)) for n in name_cats), bool, len(name_cats))
+    is_coll = np.fromiter((bool(COLLECTIVE.search(n)) for n in name_cats), bool, len(name_cats))
+    is_wait = np.fromiter((bool(DEVICE_WAIT.search(n)) for n in name_cats), bool, len(name_cats))
+    codes = names.codes
+    valid = codes >= 0
+    sync_row = np.zeros(len(kind), bool)
+    sync_row[valid] = is_sync[codes[valid]]
+    coll_row = np.zeros(len(kind), bool)
+    coll_row[valid] = is_coll[codes[valid]]
+    wait_row = np.zeros(len(kind), bool)
+    wait_row[valid] = is_wait[codes[valid]]
+    kind = kind.astype(object)
+    kind[(kind == "runtime") & sync_row] = "sync"
+    kind[(kind == "kernel") & coll_row] = "collective"
+    mtia = np.asarray(cats == "mtia_ccp_events") if len(cats) else np.zeros(0, bool)
+    kind[mtia & wait_row] = "sync"
+    return kind
+
+
+def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Direction and memory kinds of memcpy slices, parsed once per distinct name.
+
+    ``"Memcpy HtoD (Pageable -> Device)"`` → (``HtoD``, ``Pageable``, ``Device``).
+    Names that are not copies give empty strings.
+    """
+    cats = names.categories.astype(str)
+    d, s, t = [], [], []
+    for n in cats:
+        m = _COPY.search(n)
+        if not m:
+            d.append(""), s.append(""), t.append("")
+            continue
+        direction = m.group(1)
+        direction = direction[0].upper() + "to" + direction[-1].upper()
+        d.append(direction)
+        s.append(_MEM_KINDS.get((m.group(2) or "").lower(), ""))
+        t.append(_MEM_KINDS.get((m.group(3) or "").lower(), ""))
+    codes = names.codes
+    out = []
+    for table in (d, s, t):
+        arr = np.array(table + [""], dtype=object)
+        out.append(arr[codes])
+    return out[0], out[1], out[2]
