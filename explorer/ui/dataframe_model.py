@@ -1,0 +1,264 @@
+"""A Qt table model over a pandas DataFrame, so any analysis result can be shown as a table.
+
+Analyses return DataFrames; views should not copy them into per-cell Python objects. The
+model keeps one numpy array per column and formats a cell only when Qt asks for it, so a
+table of a million rows costs the arrays it already had. Sorting reorders a permutation
+array (a stable ``argsort`` per column), never the frame itself.
+
+Columns may carry a *format*: ``"ns"`` (nanoseconds → ``1.25 ms``), ``"bytes"``
+(→ ``3.0 MiB``), ``"percent"`` (a 0..1 share → ``12.5 %``), ``"int"`` (thousands
+separators), or any callable ``value -> str``. Raw values stay available through
+:data:`RAW_ROLE` (and are what sorting compares), so a sorted "total" column sorts by
+nanoseconds, not by the text ``"9 µs" > "10 ms"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PyQt6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt
+
+#: Role under which :meth:`DataFrameModel.data` returns the unformatted cell value.
+RAW_ROLE = Qt.ItemDataRole.UserRole + 1
+
+Formatter = Callable[[Any], str]
+
+_TIME_UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
+_BYTE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_ns(ns: Any) -> str:
+    """Nanoseconds as a person reads them: ``"1.25 ms"``, ``"830 ns"``, ``"-2.00 µs"``.
+
+    Three significant digits are enough to compare rows; the exact value is in the tooltip.
+    """
+    if _missing(ns):
+        return ""
+    value = float(ns)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for scale, unit in _TIME_UNITS:
+        if value >= scale or scale == 1:
+            shown = value / scale
+            if unit == "ns":
+                return f"{sign}{shown:.0f} ns"
+            digits = 2 if shown < 10 else 1 if shown < 100 else 0
+            return f"{sign}{shown:.{digits}f} {unit}"
+    return f"{sign}{value:.0f} ns"  # pragma: no cover - loop always returns
+
+
+def format_bytes(n: Any) -> str:
+    """Byte counts in binary units: ``"512 B"``, ``"1.50 KiB"``, ``"3.0 GiB"``."""
+    if _missing(n):
+        return ""
+    value = float(n)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for scale, unit in _BYTE_UNITS:
+        if value >= scale:
+            shown = value / scale
+            digits = 2 if shown < 10 else 1 if shown < 100 else 0
+            return f"{sign}{shown:.{digits}f} {unit}"
+    return f"{sign}{value:.0f} B"
+
+
+def format_percent(share: Any) -> str:
+    """A 0..1 share as ``"12.5 %"``."""
+    if _missing(share):
+        return ""
+    return f"{float(share) * 100:.1f} %"
+
+
+def format_int(n: Any) -> str:
+    """An integer with thousands separators (``"1,234,567"``)."""
+    if _missing(n):
+        return ""
+    return f"{int(n):,}"
+
+
+FORMATS: dict[str, Formatter] = {
+    "ns": format_ns,
+    "bytes": format_bytes,
+    "percent": format_percent,
+    "int": format_int,
+}
+
+
+def _plain(value: Any) -> str:
+    if _missing(value):
+        return ""
+    if isinstance(value, float | np.floating):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+class DataFrameModel(QAbstractTableModel):
+    """A read-only, sortable view of a DataFrame.
+
+    ``formats`` maps column name → a key of :data:`FORMATS` or a callable; ``headers``
+    optionally renames columns for display. :meth:`source_row` turns a view row into the
+    frame's positional row (what to look up after the user sorted the table), and
+    :meth:`row` returns that row as a Series.
+    """
+
+    def __init__(
+        self,
+        frame: pd.DataFrame | None = None,
+        formats: Mapping[str, str | Formatter] | None = None,
+        headers: Mapping[str, str] | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._formats: dict[str, Formatter] = {}
+        self._headers: dict[str, str] = dict(headers or {})
+        self._frame = pd.DataFrame()
+        self._columns: list[np.ndarray] = []
+        self._order = np.zeros(0, np.int64)
+        self._sort: tuple[int, Qt.SortOrder] | None = None
+        self.set_formats(formats or {})
+        self.set_frame(frame if frame is not None else pd.DataFrame())
+
+    # -- data in ----------------------------------------------------------------------------
+    def set_frame(self, frame: pd.DataFrame) -> None:
+        """Show ``frame`` (kept by reference, never modified); re-applies the current sort."""
+        self.beginResetModel()
+        self._frame = frame
+        self._columns = [frame.iloc[:, i].to_numpy() for i in range(frame.shape[1])]
+        self._order = np.arange(len(frame), dtype=np.int64)
+        if self._sort is not None and self._sort[0] < len(self._columns):
+            self._order = self._sorted_order(*self._sort)
+        else:
+            self._sort = None
+        self.endResetModel()
+
+    def set_formats(self, formats: Mapping[str, str | Formatter]) -> None:
+        """Set how columns are displayed (see the module docstring)."""
+        resolved: dict[str, Formatter] = {}
+        for column, fmt in formats.items():
+            if isinstance(fmt, str):
+                if fmt not in FORMATS:
+                    raise ValueError(f"unknown column format {fmt!r}; use one of {sorted(FORMATS)}")
+                resolved[column] = FORMATS[fmt]
+            else:
+                resolved[column] = fmt
+        self._formats = resolved
+        if self._columns:
+            self.dataChanged.emit(
+                self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1)
+            )
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The frame as given (unsorted)."""
+        return self._frame
+
+    def sorted_frame(self) -> pd.DataFrame:
+        """The frame in the order the view shows it."""
+        return self._frame.iloc[self._order]
+
+    # -- row mapping -------------------------------------------------------------------------
+    def source_row(self, view_row: int) -> int:
+        """Positional row in :attr:`frame` shown at ``view_row``."""
+        return int(self._order[view_row])
+
+    def view_row(self, source_row: int) -> int:
+        """Where the frame's positional row ``source_row`` is shown, or -1."""
+        hits = np.flatnonzero(self._order == source_row)
+        return int(hits[0]) if len(hits) else -1
+
+    def row(self, view_row: int) -> pd.Series:
+        """The frame row shown at ``view_row``."""
+        return self._frame.iloc[self.source_row(view_row)]
+
+    # -- QAbstractTableModel -----------------------------------------------------------------
+    def rowCount(self, parent: QModelIndex | None = None) -> int:  # noqa: N802 - Qt API
+        if parent is not None and parent.isValid():
+            return 0
+        return len(self._order)
+
+    def columnCount(self, parent: QModelIndex | None = None) -> int:  # noqa: N802 - Qt API
+        if parent is not None and parent.isValid():
+            return 0
+        return len(self._columns)
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        column = index.column()
+        value = self._columns[column][self._order[index.row()]]
+        if role == Qt.ItemDataRole.DisplayRole:
+            name = str(self._frame.columns[column])
+            fmt = self._formats.get(name)
+            return fmt(value) if fmt is not None else _plain(value)
+        if role == RAW_ROLE:
+            return value.item() if isinstance(value, np.generic) else value
+        if role == Qt.ItemDataRole.ToolTipRole:
+            name = str(self._frame.columns[column])
+            if name in self._formats and not _missing(value):
+                return f"{self._formats[name](value)} ({_plain(value)})"
+            return _plain(value)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if self._is_numeric(column):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(  # noqa: N802 - Qt API
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if orientation == Qt.Orientation.Horizontal:
+            if section >= len(self._columns):
+                return None
+            name = str(self._frame.columns[section])
+            return self._headers.get(name, name)
+        return str(section + 1)
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by a column's raw values (stable; missing values last either way)."""
+        if column < 0 or column >= len(self._columns):
+            return
+        self.layoutAboutToBeChanged.emit()
+        self._sort = (column, order)
+        self._order = self._sorted_order(column, order)
+        self.layoutChanged.emit()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _is_numeric(self, column: int) -> bool:
+        return self._columns[column].dtype.kind in "iufb"
+
+    def _sorted_order(self, column: int, order: Qt.SortOrder) -> np.ndarray:
+        series = self._frame.iloc[:, column]
+        descending = order == Qt.SortOrder.DescendingOrder
+        if self._is_numeric(column):
+            keys = series.to_numpy()
+            missing = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(len(keys), bool)
+            base = np.argsort(-keys if descending else keys, kind="stable")
+            if descending and keys.dtype.kind in "ub":
+                base = np.argsort(keys, kind="stable")[::-1]
+        else:
+            missing = series.isna().to_numpy()
+            text = np.asarray(series.astype("string").fillna("").str.lower(), dtype=str)
+            base = np.argsort(text, kind="stable")
+            if descending:
+                base = base[::-1]
+        order_arr = base.astype(np.int64)
+        if missing.any():
+            order_arr = np.concatenate(
+                [order_arr[~missing[order_arr]], order_arr[missing[order_arr]]]
+            )
+        return order_arr
