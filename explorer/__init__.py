@@ -16,17 +16,24 @@ if TYPE_CHECKING:
     from os import PathLike
 
 
-def load(path: str | PathLike[str], *, use_cache: bool = True, progress: Any = None) -> Trace:
+def load(
+    path: str | PathLike[str], *, use_cache: bool = True, progress: Any = None,
+    execution_trace: str | PathLike[str] | None = None,
+) -> Trace:
     """Read a trace file or directory into a :class:`Trace`.
 
     ``path`` may be a Kineto/Chrome JSON trace (``.json`` or ``.json.gz``), a bare JSON array
     of events, a TensorBoard profile directory, or a directory holding one trace. A directory
     with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
-    A columnar cache beside the file makes the second open fast (``use_cache=False`` skips it).
+    A columnar cache (see :mod:`explorer.trace.cache`) makes the second open fast
+    (``use_cache=False`` skips it). ``progress(fraction, message)`` is called as loading goes.
+    ``execution_trace`` attaches a PyTorch Execution Trace captured with this trace.
     """
     from explorer.trace.loading import load_trace
 
-    return load_trace(path, cls=Trace, use_cache=use_cache, progress=progress)
+    return load_trace(
+        path, cls=Trace, use_cache=use_cache, progress=progress, execution_trace=execution_trace
+    )
 
 
 def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int, Trace]:
@@ -34,6 +41,13 @@ def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int
     from explorer.trace.loading import load_rank_traces
 
     return load_rank_traces(path, cls=Trace, use_cache=use_cache)
+
+
+def diff(a: Trace, b: Trace) -> Any:
+    """What changed between two runs (see :func:`explorer.analysis.diff.diff`)."""
+    from explorer.analysis.diff import diff as _diff
+
+    return _diff(a, b)
 
 
 def collect(*args: Any, **kwargs: Any) -> Any:
@@ -50,4 +64,4 @@ def annotate(name: str) -> Any:
     return _annotate(name)
 
 
-__all__ = ["ExplorerError", "Trace", "TraceError", "annotate", "collect", "load", "load_ranks"]
+__all__ = ["ExplorerError", "Trace", "TraceError", "annotate", "collect", "diff", "load", "load_ranks"]

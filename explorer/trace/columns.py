@@ -1,0 +1,93 @@
+"""Turning lists of JSON values into typed numpy columns, with errors that name the event.
+
+Values in real traces are not always the type the format promises (``"stream": "0x0"``,
+``"size": "2560"``, ids as strings). Conversion tries the fast vectorised path first and,
+only when that fails, walks the values to coerce what can be coerced and to report the
+first value that cannot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from explorer.errors import TraceError
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+
+def floats(values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]) -> np.ndarray:
+    """float64 column; None → NaN. A value that is not a number is an error."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    out = np.empty(len(values), np.float64)
+    for i, v in enumerate(values):
+        if v is None:
+            out[i] = math.nan
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise TraceError(
+                path, f"{where(i)} has {what} {v!r}, which is not a number",
+                "the file is damaged or was not written by a profiler",
+            ) from None
+    return out
+
+
+def ints(values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]) -> np.ndarray:
+    """int64 column; None or unparseable strings → -1; hex strings parsed; beyond int64 is an
+    error (it cannot be an id any tool wrote, and silently wrapping it would link wrong events)."""
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind in "iu" and (arr.dtype.kind == "i" or (len(arr) and arr.max() <= INT64_MAX)):
+            return arr.astype(np.int64, copy=False)
+        if arr.dtype.kind == "f" and not np.isnan(arr).any():
+            return arr.astype(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.full(len(values), -1, np.int64)
+    for i, v in enumerate(values):
+        if v is None or v == "":
+            continue
+        if isinstance(v, bool):
+            out[i] = int(v)
+            continue
+        if isinstance(v, str):
+            try:
+                v = int(v, 0)
+            except ValueError:
+                try:
+                    v = int(float(v))
+                except ValueError:
+                    continue  # a label, not a number: no id
+        elif isinstance(v, float):
+            if math.isnan(v):
+                continue
+            v = int(v)
+        elif not isinstance(v, int):
+            continue
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise TraceError(
+                path, f"{where(i)} has {what} {v}, beyond the 64-bit range",
+                "the file is damaged; re-capture it",
+            )
+        out[i] = v
+    return out
+
+
+def strings(values: Sequence[Any]) -> list[str]:
+    """Every value as a string ('' for None), the way the file spelled it."""
+    return ["" if v is None else v if isinstance(v, str) else _num_str(v) for v in values]
+
+
+def _num_str(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)

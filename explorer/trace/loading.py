@@ -1,0 +1,134 @@
+"""From a path a user typed to loaded tables: files, gzip, TensorBoard profile directories,
+directories of per-rank traces, Execution Traces attached to their Kineto trace, and the
+cache in front of it all.
+
+Directory rules (documented for users in the README):
+
+* a TensorBoard log dir (``plugins/profile/<run>/``): the newest run is used;
+* a directory holding one trace: that trace;
+* a directory holding one trace per rank: :func:`load_trace` gives the lowest rank (and a
+  warning naming the others), :func:`load_rank_traces` gives all of them;
+* an Execution Trace (``nodes``/``schema`` JSON from ExecutionTraceObserver) beside a Kineto
+  trace is attached to it; ``execution_trace=`` attaches one explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from explorer.errors import TraceError
+from explorer.trace.build import build
+from explorer.trace.cache import load_cached, save_cached
+from explorer.trace.decode import decode, read_bytes
+from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
+from explorer.trace.model import TraceData
+
+Progress = Callable[[float, str], None]
+
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK = re.compile(r"rank[-_]?(\d+)", re.I)
+
+
+def _is_trace_file(p: Path) -> bool:
+    return p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+
+
+def trace_files(directory: Path) -> list[Path]:
+    """Trace files a directory stands for (see the module docstring)."""
+    tb = directory / "plugins" / "profile"
+    if tb.is_dir():
+        runs = sorted((r for r in tb.iterdir() if r.is_dir()), key=lambda r: r.stat().st_mtime)
+        if runs:
+            directory = runs[-1]
+    files = sorted(p for p in directory.iterdir() if _is_trace_file(p))
+    if not files:
+        files = sorted(p for p in directory.rglob("*") if _is_trace_file(p))
+    return files
+
+
+def rank_of(path: Path, trace: TraceData | None = None) -> int:
+    if trace is not None and trace.rank >= 0:
+        return trace.rank
+    m = _RANK.search(path.name)
+    return int(m.group(1)) if m else -1
+
+
+def _read_one(path: Path, cls: type, use_cache: bool, progress: Progress | None) -> TraceData:
+    if use_cache:
+        cached = load_cached(path, cls)
+        if cached is not None:
+            if progress:
+                progress(1.0, "loaded from cache")
+            return cached
+    if progress:
+        progress(0.05, f"reading {path.name}")
+    data, warnings = read_bytes(path)
+    if progress:
+        progress(0.2, "decoding JSON")
+    decoded = decode(path, data)
+    del data
+    if decoded.execution_trace is not None:
+        raise TraceError(
+            path, "this is a PyTorch Execution Trace, not a timeline trace",
+            "load the Kineto trace captured with it (explorer.load(kineto, execution_trace=this_file))",
+        )
+    decoded.warnings[:0] = warnings
+    trace = build(decoded, path, cls=cls, progress=progress)
+    if use_cache:
+        if progress:
+            progress(0.95, "writing cache")
+        save_cached(path, trace)
+    if progress:
+        progress(1.0, "loaded")
+    return trace
+
+
+def load_trace(
+    path: str | Path, *, cls: type = TraceData, use_cache: bool = True,
+    progress: Progress | None = None, execution_trace: str | Path | None = None,
+) -> Any:
+    """One trace from a file or directory (the lowest rank of a rank directory)."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file or directory", "check the path")
+    et_path = Path(execution_trace) if execution_trace else None
+    if p.is_dir():
+        files = trace_files(p)
+        ets = [f for f in files if is_execution_trace(f)]
+        kineto = [f for f in files if f not in ets]
+        if not kineto:
+            raise TraceError(p, "this directory holds no trace files (*.json, *.json.gz)",
+                             "point at a trace file, a TensorBoard log dir or a directory of rank traces")
+        if len(kineto) > 1:
+            ranked = sorted(kineto, key=lambda f: (rank_of(f), f.name))
+            trace = _read_one(ranked[0], cls, use_cache, progress)
+            trace.metadata["warnings"] = list(trace.metadata.get("warnings", [])) + [
+                f"{p} holds {len(kineto)} traces; showing {ranked[0].name} "
+                f"(use explorer.load_ranks for all)"
+            ]
+        else:
+            trace = _read_one(kineto[0], cls, use_cache, progress)
+        if et_path is None and len(ets) == 1:
+            et_path = ets[0]
+    else:
+        trace = _read_one(p, cls, use_cache, progress)
+    if et_path is not None:
+        attach_execution_trace(trace, et_path)
+    return trace
+
+
+def load_rank_traces(path: str | Path, *, cls: type = TraceData, use_cache: bool = True) -> dict[int, Any]:
+    """Every rank's trace in a directory, keyed by rank (file order when ranks are unknown)."""
+    p = Path(path)
+    if not p.is_dir():
+        t = load_trace(p, cls=cls, use_cache=use_cache)
+        return {max(t.rank, 0): t}
+    out: dict[int, Any] = {}
+    for k, f in enumerate(f for f in trace_files(p) if not is_execution_trace(f)):
+        t = _read_one(f, cls, use_cache, None)
+        r = rank_of(f, t)
+        out[r if r >= 0 and r not in out else k] = t
+    return dict(sorted(out.items()))

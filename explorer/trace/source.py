@@ -1,0 +1,149 @@
+"""Python stacks and the user's source line for every slice.
+
+Torch writes ``with_stack=True`` frames as ``python_function`` slices named
+``"train.py(42): train_step"`` that enclose the ops they called; older traces carry a
+``Call stack`` arg instead, and Explorer's collector writes ``source_file``/``source_line``
+args on its own events. The *user* frame is the innermost one that is not torch, another
+library, the standard library or Explorer itself — the line a person can change.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pandas as pd
+
+from explorer.trace.model import TraceData
+
+_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
+
+#: Top-level packages whose frames are never "user code".
+LIBRARY_PACKAGES = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "pandas",
+    "transformers", "accelerate", "deepspeed", "apex", "lightning", "pytorch_lightning",
+    "lightning_fabric", "torchmetrics", "timm", "datasets", "fairscale", "megatron", "xformers",
+    "flash_attn", "torch_xla", "torch_neuronx", "torch_mlir", "intel_extension_for_pytorch",
+    "habana_frameworks", "jax", "scipy", "sklearn", "PIL", "cv2", "tqdm", "einops", "hydra",
+    "omegaconf", "wandb", "tensorboard", "explorer", "pydevd", "debugpy", "IPython", "ipykernel",
+    "runpy", "pkg_resources", "setuptools", "_pytest", "pytest", "pluggy",
+})
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__", "<frozen", "<string>"}
+
+
+def parse_frame(text: str) -> tuple[str, int, str] | None:
+    """``"train.py(42): step"`` → ("train.py", 42, "step"); None when it is not a frame."""
+    m = _FRAME.match(text)
+    if not m:
+        return None
+    return m.group("file"), int(m.group("line")), m.group("func")
+
+
+def is_user_file(path: str) -> bool:
+    """False for torch, other libraries, the standard library and Explorer's own code."""
+    if not path or path.startswith("<"):
+        return False
+    p = path.replace("\\", "/")
+    if "site-packages/" in p or "dist-packages/" in p or "/lib/python3" in p or "/lib64/python3" in p:
+        return False
+    if "/explorer/collect/" in p or p.startswith("explorer/"):
+        return False
+    parts = [s for s in p.split("/") if s and s != "."]
+    if not parts:
+        return False
+    if p.startswith("/"):
+        return True  # absolute paths outside the library prefixes above are the user's
+    top = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
+    return top not in LIBRARY_PACKAGES and top not in _STDLIB
+
+
+def user_frames(trace: TraceData) -> pd.DataFrame:
+    """For every slice, its innermost user frame: columns ``file``, ``line``, ``function``
+    ('' / -1 when the trace holds no stack for it). Cached on the trace.
+
+    A slice with a frame of its own (a user ``python_function``, a collector event with
+    ``source_file``) uses it; any other slice inherits its nearest ancestor's. Propagation
+    runs one depth level at a time, so the cost is a few numpy passes, not a walk per slice.
+    """
+    cached = trace.cache.get("user_frames")
+    if cached is not None:
+        return cached
+    s = trace.slices
+    n = len(s)
+    files = [""]
+    lines = [-1]
+    funcs = [""]
+    own = np.zeros(n, np.int64)  # index into files/lines/funcs; 0 = none
+    # 1) python_function slices whose frame is user code: one parse per distinct name.
+    is_py = np.asarray(s["kind"] == "python")
+    if is_py.any():
+        names = s["name"].cat.categories
+        frame_of_name = np.zeros(len(names) + 1, np.int64)
+        for k, nm in enumerate(names):
+            f = parse_frame(str(nm))
+            if f and is_user_file(f[0]):
+                files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                frame_of_name[k] = len(files) - 1
+        codes = s["name"].cat.codes.to_numpy()
+        own[is_py] = frame_of_name[codes[is_py]]
+    # 2) Explorer collector events with their own source args, and old 'Call stack' args.
+    cats = s["cat"].astype(str)
+    special = np.flatnonzero(np.asarray(cats.str.startswith("explorer_")))
+    for i in special:
+        a = trace.args(int(i))
+        f, ln = a.get("source_file"), a.get("source_line")
+        if f and isinstance(ln, int):
+            files.append(str(f)), lines.append(ln), funcs.append(str(a.get("source_function", "")))
+            own[i] = len(files) - 1
+    if trace.metadata.get("has_call_stack_args"):
+        for i in np.flatnonzero(own == 0):
+            cs = trace.args(int(i)).get("Call stack")
+            if not cs:
+                continue
+            for frame_text in str(cs).split(";"):
+                f = parse_frame(frame_text.strip())
+                if f and is_user_file(f[0]):
+                    files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                    own[i] = len(files) - 1
+                    break
+    # 3) Inherit from the parent, shallowest first.
+    frame = own.copy()
+    depth = s["depth"].to_numpy()
+    parent = s["parent"].to_numpy()
+    for d in range(1, int(depth.max()) + 1 if n else 0):
+        sel = np.flatnonzero((depth == d) & (frame == 0) & (parent >= 0))
+        if len(sel):
+            frame[sel] = frame[parent[sel]]
+    out = pd.DataFrame({
+        "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
+        "line": np.asarray(lines, np.int64)[frame],
+        "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
+    })
+    trace.cache["user_frames"] = out
+    return out
+
+
+def stack_of(trace: TraceData, slice_id: int) -> list[tuple[str, int, str]]:
+    """All Python frames enclosing a slice, innermost first (library frames included)."""
+    s = trace.slices
+    out: list[tuple[str, int, str]] = []
+    i = slice_id
+    kind = s["kind"].to_numpy()
+    names = s["name"]
+    parent = s["parent"].to_numpy()
+    while i >= 0:
+        if kind[i] == "python":
+            f = parse_frame(str(names.iat[i]))
+            if f:
+                out.append(f)
+        i = int(parent[i])
+    if not out:
+        a = trace.args(slice_id)
+        if a.get("source_file"):
+            out.append((str(a["source_file"]), int(a.get("source_line", -1)), str(a.get("source_function", ""))))
+        for frame_text in str(a.get("Call stack", "")).split(";"):
+            f = parse_frame(frame_text.strip())
+            if f:
+                out.append(f)
+    return out
