@@ -1,0 +1,155 @@
+"""Dockable panels beside the timeline: Source, Dependency graph, Memory, Operators.
+
+Every panel is a plain ``QWidget`` with the same small contract, so the main window can
+dock any of them and wire them together without knowing what they show:
+
+- ``set_trace(trace)`` — show a new trace (``None`` clears);
+- signal ``slices_selected(object)`` — an ``np.ndarray`` of slice ids the timeline should
+  highlight and select;
+- signal ``range_requested(int, int)`` — ask the timeline to zoom to ``[start_ns, end_ns)``;
+- slots ``on_selection(slice_id)`` and ``on_range(start_ns, end_ns)`` — what the timeline
+  tells the panel;
+- signal ``updated()`` — the panel finished showing new results (tests and the screenshot
+  mode wait on it).
+
+Aggregations over all events run off the UI thread through :meth:`TracePanel.run_in_background`:
+the work is a pure function, the result comes back through a queued signal, and results of
+superseded requests (the user picked another step meanwhile) are dropped by generation number.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PyQt6 import sip
+from PyQt6.QtCore import QObject, QRunnable, QThreadPool, pyqtSignal, pyqtSlot
+from PyQt6.QtWidgets import QWidget
+
+
+class _JobSignals(QObject):
+    finished = pyqtSignal(int, object)
+    failed = pyqtSignal(int, str)
+
+
+class _Job(QRunnable):
+    """Runs one function in the thread pool and reports its result or its error."""
+
+    def __init__(self, generation: int, work: Callable[[], Any]) -> None:
+        super().__init__()
+        self.generation = generation
+        self.work = work
+        self.signals = _JobSignals()
+
+    def run(self) -> None:  # runs in a pool thread
+        try:
+            result = self.work()
+        except Exception as exc:  # noqa: BLE001 - any failure must reach the panel, not vanish
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            self.signals.failed.emit(self.generation, detail)
+            return
+        self.signals.finished.emit(self.generation, result)
+
+
+class TracePanel(QWidget):
+    """Base of the panels: the shared signals, default slots and the background runner."""
+
+    slices_selected = pyqtSignal(object)
+    range_requested = pyqtSignal(int, int)
+    updated = pyqtSignal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.trace: Any = None
+        self._generation = 0
+        self._jobs: dict[int, _Job] = {}
+
+    # -- contract (panels override what they use) ---------------------------------------------
+    def set_trace(self, trace: Any) -> None:
+        self.trace = trace
+
+    @pyqtSlot(int)
+    def on_selection(self, slice_id: int) -> None:
+        """The timeline selected a slice; panels that follow the selection override this."""
+
+    @pyqtSlot(int, int)
+    def on_range(self, start_ns: int, end_ns: int) -> None:
+        """The timeline's visible or selected range; panels that follow it override this."""
+
+    # -- background work ------------------------------------------------------------------------
+    def run_in_background(
+        self,
+        work: Callable[[], Any],
+        done: Callable[[Any], None],
+        failed: Callable[[str], None] | None = None,
+    ) -> int:
+        """Run ``work()`` in the thread pool; call ``done(result)`` on the UI thread.
+
+        Only the latest request's result is delivered; earlier ones are dropped, so a user
+        clicking quickly through steps never sees an old step's table arrive last.
+        """
+        self._generation += 1
+        generation = self._generation
+        job = _Job(generation, work)
+        self._jobs[generation] = job
+
+        def deliver(gen: int, result: Any) -> None:
+            self._jobs.pop(gen, None)
+            if sip.isdeleted(self) or gen != self._generation:
+                return
+            done(result)
+
+        def report(gen: int, message: str) -> None:
+            self._jobs.pop(gen, None)
+            if sip.isdeleted(self) or gen != self._generation:
+                return
+            if failed is not None:
+                failed(message)
+
+        job.signals.finished.connect(deliver)
+        job.signals.failed.connect(report)
+        job.setAutoDelete(False)  # the Python side keeps it (self._jobs) until it reports
+        QThreadPool.globalInstance().start(job)
+        return generation
+
+    def busy(self) -> bool:
+        """Whether a background request is still running."""
+        return bool(self._jobs)
+
+
+def trace_steps(trace: Any) -> pd.DataFrame:
+    """The trace's steps ``[step, name, start_ns, dur_ns, end_ns]``.
+
+    Uses :func:`explorer.analysis.steps.steps` (the project's definition of a step); when
+    that analysis is not installed, falls back to ``ProfilerStep#N`` annotations so the
+    step pickers still work.
+    """
+    try:
+        from explorer.analysis.steps import steps
+    except ImportError:
+        steps = None
+    if steps is not None:
+        return steps(trace)
+    s = trace.slices
+    names = s["name"].astype(str)
+    mask = names.str.startswith("ProfilerStep#").to_numpy()
+    ts = s["ts"].to_numpy()[mask]
+    dur = s["dur"].to_numpy()[mask]
+    labels = names.to_numpy()[mask]
+    numbers = pd.to_numeric(pd.Series(labels).str.extract(r"#(\d+)")[0], errors="coerce")
+    frame = pd.DataFrame(
+        {
+            "step": numbers.fillna(-1).astype(np.int64).to_numpy(),
+            "name": labels,
+            "start_ns": ts,
+            "dur_ns": dur,
+            "end_ns": ts + dur,
+        }
+    )
+    return frame.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
+
+
+__all__ = ["TracePanel", "trace_steps"]

@@ -1,0 +1,410 @@
+"""Memory panel: allocated and reserved memory per device over time, and who holds it.
+
+Curves come from :func:`explorer.analysis.memory.memory_timeline` (one step curve per device,
+peak marked) and follow the timeline's zoom through :meth:`MemoryPanel.on_range`. Clicking
+the plot picks a time: the table below lists the allocations alive then (size, op, source
+line, lifetime); a second tab lists allocations never freed in the trace (leak suspects).
+Selecting an allocation highlights the op that made it and zooms the timeline to its life.
+
+When the memory analysis module is not installed the same tables are computed here from
+``trace.memory`` (:func:`allocation_lifetimes`), so the panel works on any trace that has
+``[memory]`` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyqtgraph as pg
+from PyQt6.QtCore import Qt, pyqtSlot
+from PyQt6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
+from explorer.ui.panels import TracePanel
+
+#: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
+DEVICE_TYPES: dict[int, str] = {
+    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
+    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
+    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
+}  # fmt: skip
+
+_CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
+ALLOCATION_COLUMNS = ["device", "bytes", "op", "source", "alloc_ts", "lifetime_ns", "slice", "addr"]
+_TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "lifetime_ns": "ns"}
+_TABLE_HEADERS = {"bytes": "size", "alloc_ts": "allocated at", "lifetime_ns": "lifetime"}
+
+
+def device_labels(memory: pd.DataFrame) -> np.ndarray:
+    """``"cuda:0"``-style label of every memory event (``"cpu"`` for host memory)."""
+    dtype = memory["device_type"].to_numpy(np.int64)
+    dev = memory["device"].to_numpy(np.int64)
+    pairs = pd.DataFrame({"t": dtype, "d": dev})
+    uniq, inverse = np.unique(pairs.to_numpy(), axis=0, return_inverse=True)
+    names = []
+    for t, d in uniq.tolist():  # one iteration per distinct device
+        base = DEVICE_TYPES.get(int(t), f"device{t}")
+        names.append(base if base == "cpu" or d < 0 else f"{base}:{d}")
+    return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
+
+
+def memory_curves(trace: Any) -> pd.DataFrame:
+    """``[device, ts, allocated, reserved]`` per memory event, sorted by time.
+
+    The analysis module's :func:`memory_timeline` when installed, else read directly from
+    ``trace.memory`` (the profiler already records each device's running totals).
+    """
+    try:
+        from explorer.analysis.memory import memory_timeline
+    except ImportError:
+        memory_timeline = None
+    if memory_timeline is not None:
+        return memory_timeline(trace)
+    m = trace.memory
+    if m is None or len(m) == 0:
+        return pd.DataFrame({"device": [], "ts": [], "allocated": [], "reserved": []})
+    out = pd.DataFrame(
+        {
+            "device": device_labels(m),
+            "ts": m["ts"].to_numpy(np.int64),
+            "allocated": m["total_allocated"].to_numpy(np.int64),
+            "reserved": m["total_reserved"].to_numpy(np.int64),
+        }
+    )
+    return out.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def allocation_lifetimes(trace: Any) -> pd.DataFrame:
+    """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
+    slice (the op that allocated, -1 if none), op, source``.
+
+    Pairs each allocation with the next event on the same device and address, which is its
+    free when it has negative bytes — a sort and a shift, no loop over events.
+    """
+    m = trace.memory
+    if m is None or len(m) == 0:
+        return pd.DataFrame(
+            {c: [] for c in ("device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op")}
+            | {"source": []}
+        )
+    labels = device_labels(m)
+    label_codes = pd.Categorical(labels).codes.astype(np.int64)
+    addr = m["addr"].to_numpy(np.int64)
+    ts = m["ts"].to_numpy(np.int64)
+    nbytes = m["bytes"].to_numpy(np.int64)
+    order = np.lexsort((ts, addr, label_codes))
+    same_next = np.zeros(len(order), bool)
+    same_next[:-1] = (label_codes[order][1:] == label_codes[order][:-1]) & (
+        addr[order][1:] == addr[order][:-1]
+    )
+    next_is_free = np.zeros(len(order), bool)
+    next_is_free[:-1] = same_next[:-1] & (nbytes[order][1:] < 0)
+    is_alloc = nbytes[order] > 0
+    rows = order[is_alloc]
+    free_ts = np.full(len(order), -1, np.int64)
+    free_ts[:-1] = np.where(next_is_free[:-1], ts[order][1:], -1)
+    slice_ids = m["slice"].to_numpy(np.int64)[rows]
+    out = pd.DataFrame(
+        {
+            "device": labels[rows],
+            "addr": addr[rows],
+            "bytes": nbytes[rows],
+            "alloc_ts": ts[rows],
+            "free_ts": free_ts[is_alloc],
+            "slice": slice_ids,
+        }
+    )
+    out["op"] = _slice_names(trace, slice_ids)
+    out["source"] = _slice_source_text(trace, slice_ids)
+    return out.sort_values("alloc_ts", kind="stable").reset_index(drop=True)
+
+
+def _slice_names(trace: Any, ids: np.ndarray) -> np.ndarray:
+    names = (
+        trace.slices["name"].astype(str).to_numpy() if len(trace.slices) else np.zeros(0, object)
+    )
+    ok = (ids >= 0) & (ids < len(names))
+    out = np.full(len(ids), "", dtype=object)
+    out[ok] = names[ids[ok]]
+    return out
+
+
+def _slice_source_text(trace: Any, ids: np.ndarray) -> np.ndarray:
+    """``file:line`` of each slice's user frame ("" when unknown or not computable)."""
+    out = np.full(len(ids), "", dtype=object)
+    try:
+        from explorer.trace.source import user_frames
+    except ImportError:
+        return out
+    frames = user_frames(trace)
+    ok = (ids >= 0) & (ids < len(frames))
+    files = frames["file"].to_numpy()[ids[ok]].astype(str)
+    lines = frames["line"].to_numpy()[ids[ok]]
+    text = np.where(files != "", np.char.add(np.char.add(files, ":"), lines.astype(str)), "")
+    out[ok] = text
+    return out
+
+
+@dataclass
+class MemoryData:
+    """What the panel shows for one trace (computed off the UI thread)."""
+
+    curves: pd.DataFrame
+    allocations: pd.DataFrame
+    leaks: pd.DataFrame
+    peaks: pd.DataFrame
+
+
+def memory_data(trace: Any) -> MemoryData:
+    """Curves, allocation lifetimes, leak suspects and peaks of one trace."""
+    curves = memory_curves(trace)
+    allocations = allocation_lifetimes(trace)
+    leaks = allocations[allocations["free_ts"] < 0].sort_values(
+        "bytes", ascending=False, kind="stable"
+    )
+    if len(curves):
+        at = curves.groupby("device", sort=True)["allocated"].idxmax()
+        peaks = pd.DataFrame(
+            {
+                "device": at.index.to_numpy(),
+                "peak_bytes": curves["allocated"].to_numpy()[at.to_numpy()],
+                "ts": curves["ts"].to_numpy()[at.to_numpy()],
+            }
+        )
+    else:
+        peaks = pd.DataFrame({"device": [], "peak_bytes": [], "ts": []})
+    return MemoryData(curves, allocations, leaks.reset_index(drop=True), peaks)
+
+
+def alive_at(allocations: pd.DataFrame, ts_ns: int) -> pd.DataFrame:
+    """Allocations made at or before ``ts_ns`` and not yet freed then, largest first."""
+    a = allocations
+    alive = (a["alloc_ts"] <= ts_ns) & ((a["free_ts"] < 0) | (a["free_ts"] > ts_ns))
+    return a[alive].sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _table_frame(allocs: pd.DataFrame, trace_end: int) -> pd.DataFrame:
+    """The allocation columns people read, with lifetime (to the end of the trace if never freed)."""
+    free = allocs["free_ts"].to_numpy(np.int64)
+    alloc_ts = allocs["alloc_ts"].to_numpy(np.int64)
+    lifetime = np.where(free >= 0, free - alloc_ts, np.maximum(trace_end - alloc_ts, 0))
+    out = allocs.assign(lifetime_ns=lifetime)
+    return out[ALLOCATION_COLUMNS].reset_index(drop=True)
+
+
+class MemoryPanel(TracePanel):
+    """Memory curves per device with the peak marked, and the allocations behind them."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.data: MemoryData | None = None
+        self.live_ts: int | None = None
+        self._syncing = False
+
+        self.status = QLabel("No trace")
+        self.status.setWordWrap(True)
+        self.plot = pg.PlotWidget(background="w")
+        self.plot.setLabel("bottom", "time", units="s")
+        self.plot.setLabel("left", "memory", units="B")
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.plot.setMouseEnabled(x=True, y=False)
+        self.plot.addLegend(offset=(10, 10))
+        self.plot.scene().sigMouseClicked.connect(self._plot_clicked)
+        self.cursor = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#444", width=1))
+        self.cursor.setVisible(False)
+        self.cursor.sigPositionChangeFinished.connect(
+            lambda line: self.show_live_at(int(round(line.value() * 1e9)))
+        )
+        self.plot.addItem(self.cursor, ignoreBounds=True)
+
+        self.live_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
+        self.leak_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
+        self.live_table = self._table(self.live_model)
+        self.leak_table = self._table(self.leak_model)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.live_table, "Alive at …")
+        self.tabs.addTab(self.leak_table, "Never freed")
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.plot)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.status)
+        layout.addWidget(splitter, 1)
+
+    def _table(self, model: DataFrameModel) -> QTableView:
+        table = QTableView()
+        table.setModel(model)
+        table.setSortingEnabled(True)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.verticalHeader().setVisible(False)
+        table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        table.selectionModel().selectionChanged.connect(
+            lambda *_: self._allocation_selected(table, model)
+        )
+        return table
+
+    # -- contract ----------------------------------------------------------------------------
+    def set_trace(self, trace: Any) -> None:
+        super().set_trace(trace)
+        self.data = None
+        self.live_ts = None
+        self._clear_plot()
+        self.live_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
+        self.leak_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
+        if trace is None:
+            self.status.setText("No trace")
+            return
+        self.status.setText("Reading memory events…")
+        self.run_in_background(lambda: memory_data(trace), self._data_ready, self._failed)
+
+    @pyqtSlot(int, int)
+    def on_range(self, start_ns: int, end_ns: int) -> None:
+        """Follow the timeline's zoom: show the same time range."""
+        if end_ns <= start_ns:
+            return
+        self._syncing = True
+        try:
+            self.plot.setXRange(start_ns / 1e9, end_ns / 1e9, padding=0)
+        finally:
+            self._syncing = False
+
+    def visible_range_ns(self) -> tuple[int, int]:
+        """The time range the plot shows, in ns."""
+        (x0, x1), _ = self.plot.viewRange()
+        return int(round(x0 * 1e9)), int(round(x1 * 1e9))
+
+    # -- results -----------------------------------------------------------------------------
+    def _clear_plot(self) -> None:
+        for item in list(self.plot.listDataItems()):
+            self.plot.removeItem(item)
+        for item in getattr(self, "_peak_labels", []):
+            self.plot.removeItem(item)
+        self._peak_labels: list[pg.TextItem] = []
+        self.plot.plotItem.legend.clear()
+        self.cursor.setVisible(False)
+
+    def _data_ready(self, data: MemoryData) -> None:
+        self.data = data
+        self._clear_plot()
+        if len(data.curves) == 0:
+            self.status.setText(
+                "This trace has no memory events. Record with "
+                "torch.profiler.profile(profile_memory=True) (or explorer.collect) to see memory."
+            )
+            self.plot.setVisible(False)
+            self.updated.emit()
+            return
+        self.plot.setVisible(True)
+        for i, (device, curve) in enumerate(data.curves.groupby("device", sort=True)):
+            color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+            x, y = _steps_xy(curve["ts"].to_numpy(np.int64), curve["allocated"].to_numpy(np.int64))
+            item = self.plot.plot(x, y, pen=pg.mkPen(color, width=2), name=f"{device} allocated")
+            item.setDownsampling(auto=True, method="peak")
+            item.setClipToView(True)
+            reserved = curve["reserved"].to_numpy(np.int64)
+            if reserved.any():
+                x, y = _steps_xy(curve["ts"].to_numpy(np.int64), reserved)
+                pen = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
+                ritem = self.plot.plot(x, y, pen=pen, name=f"{device} reserved")
+                ritem.setDownsampling(auto=True, method="peak")
+                ritem.setClipToView(True)
+        for i, peak in enumerate(data.peaks.itertuples(index=False)):
+            color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+            x, y = peak.ts / 1e9, float(peak.peak_bytes)
+            marker = pg.ScatterPlotItem([x], [y], symbol="star", size=14, brush=pg.mkBrush(color))
+            marker.setObjectName(f"peak:{peak.device}")
+            self.plot.addItem(marker)
+            label = pg.TextItem(
+                f"peak {format_bytes(peak.peak_bytes)} ({peak.device})", color=color, anchor=(0, 1)
+            )
+            label.setPos(x, y)
+            self.plot.addItem(label)
+            self._peak_labels.append(label)
+        self.plot.enableAutoRange()
+        peaks = ", ".join(
+            f"{p.device} peak {format_bytes(p.peak_bytes)} at {format_ns(p.ts)}"
+            for p in data.peaks.itertuples(index=False)
+        )
+        self.status.setText(
+            f"{peaks} · {len(data.allocations):,} allocations, {len(data.leaks):,} never freed. "
+            "Click the plot to list what is alive at that time."
+        )
+        self.leak_model.set_frame(_table_frame(data.leaks, self._trace_end()))
+        first_peak = int(data.peaks["ts"].iloc[int(np.argmax(data.peaks["peak_bytes"]))])
+        self.show_live_at(first_peak)
+        self.updated.emit()
+
+    def _failed(self, message: str) -> None:
+        self.status.setText(f"Could not read memory: {message}")
+        self.updated.emit()
+
+    def _trace_end(self) -> int:
+        return int(self.trace.span_ns) if self.trace is not None else 0
+
+    # -- interaction -------------------------------------------------------------------------
+    def show_live_at(self, ts_ns: int) -> pd.DataFrame:
+        """List the allocations alive at ``ts_ns`` (what a click on the plot does)."""
+        if self.data is None:
+            return pd.DataFrame(columns=ALLOCATION_COLUMNS)
+        self.live_ts = int(ts_ns)
+        alive = alive_at(self.data.allocations, self.live_ts)
+        frame = _table_frame(alive, self._trace_end())
+        self.live_model.set_frame(frame)
+        self.cursor.setValue(self.live_ts / 1e9)
+        self.cursor.setVisible(True)
+        total = int(frame["bytes"].sum()) if len(frame) else 0
+        self.tabs.setTabText(
+            0, f"Alive at {format_ns(self.live_ts)} ({len(frame):,}, {format_bytes(total)})"
+        )
+        self.tabs.setTabText(1, f"Never freed ({len(self.data.leaks):,})")
+        return frame
+
+    def _plot_clicked(self, event: Any) -> None:
+        if self.data is None or event.button() != Qt.MouseButton.LeftButton:
+            return
+        view = self.plot.plotItem.vb
+        if not view.sceneBoundingRect().contains(event.scenePos()):
+            return
+        point = view.mapSceneToView(event.scenePos())
+        self.show_live_at(int(round(point.x() * 1e9)))
+
+    def _allocation_selected(self, table: QTableView, model: DataFrameModel) -> None:
+        rows = table.selectionModel().selectedRows()
+        if not rows:
+            return
+        row = model.row(rows[0].row())
+        if int(row["slice"]) >= 0:
+            self.slices_selected.emit(np.array([int(row["slice"])], np.int64))
+        start = int(row["alloc_ts"])
+        end = start + max(int(row["lifetime_ns"]), 1)
+        self.range_requested.emit(start, end)
+
+
+def _steps_xy(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A step curve (value holds until the next event) as x in seconds, y in bytes."""
+    if len(ts) == 0:
+        return np.zeros(0), np.zeros(0)
+    x = np.repeat(ts, 2)[1:] / 1e9
+    y = np.repeat(values, 2)[:-1].astype(np.float64)
+    return x, y
+
+
+__all__ = ["MemoryPanel", "allocation_lifetimes", "alive_at", "memory_curves", "memory_data"]
