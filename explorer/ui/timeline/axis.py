@@ -1,0 +1,58 @@
+"""Time axis: tick positions at 1-2-5 steps and labels in the unit that fits the zoom."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
+
+
+def tick_step(span_ns: float, width_px: int, min_px: int = 90) -> int:
+    """The 1-2-5 step in ns that puts ticks at least ``min_px`` pixels apart."""
+    if span_ns <= 0 or width_px <= 0:
+        return 1
+    raw = span_ns * min_px / width_px
+    exp = 10 ** math.floor(math.log10(max(raw, 1)))
+    for m in (1, 2, 5, 10):
+        if m * exp >= raw:
+            return int(max(m * exp, 1))
+    return int(10 * exp)
+
+
+def ticks(t0: float, t1: float, width_px: int) -> tuple[np.ndarray, int]:
+    """Tick times (ns) inside [t0, t1] and the step between them."""
+    step = tick_step(t1 - t0, width_px)
+    first = math.ceil(t0 / step) * step
+    return np.arange(first, t1 + 1, step, dtype=np.float64), step
+
+
+def unit_for(step_ns: float) -> tuple[int, str]:
+    """The largest unit in which the step is at least 1."""
+    for scale, name in _UNITS:
+        if step_ns >= scale:
+            return scale, name
+    return 1, "ns"
+
+
+def format_time(t_ns: float, step_ns: float) -> str:
+    """A tick label: ``t_ns`` in the step's unit with just enough decimals to tell ticks apart."""
+    scale, name = unit_for(step_ns)
+    value = t_ns / scale
+    step_in_unit = step_ns / scale
+    decimals = max(0, -math.floor(math.log10(step_in_unit))) if step_in_unit < 1 else 0
+    return f"{value:.{decimals}f} {name}"
+
+
+def format_duration(ns: float) -> str:
+    """A duration for people: ``812 ns``, ``3.41 µs``, ``12.5 ms``, ``1.20 s``."""
+    ns = float(ns)
+    for scale, name in _UNITS:
+        if abs(ns) >= scale or scale == 1:
+            v = ns / scale
+            if scale == 1:
+                return f"{int(round(v))} ns"
+            digits = 2 if abs(v) < 10 else 1 if abs(v) < 100 else 0
+            return f"{v:.{digits}f} {name}"
+    return f"{ns:.0f} ns"

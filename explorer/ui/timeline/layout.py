@@ -1,0 +1,215 @@
+"""Which rows the timeline shows, in what order, and where (no Qt here).
+
+Rows are grouped by process: a host process with its threads, each device with its
+streams, and counter rows (the trace's counters, plus allocated memory per device from the
+``memory`` table). Groups collapse to their header; any track or counter row can be pinned,
+which moves it into a "Pinned" group at the top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from explorer.trace.model import TraceData
+from explorer.ui.timeline.lod import LaneIndex
+
+LANE_H = 18
+HEADER_H = 22
+COUNTER_H = 40
+PINNED = "g:pinned"
+
+_DEVICE_TYPES = {
+    0: "cpu",
+    1: "cuda",
+    2: "mkldnn",
+    8: "hip",
+    13: "xpu",
+    17: "mtia",
+    20: "privateuse1",
+}
+
+
+@dataclass
+class CounterSeries:
+    """One counter row's samples, sorted by time."""
+
+    label: str
+    ts: np.ndarray
+    values: np.ndarray
+    unit: str = ""
+
+
+@dataclass
+class Row:
+    """One visible row. ``kind`` is ``group`` (a collapsible header), ``track`` (a slice
+    track with one lane per depth) or ``counter``; ``key`` is stable across layouts."""
+
+    kind: str
+    key: str
+    label: str
+    height: int
+    group: str
+    track: int = -1
+    lanes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    series: int = -1
+    device: bool = False
+    y: int = 0
+
+
+def counter_series(trace: TraceData) -> tuple[list[CounterSeries], list[tuple[str, str]]]:
+    """Counter rows: every counter track, then allocated memory per device.
+    Returns the series and, for each, (group key, group label)."""
+    series: list[CounterSeries] = []
+    groups: list[tuple[str, str]] = []
+    counters = trace.counters
+    if len(counters):
+        tracks = trace.tracks.set_index("id")
+        for track_id, part in counters.groupby("track", sort=True, observed=True):
+            part = part.sort_values("ts", kind="stable")
+            t = tracks.loc[int(track_id)] if int(track_id) in tracks.index else None
+            label = str(t["thread"] or t["label"]) if t is not None else f"counter {track_id}"
+            process = str(t["process"]) if t is not None else "Counters"
+            series.append(
+                CounterSeries(label, part["ts"].to_numpy(), part["value"].to_numpy(float))
+            )
+            groups.append((f"g:{t['pid'] if t is not None else 'counters'}", process))
+    memory = trace.memory
+    if len(memory):
+        for (dtype, dev), part in memory.groupby(["device_type", "device"], sort=True):
+            part = part.sort_values("ts", kind="stable")
+            name = _DEVICE_TYPES.get(int(dtype), f"device{int(dtype)}")
+            label = f"allocated {name}:{int(dev)}" if int(dtype) != 0 else "allocated cpu"
+            values = part["total_allocated"].to_numpy(float)
+            series.append(CounterSeries(label, part["ts"].to_numpy(), values, "B"))
+            groups.append(("g:memory", "Memory"))
+    return series, groups
+
+
+class TrackLayout:
+    """The ordered rows of one trace, with collapse and pin state."""
+
+    def __init__(self, trace: TraceData, lanes: LaneIndex) -> None:
+        self.collapsed: set[str] = set()
+        self.pinned: list[str] = []
+        self.series, series_groups = counter_series(trace)
+        self._groups: dict[str, str] = {}  # key -> label, in display order
+        self._members: dict[str, list[Row]] = {}
+        # Device streams first (what the accelerator did is the first question), then the
+        # host, each in the reader's display order.
+        tracks = trace.tracks.assign(_host=trace.tracks["type"] != "device_stream")
+        tracks = tracks.sort_values(["_host", "order", "id"], kind="stable")
+        lane_tracks = lanes.lane_track
+        for t in tracks.itertuples(index=False):
+            tid = int(t.id)
+            lo = int(np.searchsorted(lane_tracks, tid, "left"))
+            hi = int(np.searchsorted(lane_tracks, tid, "right"))
+            if hi == lo:
+                continue  # counter tracks and empty tracks have no slices
+            group = f"g:{t.pid}"
+            is_device = str(t.type) == "device_stream"
+            label = str(t.process) or str(t.pid)
+            if is_device and "device" not in label.lower() and "gpu" not in label.lower():
+                label = f"Device {int(t.device)} · {label}" if int(t.device) >= 0 else label
+            self._add_group(group, label)
+            self._members[group].append(
+                Row(
+                    kind="track",
+                    key=f"t:{tid}",
+                    label=str(t.thread) or str(t.label),
+                    height=(hi - lo) * LANE_H + 4,
+                    group=group,
+                    track=tid,
+                    lanes=np.arange(lo, hi),
+                    device=is_device,
+                )
+            )
+        for i, (group, label) in enumerate(series_groups):
+            self._add_group(group, label)
+            s = self.series[i]
+            self._members[group].append(
+                Row("counter", f"c:{i}", s.label, COUNTER_H, group, series=i)
+            )
+        self.rows: list[Row] = []
+        self.height = 0
+        self.relayout()
+
+    def _add_group(self, key: str, label: str) -> None:
+        if key not in self._groups:
+            self._groups[key] = label
+            self._members[key] = []
+
+    # -- state ---------------------------------------------------------------------------
+    def toggle_collapsed(self, group: str) -> None:
+        self.collapsed.symmetric_difference_update({group})
+        self.relayout()
+
+    def toggle_pinned(self, key: str) -> None:
+        if key in self.pinned:
+            self.pinned.remove(key)
+        else:
+            self.pinned.append(key)
+        self.relayout()
+
+    def group_labels(self) -> dict[str, str]:
+        return dict(self._groups)
+
+    def all_rows(self) -> list[Row]:
+        """Every track and counter row, collapsed or not."""
+        return [r for rows in self._members.values() for r in rows]
+
+    # -- geometry ------------------------------------------------------------------------
+    def relayout(self) -> None:
+        """Recompute the visible rows and their y positions."""
+        by_key = {r.key: r for r in self.all_rows()}
+        out: list[Row] = []
+        pinned = [by_key[k] for k in self.pinned if k in by_key]
+        if pinned:
+            out.append(Row("group", PINNED, "Pinned", HEADER_H, PINNED))
+            if PINNED not in self.collapsed:
+                out.extend(pinned)
+        pinned_keys = set(self.pinned)
+        for group, label in self._groups.items():
+            members = [r for r in self._members[group] if r.key not in pinned_keys]
+            if not members:
+                continue
+            n_dev = sum(r.device for r in members)
+            out.append(Row("group", group, label, HEADER_H, group, device=n_dev > 0))
+            if group not in self.collapsed:
+                out.extend(members)
+        y = 0
+        for r in out:
+            r.y = y
+            y += r.height
+        self.rows = out
+        self.height = y
+        self._tops = np.array([r.y for r in out] + [y], dtype=np.int64)
+
+    def row_at(self, y: float) -> Row | None:
+        """The row at content height ``y`` (0 = top of the first row)."""
+        if not self.rows or y < 0 or y >= self.height:
+            return None
+        return self.rows[int(np.searchsorted(self._tops, y, "right")) - 1]
+
+    def row_of_track(self, track: int) -> Row | None:
+        for r in self.rows:
+            if r.kind == "track" and r.track == track:
+                return r
+        return None
+
+    def group_of_track(self, track: int) -> str | None:
+        for r in self.all_rows():
+            if r.kind == "track" and r.track == track:
+                return r.group
+        return None
+
+    def lane_y(self, row: Row, lane: int) -> int:
+        """Content y of a lane's top inside its track row."""
+        return row.y + 2 + int(lane - row.lanes[0]) * LANE_H
+
+
+def track_table_labels(tracks: pd.DataFrame) -> dict[int, str]:
+    """Track id → the label a person reads."""
+    return dict(zip(tracks["id"].astype(int), tracks["label"].astype(str), strict=False))

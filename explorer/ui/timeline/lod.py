@@ -1,0 +1,207 @@
+"""Level of detail: from the visible window of one lane to a few rectangles per pixel.
+
+A *lane* is one nesting depth of one track. Slices on a lane do not overlap, so ordered by
+start they are also (nearly) ordered by end; :class:`LaneIndex` keeps, per lane, the starts
+and the running maximum of the ends, which makes both edges of the visible window a
+``searchsorted``.
+
+:func:`lane_rects` then asks, for every pixel column, "which slice started last before this
+pixel ends, and is anything still running at the pixel's start?" — one ``searchsorted`` of
+the pixel edges, so the cost of a repaint depends on the widget's width, not on how many
+events are visible. Slices a few pixels wide or more keep their exact edges (and may get a
+label); narrower ones are merged into per-pixel buckets that take the colour of the slice
+that covers the pixel, and neighbouring buckets of one colour become one rectangle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+#: Slices at least this many pixels wide are drawn with their own edges, not bucketed.
+WIDE_PX = 3.0
+
+
+@dataclass
+class LaneIndex:
+    """Slices re-ordered by lane (track, depth) then start. Arrays are in *lane order*
+    (position ``p``) unless named otherwise; ``order[p]`` is the slice id at ``p`` and
+    ``pos[slice_id]`` its position."""
+
+    order: np.ndarray  # slice id at each lane position (int32/int64)
+    pos: np.ndarray  # lane position of each slice id
+    ts: np.ndarray  # int64 start at each position
+    endmax: np.ndarray  # int64 running max of ends within the lane
+    color: np.ndarray  # int16 colour id at each position
+    lane_track: np.ndarray  # int64 track id of each lane
+    lane_depth: np.ndarray  # int64 depth of each lane
+    lane_start: np.ndarray  # int64 offsets: lane ``l`` is positions lane_start[l]:lane_start[l+1]
+    dur: np.ndarray  # the trace's own dur column, by slice id (a view, not a copy)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the view's own arrays (the dur view belongs to the trace)."""
+        arrays = (self.order, self.pos, self.ts, self.endmax, self.color)
+        return int(sum(a.nbytes for a in arrays)) + int(
+            self.lane_track.nbytes + self.lane_depth.nbytes + self.lane_start.nbytes
+        )
+
+    def lanes_of_track(self, track: int) -> np.ndarray:
+        """Lane ids of one track, shallowest first."""
+        lo = np.searchsorted(self.lane_track, track, "left")
+        hi = np.searchsorted(self.lane_track, track, "right")
+        return np.arange(lo, hi)
+
+    def lane_of(self, slice_ids: np.ndarray) -> np.ndarray:
+        """Lane id of each slice."""
+        return np.searchsorted(self.lane_start, self.pos[slice_ids], "right") - 1
+
+
+def build_lanes(slices: pd.DataFrame, color: np.ndarray) -> LaneIndex:
+    """Group slices into lanes with one stable sort (slices are already sorted by track, ts)."""
+    n = len(slices)
+    idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
+    track = slices["track"].to_numpy().astype(np.int64)
+    depth = slices["depth"].to_numpy().astype(np.int64)
+    ts_all = slices["ts"].to_numpy()
+    dur = slices["dur"].to_numpy()
+    key = track * (int(depth.max(initial=0)) + 1) + depth
+    order = np.argsort(key, kind="stable").astype(idx_dtype)
+    skey = key[order]
+    if n:
+        starts = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]])
+    else:
+        starts = np.zeros(0, np.int64)
+    lane_start = np.r_[starts, n].astype(np.int64)
+    lane_track = track[order[starts]] if n else np.zeros(0, np.int64)
+    lane_depth = depth[order[starts]] if n else np.zeros(0, np.int64)
+    ts = ts_all[order]
+    # ts is not guaranteed sorted within a lane when a reader's ordering ties; make sure.
+    if n and np.any((np.diff(ts) < 0) & (np.diff(skey) == 0)):
+        order = np.lexsort((ts_all, key)).astype(idx_dtype)
+        ts = ts_all[order]
+    end = ts + dur[order]
+    lane_no = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(lane_start))
+    # A segmented running max: offset every lane above all earlier lanes' ends.
+    big = int(end.max(initial=0)) - int(ts.min(initial=0)) + 1
+    base = int(ts.min(initial=0))
+    endmax = np.maximum.accumulate((end - base) + lane_no * big) - lane_no * big + base
+    pos = np.empty(n, idx_dtype)
+    pos[order] = np.arange(n, dtype=idx_dtype)
+    return LaneIndex(
+        order=order,
+        pos=pos,
+        ts=ts,
+        endmax=endmax,
+        color=color[order].astype(np.int16),
+        lane_track=lane_track,
+        lane_depth=lane_depth,
+        lane_start=lane_start,
+        dur=dur,
+    )
+
+
+@dataclass
+class LaneRects:
+    """Rectangles of one lane in pixels: left/right edges, colour id, and the slice id for
+    rectangles that are one slice (-1 for merged buckets)."""
+
+    x0: np.ndarray
+    x1: np.ndarray
+    color: np.ndarray
+    slice_id: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.x0)
+
+
+_EMPTY = LaneRects(np.zeros(0), np.zeros(0), np.zeros(0, np.int16), np.zeros(0, np.int64))
+
+
+def pixel_edges(t0: float, t1: float, width: int) -> np.ndarray:
+    """Start time (ns) of every pixel column plus the end of the last, as int64."""
+    return np.floor(t0 + (t1 - t0) * np.arange(width + 1) / max(width, 1)).astype(np.int64)
+
+
+def lane_rects(lanes: LaneIndex, lane: int, t0: float, t1: float, width: int) -> LaneRects:
+    """The rectangles that draw ``lane`` between ``t0`` and ``t1`` on ``width`` pixels."""
+    a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
+    ts = lanes.ts[a:b]
+    em = lanes.endmax[a:b]
+    lo = int(np.searchsorted(em, t0, "right"))
+    hi = int(np.searchsorted(ts, t1, "left"))
+    if lo >= hi or width <= 0 or t1 <= t0:
+        return _EMPTY
+    scale = width / (t1 - t0)
+    edges = pixel_edges(t0, t1, width)
+    # The last slice that starts before each pixel ends, searched in the visible part only.
+    j = np.searchsorted(ts[lo:hi], edges[1:], "left") - 1 + lo
+    valid = j >= lo
+    jj = np.where(valid, j, lo)
+    valid &= em[jj] > edges[:-1]
+    p = a + jj
+    sid = lanes.order[p].astype(np.int64)
+    start = lanes.ts[p]
+    end = start + lanes.dur[sid]
+    wide = (end - start) * scale >= WIDE_PX
+    ncolors = 1 << 15
+    key = np.where(valid, np.where(wide, p.astype(np.int64) + ncolors, lanes.color[p]), -1)
+    change = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    run_end = np.r_[change[1:], width]
+    keep = key[change] >= 0
+    ps, pe = change[keep], run_end[keep]
+    first = ps  # the pixel that names the run's slice
+    is_wide = wide[first]
+    x0 = ps.astype(np.float64)
+    x1 = pe.astype(np.float64)
+    ex0 = (start[first] - t0) * scale
+    ex1 = (end[first] - t0) * scale
+    x0 = np.where(is_wide, np.maximum(x0, ex0), x0)
+    x1 = np.where(is_wide, np.minimum(x1, ex1), x1)
+    x1 = np.maximum(x1, x0 + 1.0)
+    return LaneRects(
+        x0=x0,
+        x1=x1,
+        color=lanes.color[p[first]],
+        slice_id=np.where(is_wide, sid[first], -1),
+    )
+
+
+def lane_slice_at(lanes: LaneIndex, lane: int, t: float, tolerance_ns: float) -> int:
+    """The slice on ``lane`` under time ``t`` (or the nearest within ``tolerance_ns``), -1."""
+    a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
+    ts = lanes.ts[a:b]
+    if b == a:
+        return -1
+    k = int(np.searchsorted(ts, t, "right")) - 1
+    candidates = [c for c in (k, k + 1) if 0 <= c < b - a]
+    best, best_dist = -1, float("inf")
+    for c in candidates:
+        sid = int(lanes.order[a + c])
+        s = int(ts[c])
+        e = s + int(lanes.dur[sid])
+        dist = 0.0 if s <= t <= e else min(abs(t - s), abs(t - e))
+        if dist <= tolerance_ns and dist < best_dist:
+            best, best_dist = sid, dist
+    return best
+
+
+def counter_pixels(
+    ts: np.ndarray, values: np.ndarray, t0: float, t1: float, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pixel value of a counter series (``ts`` sorted, a step function): the max of the
+    value holding at the pixel's start and the samples inside it. Returns (values, valid)."""
+    if len(ts) == 0 or width <= 0:
+        return np.zeros(max(width, 0)), np.zeros(max(width, 0), bool)
+    edges = pixel_edges(t0, t1, width)
+    k = np.searchsorted(ts, edges, "left")
+    before = k[:-1] - 1
+    out = np.where(before >= 0, values[np.maximum(before, 0)], np.nan)
+    has = k[1:] > k[:-1]
+    if has.any():
+        inside = np.maximum.reduceat(values[: k[-1]], k[:-1][has])
+        out[has] = np.fmax(out[has], inside)
+    valid = ~np.isnan(out)
+    return np.nan_to_num(out), valid

@@ -1,0 +1,164 @@
+"""Painting helpers of the timeline that hold no state: batched rectangles, the time
+axis, the step strip with its breakdown bars, and the legend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from PyQt6 import sip
+from PyQt6.QtCore import QRectF, Qt
+from PyQt6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
+
+from explorer.ui.timeline import axis
+from explorer.ui.timeline.colors import CATEGORY_COLORS, KIND_LABELS, kind_color
+
+BG = QColor("#ffffff")
+ALT_BG = QColor("#f7f8fa")
+GUTTER = QColor("#f1f3f5")
+HEADER = QColor("#e4e8ee")
+DEVICE_HEADER = QColor("#dde8f3")
+GRID = QColor("#e3e6ea")
+TEXT = QColor("#1f2328")
+MUTED = QColor("#5c6670")
+SELECT = QColor("#111111")
+HIGHLIGHT = QColor("#ff00aa")
+RANGE = QColor(61, 133, 198, 40)
+
+
+def draw_rect_batches(
+    painter: QPainter,
+    x0: np.ndarray,
+    y: np.ndarray,
+    x1: np.ndarray,
+    h: np.ndarray,
+    color: np.ndarray,
+    palette: list[QColor],
+) -> int:
+    """Fill rectangles with one ``drawRects`` call per colour id; returns calls made.
+
+    The QRectF array is a ``sip.array`` filled through a numpy view, so no Python object is
+    created per rectangle.
+    """
+    n = len(x0)
+    if n == 0:
+        return 0
+    order = np.argsort(color, kind="stable")
+    rects = sip.array(QRectF, n)
+    view = np.frombuffer(sip.voidptr(rects, n * 32), dtype=np.float64).reshape(n, 4)
+    view[:, 0] = x0[order]
+    view[:, 1] = y[order]
+    view[:, 2] = (x1 - x0)[order]
+    view[:, 3] = h[order]
+    c = color[order]
+    bounds = np.flatnonzero(np.r_[True, c[1:] != c[:-1], True])
+    painter.setPen(Qt.PenStyle.NoPen)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        painter.setBrush(palette[int(c[a])])
+        painter.drawRects(rects[int(a) : int(b)])
+    return len(bounds) - 1
+
+
+def draw_axis(
+    painter: QPainter, left: int, width: int, height: int, t0: float, t1: float, font: QFont
+) -> None:
+    """Ticks and labels along the top of the tracks, relative to the trace start."""
+    painter.fillRect(QRectF(left, 0, width, height), GUTTER)
+    times, step = axis.ticks(t0, t1, width)
+    scale = width / (t1 - t0)
+    painter.setFont(font)
+    painter.setPen(QPen(MUTED))
+    for t in times:
+        x = left + (t - t0) * scale
+        painter.drawLine(int(x), height - 7, int(x), height)
+        painter.drawText(int(x) + 3, height - 9, axis.format_time(t, step))
+    painter.setPen(QPen(GRID))
+    painter.drawLine(left, height - 1, left + width, height - 1)
+
+
+def draw_grid(
+    painter: QPainter, left: int, width: int, top: int, bottom: int, t0: float, t1: float
+) -> None:
+    """Faint vertical lines at the axis ticks, under the tracks."""
+    times, _ = axis.ticks(t0, t1, width)
+    scale = width / (t1 - t0)
+    painter.setPen(QPen(GRID))
+    for t in times:
+        x = int(left + (t - t0) * scale)
+        painter.drawLine(x, top, x, bottom)
+
+
+def step_device(breakdown: pd.DataFrame | None) -> str | None:
+    """The device whose breakdown the strip shows: the first accelerator, else the host."""
+    if breakdown is None or len(breakdown) == 0:
+        return None
+    devices = [str(d) for d in pd.unique(breakdown["device"])]
+    accel = [d for d in devices if d != "host"]
+    return accel[0] if accel else devices[0]
+
+
+def draw_step_strip(
+    painter: QPainter,
+    left: int,
+    width: int,
+    top: int,
+    height: int,
+    t0: float,
+    t1: float,
+    steps: pd.DataFrame | None,
+    breakdown: pd.DataFrame | None,
+    font: QFont,
+) -> None:
+    """One box per step with its number and a tiny stacked bar of its time breakdown."""
+    painter.fillRect(QRectF(left, top, width, height), GUTTER)
+    if steps is None or len(steps) == 0:
+        return
+    scale = width / (t1 - t0)
+    start = steps["start_ns"].to_numpy()
+    end = steps["end_ns"].to_numpy()
+    vis = np.flatnonzero((end > t0) & (start < t1))
+    device = step_device(breakdown)
+    shares: dict[int, pd.Series] = {}
+    if device is not None:
+        part = breakdown[breakdown["device"].astype(str) == device]
+        for step, rows in part.groupby("step", sort=False):
+            shares[int(step)] = rows.set_index("category")["ns"]
+    painter.setFont(font)
+    fm = QFontMetrics(font)
+    bar_h = 6
+    for k, i in enumerate(vis):
+        x0 = left + max((start[i] - t0) * scale, 0)
+        x1 = left + min((end[i] - t0) * scale, width)
+        box = QRectF(x0, top + 1, max(x1 - x0 - 1, 1), height - 2)
+        painter.fillRect(box, QColor("#d5dbe3") if k % 2 == 0 else QColor("#e2e7ed"))
+        step = int(steps["step"].iat[i])
+        label = fm.elidedText(f"step {step}", Qt.TextElideMode.ElideRight, int(box.width()) - 4)
+        if len(label) > 2:
+            painter.setPen(QPen(TEXT))
+            painter.drawText(box.adjusted(3, 0, 0, -bar_h), Qt.AlignmentFlag.AlignVCenter, label)
+        ns = shares.get(step)
+        if ns is not None and ns.sum() > 0 and box.width() > 3:
+            # The bar spans the step's full width so it reads as "this step, split".
+            full = (end[i] - start[i]) * scale
+            xs = left + (start[i] - t0) * scale
+            for cat, value in ns.items():
+                w = value / ns.sum() * full
+                bar = QRectF(xs, top + height - bar_h - 1, w, bar_h).intersected(box)
+                if bar.width() > 0:
+                    painter.fillRect(bar, QColor(CATEGORY_COLORS.get(str(cat), "#999999")))
+                xs += w
+
+
+def draw_legend(
+    painter: QPainter, left: int, top: int, width: int, height: int, kinds: list[str], font: QFont
+) -> None:
+    """A swatch and a name for every kind present in the trace."""
+    painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
+    painter.setFont(font)
+    fm = QFontMetrics(font)
+    x = 8
+    for kind in kinds:
+        label = KIND_LABELS.get(kind, kind)
+        painter.fillRect(QRectF(x, top + height / 2 - 5, 10, 10), kind_color(kind))
+        painter.setPen(QPen(TEXT))
+        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
+        x += 14 + fm.horizontalAdvance(label) + 16

@@ -1,0 +1,295 @@
+"""The timeline widget: a custom ``paintEvent`` over the lane index, because a scene graph
+of a million items cannot repaint in 50 ms and per-pixel buckets can.
+
+State is view state only — the visible time window, vertical scroll, selection, highlights,
+related-event arrows and the selected range. Everything drawn per repaint is computed from
+the window with numpy (see :mod:`explorer.ui.timeline.lod`).
+
+Keys: W/S zoom, A/D pan, F fit the selection, 0 fit the trace, Esc clears the selection.
+Mouse: wheel zooms at the pointer (Shift+wheel or wheel over the labels scrolls rows), drag
+pans, click selects, drag on the time axis selects a range, click a step zooms to it, click
+a group header collapses it, click the pin mark of a row pins it to the top.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
+from PyQt6.QtGui import QFont, QFontMetrics
+from PyQt6.QtWidgets import QScrollBar, QWidget
+
+from explorer.trace.model import KINDS, TraceData
+from explorer.ui.timeline.axis import format_duration
+from explorer.ui.timeline.colors import color_ids, palette
+from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
+from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
+from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
+from explorer.ui.timeline.view_input import TimelineInput
+from explorer.ui.timeline.view_paint import COUNTER, TimelinePainting
+
+
+class TimelineView(TimelinePainting, TimelineInput, QWidget):
+    """Tracks of slices over time. Emits ``slice_selected(id)`` (-1 when cleared),
+    ``range_selected(start_ns, end_ns)`` and ``visible_range_changed(start_ns, end_ns)``."""
+
+    slice_selected = pyqtSignal(int)
+    range_selected = pyqtSignal(int, int)
+    visible_range_changed = pyqtSignal(int, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("timeline")
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setMinimumSize(400, 200)
+        self.trace: TraceData | None = None
+        self.lanes: LaneIndex | None = None
+        self.layout_: TrackLayout | None = None
+        self.steps: pd.DataFrame | None = None
+        self.breakdown: pd.DataFrame | None = None
+        self.t0, self.t1 = 0.0, 1.0
+        self.scroll_y = 0
+        self.selected = -1
+        self.highlights = np.zeros(0, np.int64)
+        self.related: list[tuple[int, int]] = []
+        self.range: tuple[int, int] | None = None
+        self._palette = palette() + [COUNTER]  # the last id is the counter colour
+        self._text_dark = [c.lightnessF() > 0.62 for c in self._palette]
+        self._font = QFont(self.font())
+        self._font.setPointSizeF(8.5)
+        self._bold = QFont(self._font)
+        self._bold.setBold(True)
+        self._fm = QFontMetrics(self._font)
+        self._press: QPointF | None = None
+        self._press_area = ""
+        self._press_view = (0.0, 0.0, 0)
+        self._moved = False
+        self._kinds_present: list[str] = []
+        self._names = np.zeros(0, dtype=object)
+        self._name_codes = np.zeros(0, np.int32)
+        self.scrollbar = QScrollBar(Qt.Orientation.Vertical, self)
+        self.scrollbar.valueChanged.connect(self._on_scroll)
+        self.last_paint_stats: dict[str, int] = {}
+
+    # -- data ----------------------------------------------------------------------------
+    def set_trace(self, trace: TraceData) -> None:
+        """Index the trace's slices into lanes and show the whole trace."""
+        self.trace = trace
+        s = trace.slices
+        self.lanes = build_lanes(s, color_ids(s["kind"], s["name"]))
+        self.layout_ = TrackLayout(trace, self.lanes)
+        names = s["name"].cat if isinstance(s["name"].dtype, pd.CategoricalDtype) else None
+        if names is not None:
+            self._names = np.asarray(names.categories.astype(str), dtype=object)
+            self._name_codes = np.asarray(names.codes)
+        else:
+            cat = pd.Categorical(s["name"].astype(str))
+            self._names = np.asarray(cat.categories, dtype=object)
+            self._name_codes = np.asarray(cat.codes)
+        present = set(pd.unique(s["kind"].astype(str)))
+        self._kinds_present = [k for k in KINDS if k in present]
+        self.selected = -1
+        self.highlights = np.zeros(0, np.int64)
+        self.related = []
+        self.range = None
+        self.scroll_y = 0
+        self.fit_all()
+
+    def set_steps(self, steps: pd.DataFrame | None, breakdown: pd.DataFrame | None = None) -> None:
+        """Steps (``explorer.analysis.steps``) and their breakdown for the step strip."""
+        self.steps = steps
+        self.breakdown = breakdown
+        self.update()
+
+    @property
+    def view_nbytes(self) -> int:
+        """Memory held by the view's own structures (not the trace's tables)."""
+        if self.lanes is None:
+            return 0
+        return self.lanes.nbytes
+
+    # -- geometry ------------------------------------------------------------------------
+    def _tracks_left(self) -> int:
+        return LABEL_W
+
+    def _tracks_width(self) -> int:
+        return max(self.width() - LABEL_W - SCROLL_W, 1)
+
+    def _tracks_top(self) -> int:
+        return AXIS_H + STEP_H
+
+    def _tracks_bottom(self) -> int:
+        return self.height() - LEGEND_H
+
+    def _x_of(self, t: float) -> float:
+        return LABEL_W + (t - self.t0) * self._tracks_width() / (self.t1 - self.t0)
+
+    def _t_of(self, x: float) -> float:
+        return self.t0 + (x - LABEL_W) * (self.t1 - self.t0) / self._tracks_width()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.scrollbar.setGeometry(
+            self.width() - SCROLL_W,
+            self._tracks_top(),
+            SCROLL_W,
+            self._tracks_bottom() - self._tracks_top(),
+        )
+        self._update_scrollbar()
+        super().resizeEvent(event)
+
+    def _update_scrollbar(self) -> None:
+        page = self._tracks_bottom() - self._tracks_top()
+        total = self.layout_.height if self.layout_ else 0
+        self.scrollbar.setPageStep(max(page, 1))
+        self.scrollbar.setSingleStep(LANE_H * 3)
+        self.scrollbar.setRange(0, max(total - page, 0))
+        self.scroll_y = min(self.scroll_y, self.scrollbar.maximum())
+
+    def _on_scroll(self, value: int) -> None:
+        self.scroll_y = value
+        self.update()
+
+    # -- the visible window ----------------------------------------------------------------
+    def visible_range(self) -> tuple[int, int]:
+        return int(self.t0), int(np.ceil(self.t1))
+
+    def set_visible_range(self, t0: float, t1: float) -> None:
+        """Show [t0, t1] (ns), clamped to a little more than the trace."""
+        span_all = max(self.trace.span_ns if self.trace is not None else 1, MIN_SPAN_NS)
+        t1 = max(t1, t0 + MIN_SPAN_NS)
+        span = min(t1 - t0, span_all * 1.5)
+        lo, hi = -span_all * 0.25, span_all * 1.25
+        t0 = min(max(t0, lo), hi - span)
+        self.t0, self.t1 = float(t0), float(t0 + span)
+        self.visible_range_changed.emit(*self.visible_range())
+        self.update()
+
+    def fit_all(self) -> None:
+        span = self.trace.span_ns if self.trace is not None else 1
+        start = (
+            int(self.trace.slices["ts"].min()) if self.trace is not None and len(self.trace) else 0
+        )
+        pad = max((span - start) * 0.01, 1)
+        self.set_visible_range(start - pad, span + pad)
+
+    def zoom(self, factor: float, at_x: float | None = None) -> None:
+        """Zoom in (factor < 1) or out (factor > 1) keeping time under ``at_x`` in place."""
+        x = self._x_of((self.t0 + self.t1) / 2) if at_x is None else at_x
+        t = self._t_of(x)
+        self.set_visible_range(t - (t - self.t0) * factor, t + (self.t1 - t) * factor)
+
+    def pan(self, fraction: float) -> None:
+        shift = (self.t1 - self.t0) * fraction
+        self.set_visible_range(self.t0 + shift, self.t1 + shift)
+
+    def zoom_to_slices(self, ids: np.ndarray) -> None:
+        """Fit the window to these slices (with a margin) and scroll the first into view."""
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < len(self.trace or []))]
+        if self.trace is None or len(ids) == 0:
+            return
+        ts = self.trace.slices["ts"].to_numpy()[ids]
+        end = ts + self.trace.slices["dur"].to_numpy()[ids]
+        lo, hi = float(ts.min()), float(end.max())
+        pad = max((hi - lo) * 0.1, MIN_SPAN_NS)
+        self.set_visible_range(lo - pad, hi + pad)
+        self.ensure_visible(int(ids[0]))
+
+    def fit_selection(self) -> None:
+        if self.selected >= 0:
+            self.zoom_to_slices(np.array([self.selected]))
+        elif len(self.highlights):
+            self.zoom_to_slices(self.highlights)
+        elif self.range is not None:
+            self.set_visible_range(*self.range)
+
+    def ensure_visible(self, slice_id: int) -> None:
+        """Expand the slice's group and scroll its row into view."""
+        if self.lanes is None or self.layout_ is None:
+            return
+        track = int(self.lanes.lane_track[self.lanes.lane_of(np.array([slice_id]))[0]])
+        group = self.layout_.group_of_track(track)
+        if group in self.layout_.collapsed:
+            self.layout_.toggle_collapsed(group)
+            self._update_scrollbar()
+        row = self.layout_.row_of_track(track)
+        if row is None:
+            return
+        page = self._tracks_bottom() - self._tracks_top()
+        if not (self.scroll_y <= row.y and row.y + min(row.height, page) <= self.scroll_y + page):
+            self.scrollbar.setValue(max(row.y - page // 3, 0))
+        self.update()
+
+    # -- selection -----------------------------------------------------------------------
+    def select_slice(self, slice_id: int, emit: bool = True) -> None:
+        self.selected = int(slice_id)
+        if slice_id >= 0:
+            self.ensure_visible(int(slice_id))
+        if emit:
+            self.slice_selected.emit(int(slice_id))
+        self.update()
+
+    def highlight(self, ids: np.ndarray) -> None:
+        """Outline these slices (search hits, a finding's evidence)."""
+        self.highlights = np.unique(np.asarray(ids, dtype=np.int64))
+        self.update()
+
+    def set_related(self, pairs: list[tuple[int, int]]) -> None:
+        """Arrows from each ``src`` slice to its ``dst`` (launch → kernel, fwd → bwd...)."""
+        self.related = [(int(a), int(b)) for a, b in pairs]
+        self.update()
+
+    def toggle_group(self, group: str) -> None:
+        if self.layout_ is not None:
+            self.layout_.toggle_collapsed(group)
+            self._update_scrollbar()
+            self.update()
+
+    def toggle_pin(self, key: str) -> None:
+        if self.layout_ is not None:
+            self.layout_.toggle_pinned(key)
+            self._update_scrollbar()
+            self.update()
+
+    def rows(self) -> list[Row]:
+        return self.layout_.rows if self.layout_ else []
+
+    # -- hit testing ---------------------------------------------------------------------
+    def _content_y(self, y: float) -> float:
+        return y - self._tracks_top() + self.scroll_y
+
+    def slice_at(self, x: float, y: float) -> int:
+        """The slice under a widget point, or -1."""
+        if self.layout_ is None or self.lanes is None or x < LABEL_W:
+            return -1
+        row = self.layout_.row_at(self._content_y(y))
+        if row is None or row.kind != "track":
+            return -1
+        i = int((self._content_y(y) - row.y - 2) // LANE_H)
+        if not 0 <= i < len(row.lanes):
+            return -1
+        tol = 2 * (self.t1 - self.t0) / self._tracks_width()
+        return lane_slice_at(self.lanes, int(row.lanes[i]), self._t_of(x), tol)
+
+    def slice_rect(self, slice_id: int) -> QRectF | None:
+        """Where a slice is drawn (widget coordinates), or None when its row is hidden."""
+        if self.layout_ is None or self.lanes is None or self.trace is None:
+            return None
+        lane = int(self.lanes.lane_of(np.array([slice_id]))[0])
+        row = self.layout_.row_of_track(int(self.lanes.lane_track[lane]))
+        if row is None:
+            return None
+        ts = int(self.trace.slices["ts"].iat[slice_id])
+        dur = int(self.trace.slices["dur"].iat[slice_id])
+        x0, x1 = self._x_of(ts), self._x_of(ts + dur)
+        y = self._tracks_top() - self.scroll_y + self.layout_.lane_y(row, lane)
+        return QRectF(x0, y, max(x1 - x0, 1.0), LANE_H - 2)
+
+    def describe(self, slice_id: int) -> str:
+        """One-line tooltip text for a slice."""
+        s = self.trace.slices
+        return (
+            f"{s['name'].iat[slice_id]}\n{s['kind'].iat[slice_id]} · "
+            f"{format_duration(int(s['dur'].iat[slice_id]))}"
+        )

@@ -1,0 +1,148 @@
+"""Mouse and keyboard handling of :class:`~explorer.ui.timeline.view.TimelineView`
+(a mixin): zoom, pan, select, hover, range selection, collapse and pin."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import QPointF, Qt
+from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
+from PyQt6.QtWidgets import QToolTip
+
+from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, PIN_W, STEP_H
+
+ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
+PAN_STEP = 0.2  # one A/D press moves a fifth of the window
+DRAG_PX = 4  # a press that moves less than this is a click
+
+
+class TimelineInput:
+    """Event handlers; they only change view state and call the view's own methods."""
+
+    def _area(self, pos: QPointF) -> str:
+        if pos.y() < AXIS_H:
+            return "axis"
+        if pos.y() < AXIS_H + STEP_H:
+            return "steps"
+        if pos.x() < LABEL_W:
+            return "gutter"
+        return "tracks"
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt name)
+        key = event.key()
+        if self.trace is None:
+            return super().keyPressEvent(event)
+        if key == Qt.Key.Key_W:
+            self.zoom(ZOOM_STEP, self._key_anchor())
+        elif key == Qt.Key.Key_S:
+            self.zoom(1 / ZOOM_STEP, self._key_anchor())
+        elif key == Qt.Key.Key_A:
+            self.pan(-PAN_STEP)
+        elif key == Qt.Key.Key_D:
+            self.pan(PAN_STEP)
+        elif key == Qt.Key.Key_F:
+            self.fit_selection()
+        elif key == Qt.Key.Key_0:
+            self.fit_all()
+        elif key == Qt.Key.Key_Escape:
+            self.range = None
+            self.select_slice(-1)
+        else:
+            return super().keyPressEvent(event)
+        event.accept()
+
+    def _key_anchor(self) -> float | None:
+        """Zoom around the pointer when it is over the tracks, else around the centre."""
+        pos = self.mapFromGlobal(self.cursor().pos())
+        if LABEL_W <= pos.x() < LABEL_W + self._tracks_width() and 0 <= pos.y() < self.height():
+            return float(pos.x())
+        return None
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt name)
+        if self.trace is None:
+            return
+        pos = event.position()
+        dy = event.angleDelta().y()
+        dx = event.angleDelta().x()
+        if event.modifiers() & Qt.KeyboardModifier.ShiftModifier or pos.x() < LABEL_W:
+            self.scrollbar.setValue(self.scrollbar.value() - int(dy or dx))
+        elif dx and abs(dx) > abs(dy):
+            self.pan(-dx / 120 * PAN_STEP / 2)
+        elif dy:
+            self.zoom(ZOOM_STEP ** (dy / 120), pos.x())
+        event.accept()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
+        self.setFocus()
+        self._press = event.position()
+        self._press_area = self._area(self._press)
+        self._press_view = (self.t0, self.t1, self.scroll_y)
+        self._moved = False
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
+        pos = event.position()
+        if self._press is None or not (event.buttons() & Qt.MouseButton.LeftButton):
+            self._hover(pos, event)
+            return
+        d = pos - self._press
+        if abs(d.x()) + abs(d.y()) >= DRAG_PX:
+            self._moved = True
+        if not self._moved:
+            return
+        t0, t1, sy = self._press_view
+        if self._press_area == "axis":
+            a, b = sorted((self._t_of(self._press.x()), self._t_of(pos.x())))
+            self.range = (int(a), int(b))
+            self.update()
+        elif self._press_area == "tracks":
+            shift = -d.x() * (t1 - t0) / self._tracks_width()
+            self.set_visible_range(t0 + shift, t1 + shift)
+            self.scrollbar.setValue(int(sy - d.y()))
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
+        pos = event.position()
+        area, moved = self._press_area, self._moved
+        self._press = None
+        if self.trace is None:
+            return
+        if area == "axis":
+            if moved and self.range is not None:
+                self.range_selected.emit(*self.range)
+            else:
+                self.range = None
+                self.update()
+        elif moved:
+            return
+        elif area == "steps":
+            self._click_step(pos.x())
+        elif area == "gutter":
+            self._click_gutter(pos)
+        elif area == "tracks":
+            self.select_slice(self.slice_at(pos.x(), pos.y()))
+
+    def _click_step(self, x: float) -> None:
+        if self.steps is None or len(self.steps) == 0:
+            return
+        t = self._t_of(x)
+        hit = self.steps[(self.steps["start_ns"] <= t) & (self.steps["end_ns"] > t)]
+        if len(hit):
+            a, b = int(hit["start_ns"].iat[0]), int(hit["end_ns"].iat[0])
+            pad = (b - a) * 0.02
+            self.set_visible_range(a - pad, b + pad)
+
+    def _click_gutter(self, pos: QPointF) -> None:
+        row = self.layout_.row_at(self._content_y(pos.y()))
+        if row is None:
+            return
+        if row.kind == "group":
+            self.toggle_group(row.group)
+        elif pos.x() >= LABEL_W - PIN_W - 4:
+            self.toggle_pin(row.key)
+
+    def _hover(self, pos: QPointF, event: QMouseEvent) -> None:
+        if self.trace is None or self._area(pos) != "tracks":
+            QToolTip.hideText()
+            return
+        sid = self.slice_at(pos.x(), pos.y())
+        if sid >= 0:
+            QToolTip.showText(event.globalPosition().toPoint(), self.describe(sid), self)
+        else:
+            QToolTip.hideText()

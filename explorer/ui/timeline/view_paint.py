@@ -1,0 +1,317 @@
+"""Painting of :class:`~explorer.ui.timeline.view.TimelineView` (a mixin, kept apart from
+the widget's state and input handling so each file holds one thing)."""
+
+from __future__ import annotations
+
+import numpy as np
+from PyQt6.QtCore import QPointF, QRectF, Qt
+from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
+
+from explorer.ui.timeline import paint
+from explorer.ui.timeline.geometry import (
+    AXIS_H,
+    LABEL_MIN_PX,
+    LABEL_W,
+    LEGEND_H,
+    MAX_LABELS,
+    PIN_W,
+    SCROLL_W,
+    STEP_H,
+)
+from explorer.ui.timeline.layout import LANE_H, Row
+from explorer.ui.timeline.lod import counter_pixels, lane_rects
+
+COUNTER = QColor("#6b8fb3")
+ARROW = QColor("#e0561b")
+
+
+class TimelinePainting:
+    """``paintEvent`` and its parts; reads the view state of ``TimelineView``."""
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        p = QPainter(self)
+        try:
+            self._paint(p)
+        finally:
+            p.end()
+
+    def _paint(self, p: QPainter) -> None:
+        w, h = self.width(), self.height()
+        top, bottom = AXIS_H + STEP_H, h - LEGEND_H
+        width = self._tracks_width()
+        p.fillRect(QRectF(0, 0, w, h), paint.BG)
+        if self.trace is None or self.layout_ is None:
+            p.setPen(QPen(paint.MUTED))
+            p.drawText(
+                QRectF(0, 0, w, h),
+                Qt.AlignmentFlag.AlignCenter,
+                "Open a trace: File → Open, or drop a trace file here",
+            )
+            return
+        rows = self._visible_rows(top, bottom)
+        p.setClipRect(QRectF(LABEL_W, top, width, bottom - top))
+        self._paint_row_backgrounds(p, rows, top, w)
+        paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
+        labels = self._paint_slices(p, rows, top, width)
+        self._paint_labels(p, labels)
+        self._paint_highlights(p, rows, top, width)
+        self._paint_selection(p)
+        p.setClipping(False)
+        self._paint_gutter(p, rows, top, bottom)
+        paint.draw_axis(p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font)
+        paint.draw_step_strip(
+            p,
+            LABEL_W,
+            width,
+            AXIS_H,
+            STEP_H,
+            self.t0,
+            self.t1,
+            self.steps,
+            self.breakdown,
+            self._font,
+        )
+        self._paint_range(p, top, bottom)
+        p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
+        p.setPen(QPen(paint.MUTED))
+        p.setFont(self._font)
+        p.drawText(QRectF(8, 0, LABEL_W - 8, AXIS_H), Qt.AlignmentFlag.AlignVCenter, "time")
+        p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
+        paint.draw_legend(p, w - SCROLL_W, bottom, 0, LEGEND_H, self._kinds_present, self._font)
+
+    # -- rows ----------------------------------------------------------------------------
+    def _visible_rows(self, top: int, bottom: int) -> list[Row]:
+        lay = self.layout_
+        if not lay.rows:
+            return []
+        first = max(int(np.searchsorted(lay._tops, self.scroll_y, "right")) - 1, 0)
+        out = []
+        for r in lay.rows[first:]:
+            if r.y - self.scroll_y > bottom - top:
+                break
+            out.append(r)
+        return out
+
+    def _row_top(self, row: Row, top: int) -> int:
+        return top + row.y - self.scroll_y
+
+    def _paint_row_backgrounds(self, p: QPainter, rows: list[Row], top: int, w: int) -> None:
+        for k, r in enumerate(rows):
+            y = self._row_top(r, top)
+            if r.kind == "group":
+                color = paint.DEVICE_HEADER if r.device else paint.HEADER
+                p.fillRect(QRectF(0, y, w, r.height), color)
+            elif k % 2:
+                p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
+
+    def _paint_slices(self, p: QPainter, rows: list[Row], top: int, width: int) -> list:
+        """All slice and counter rectangles, batched by colour; returns label candidates."""
+        xs0, xs1, ys, hs, cs = [], [], [], [], []
+        label_parts = []
+        counter_color = len(self._palette) - 1
+        for r in rows:
+            y = self._row_top(r, top)
+            if r.kind == "track":
+                for i, lane in enumerate(r.lanes):
+                    rect = lane_rects(self.lanes, int(lane), self.t0, self.t1, width)
+                    if not len(rect):
+                        continue
+                    ly = y + 2 + i * LANE_H
+                    # A one-pixel gap at the right end of wide slices keeps neighbours apart.
+                    x1 = np.where(rect.x1 - rect.x0 >= 4, rect.x1 - 1, rect.x1)
+                    xs0.append(rect.x0 + LABEL_W)
+                    xs1.append(x1 + LABEL_W)
+                    ys.append(np.full(len(rect), float(ly)))
+                    hs.append(np.full(len(rect), float(LANE_H - 2)))
+                    cs.append(rect.color)
+                    big = (rect.slice_id >= 0) & (x1 - rect.x0 >= LABEL_MIN_PX)
+                    if big.any():
+                        label_parts.append(
+                            (
+                                rect.x0[big] + LABEL_W,
+                                x1[big] + LABEL_W,
+                                ly,
+                                rect.slice_id[big],
+                                rect.color[big],
+                            )
+                        )
+            elif r.kind == "counter":
+                s = self.layout_.series[r.series]
+                v, valid = counter_pixels(s.ts, s.values, self.t0, self.t1, width)
+                vmax = self._series_max(r.series)
+                hpx = np.where(valid, v / vmax * (r.height - 8), 0.0)
+                keep = hpx > 0.5
+                n = int(keep.sum())
+                if n:
+                    xs = np.flatnonzero(keep).astype(float) + LABEL_W
+                    xs0.append(xs)
+                    xs1.append(xs + 1)
+                    ys.append(y + r.height - 3 - hpx[keep])
+                    hs.append(hpx[keep])
+                    cs.append(np.full(n, counter_color, np.int16))
+        if xs0:
+            x0, x1 = np.concatenate(xs0), np.concatenate(xs1)
+            calls = paint.draw_rect_batches(
+                p, x0, np.concatenate(ys), x1, np.concatenate(hs), np.concatenate(cs), self._palette
+            )
+            self.last_paint_stats = {"rects": len(x0), "draw_calls": calls}
+        else:
+            self.last_paint_stats = {"rects": 0, "draw_calls": 0}
+        return label_parts
+
+    def _series_max(self, i: int) -> float:
+        cache = self.__dict__.setdefault("_series_max_cache", {})
+        if i not in cache:
+            v = self.layout_.series[i].values
+            cache[i] = float(np.nanmax(v)) if len(v) and np.nanmax(v) > 0 else 1.0
+        return cache[i]
+
+    def _paint_labels(self, p: QPainter, parts: list) -> None:
+        p.setFont(self._font)
+        fm = self._fm
+        drawn = 0
+        dark, light = QPen(paint.TEXT), QPen(QColor("#ffffff"))
+        for x0, x1, y, sids, colors in parts:
+            names = self._names[self._name_codes[sids]]
+            for a, b, name, c in zip(x0, x1, names, colors, strict=False):
+                a = max(a, LABEL_W)
+                text = fm.elidedText(str(name), Qt.TextElideMode.ElideRight, int(b - a) - 6)
+                if len(text) <= 1:
+                    continue
+                p.setPen(dark if self._text_dark[int(c)] else light)
+                p.drawText(
+                    QRectF(a + 3, y, b - a - 4, LANE_H - 2), Qt.AlignmentFlag.AlignVCenter, text
+                )
+                drawn += 1
+                if drawn >= MAX_LABELS:
+                    self.last_paint_stats["labels"] = drawn
+                    return
+        self.last_paint_stats["labels"] = drawn
+
+    def _paint_highlights(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
+        """Outline highlighted slices in the window; many hits merge per pixel."""
+        if not len(self.highlights):
+            return
+        hl_pos = self._highlight_positions()
+        lanes = self.lanes
+        scale = width / (self.t1 - self.t0)
+        p.setPen(QPen(paint.HIGHLIGHT, 2))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for r in rows:
+            if r.kind != "track":
+                continue
+            y = self._row_top(r, top)
+            for i, lane in enumerate(r.lanes):
+                a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
+                lo = a + int(np.searchsorted(lanes.endmax[a:b], self.t0, "right"))
+                hi = a + int(np.searchsorted(lanes.ts[a:b], self.t1, "left"))
+                k0, k1 = np.searchsorted(hl_pos, [lo, hi])
+                if k1 <= k0:
+                    continue
+                pos = hl_pos[k0:k1]
+                sid = lanes.order[pos]
+                x0 = (lanes.ts[pos] - self.t0) * scale
+                x1 = np.maximum((lanes.ts[pos] + lanes.dur[sid] - self.t0) * scale, x0 + 2)
+                px, first = np.unique(np.floor(x0).astype(np.int64), return_index=True)
+                ly = y + 2 + i * LANE_H
+                for a0, a1 in zip(x0[first][:500], x1[first][:500], strict=False):
+                    p.drawRect(QRectF(LABEL_W + a0, ly - 1, a1 - a0, LANE_H))
+
+    def _highlight_positions(self) -> np.ndarray:
+        key = id(self.highlights)
+        if getattr(self, "_hl_key", None) != key:
+            self._hl_key = key
+            self._hl_pos = np.sort(self.lanes.pos[self.highlights].astype(np.int64))
+        return self._hl_pos
+
+    def _paint_selection(self, p: QPainter) -> None:
+        if self.selected >= 0:
+            rect = self.slice_rect(self.selected)
+            if rect is not None:
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(paint.SELECT, 2))
+                p.drawRect(rect.adjusted(-1, -1, 1, 1))
+        for src, dst in self.related:
+            a, b = self.slice_rect(src), self.slice_rect(dst)
+            if a is None or b is None:
+                continue
+            self._arrow(p, QPointF(a.left() + 1, a.bottom()), QPointF(b.left() + 1, b.top()))
+
+    def _arrow(self, p: QPainter, start: QPointF, end: QPointF) -> None:
+        p.setPen(QPen(ARROW, 1.5))
+        p.drawLine(start, end)
+        d = end - start
+        length = max((d.x() ** 2 + d.y() ** 2) ** 0.5, 1e-6)
+        ux, uy = d.x() / length, d.y() / length
+        tip = QPolygonF(
+            [
+                end,
+                QPointF(end.x() - 8 * ux + 4 * uy, end.y() - 8 * uy - 4 * ux),
+                QPointF(end.x() - 8 * ux - 4 * uy, end.y() - 8 * uy + 4 * ux),
+            ]
+        )
+        p.setBrush(ARROW)
+        p.drawPolygon(tip)
+
+    def _paint_gutter(self, p: QPainter, rows: list[Row], top: int, bottom: int) -> None:
+        p.setClipRect(QRectF(0, top, LABEL_W, bottom - top))
+        p.fillRect(QRectF(0, top, LABEL_W, bottom - top), paint.GUTTER)
+        fm = self._fm
+        pinned = set(self.layout_.pinned)
+        for r in rows:
+            y = self._row_top(r, top)
+            if r.kind == "group":
+                p.fillRect(
+                    QRectF(0, y, LABEL_W, r.height),
+                    paint.DEVICE_HEADER if r.device else paint.HEADER,
+                )
+                p.setFont(self._bold)
+                p.setPen(QPen(paint.TEXT))
+                mark = "▸" if r.key in self.layout_.collapsed else "▾"
+                text = fm.elidedText(f"{mark} {r.label}", Qt.TextElideMode.ElideRight, LABEL_W - 12)
+                p.drawText(QRectF(6, y, LABEL_W - 8, r.height), Qt.AlignmentFlag.AlignVCenter, text)
+                continue
+            p.setFont(self._font)
+            p.setPen(QPen(paint.TEXT))
+            text = fm.elidedText(r.label, Qt.TextElideMode.ElideRight, LABEL_W - 22 - PIN_W)
+            p.drawText(
+                QRectF(16, y, LABEL_W - 20 - PIN_W, min(r.height, LANE_H + 4)),
+                Qt.AlignmentFlag.AlignVCenter,
+                text,
+            )
+            if r.kind == "counter":
+                s = self.layout_.series[r.series]
+                peak = self._series_max(r.series)
+                p.setPen(QPen(paint.MUTED))
+                p.drawText(
+                    QRectF(16, y + LANE_H, LABEL_W - 20 - PIN_W, LANE_H),
+                    Qt.AlignmentFlag.AlignVCenter,
+                    f"max {_si(peak)}{s.unit}",
+                )
+            cx, cy = LABEL_W - PIN_W / 2 - 2, y + 10
+            p.setPen(QPen(paint.MUTED))
+            p.setBrush(paint.MUTED if r.key in pinned else Qt.BrushStyle.NoBrush)
+            p.drawEllipse(QPointF(cx, cy), 3.5, 3.5)
+            p.setPen(QPen(paint.GRID))
+            p.drawLine(0, y + r.height - 1, LABEL_W, y + r.height - 1)
+        p.setClipping(False)
+        p.setPen(QPen(paint.GRID))
+        p.drawLine(LABEL_W - 1, top, LABEL_W - 1, bottom)
+
+    def _paint_range(self, p: QPainter, top: int, bottom: int) -> None:
+        if self.range is None:
+            return
+        a, b = self._x_of(self.range[0]), self._x_of(self.range[1])
+        a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
+        if b > a:
+            p.fillRect(QRectF(a, 0, b - a, bottom), paint.RANGE)
+            p.setPen(QPen(QColor("#3d85c6")))
+            p.drawLine(QPointF(a, 0), QPointF(a, bottom))
+            p.drawLine(QPointF(b, 0), QPointF(b, bottom))
+
+
+def _si(v: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.1f} {suffix}"
+    return f"{v:.3g} "
