@@ -1,0 +1,151 @@
+"""Which line of user code is responsible for each slice.
+
+Host slices: the innermost *user* frame of the slice's own Python stack
+(:func:`explorer.trace.source.user_frames`); a slice without one inherits its nearest
+ancestor's on the same thread (an ``aten::mm`` under a ``python_function`` slice of
+``train.py:42`` belongs to line 42).
+
+Device slices (kernels, copies, collectives): the frame of the runtime call that launched
+them — through ``launch`` flows, else by matching ``correlation`` ids with host runtime
+calls. A kernel launched from an autograd backward thread thus gets the frame of the
+launch, which (with the ancestor rule) is the forward op's line when the profiler
+recorded it.
+
+Work is vectorised over integer frame codes: one factorize of the frames, one pass per
+nesting depth, one take through the flows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from explorer.trace.model import TraceData
+
+SOURCE_COLUMNS = ["file", "line", "function"]
+
+
+def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
+    """(code per slice, frames table). ``frames.iloc[code]`` is the slice's user frame;
+    code -1 means unknown. Cached on the trace."""
+    if "frame_codes" in trace.cache:
+        return trace.cache["frame_codes"]
+    n = len(trace.slices)
+    code, frames = _own_frames(trace, n)
+    s = trace.slices
+    parent = s["parent"].to_numpy()
+    depth = s["depth"].to_numpy()
+    if n:
+        for d in range(1, int(depth.max()) + 1):
+            rows = np.flatnonzero((depth == d) & (code < 0) & (parent >= 0))
+            if len(rows):
+                code[rows] = code[parent[rows]]
+        _through_launches(trace, code)
+    trace.cache["frame_codes"] = (code, frames)
+    return code, frames
+
+
+def _own_frames(trace: TraceData, n: int) -> tuple[np.ndarray, pd.DataFrame]:
+    from explorer.trace.source import user_frames
+
+    uf = user_frames(trace)
+    if n == 0 or len(uf) == 0:
+        return np.full(n, -1, np.int64), pd.DataFrame({c: [] for c in SOURCE_COLUMNS})
+    file = uf["file"].astype(str).to_numpy()
+    line = uf["line"].to_numpy(np.int64)
+    func = uf["function"].astype(str).to_numpy()
+    known = file != ""
+    code = np.full(n, -1, np.int64)
+    if known.any():
+        keys = pd.DataFrame({"file": file[known], "line": line[known], "function": func[known]})
+        codes, uniques = pd.MultiIndex.from_frame(keys).factorize()
+        code[np.flatnonzero(known)] = codes
+        frames = uniques.to_frame(index=False)
+        frames.columns = SOURCE_COLUMNS
+    else:
+        frames = pd.DataFrame({c: [] for c in SOURCE_COLUMNS})
+    return code, frames
+
+
+def launcher(trace: TraceData) -> np.ndarray:
+    """Per slice, the id of the host runtime call that launched it (-1 when none).
+
+    From ``launch`` flows first, then from ``correlation`` ids shared with a host slice of
+    kind ``runtime``/``sync``. Cached on the trace.
+    """
+    if "launcher" in trace.cache:
+        return trace.cache["launcher"]
+    s = trace.slices
+    n = len(s)
+    out = np.full(n, -1, np.int64)
+    fl = trace.flows
+    if len(fl):
+        lf = fl[fl["type"].astype(str) == "launch"]
+        dst = lf["dst"].to_numpy(np.int64)
+        src = lf["src"].to_numpy(np.int64)
+        ok = (dst >= 0) & (dst < n) & (src >= 0) & (src < n)
+        out[dst[ok]] = src[ok]
+    corr = s["correlation"].to_numpy(np.int64)
+    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
+    dev_track[trace.device_tracks()["id"].to_numpy()] = True
+    on_dev = dev_track[s["track"].to_numpy()] if n else np.zeros(0, bool)
+    need = np.flatnonzero(on_dev & (out < 0) & (corr >= 0))
+    if len(need):
+        kind = s["kind"].to_numpy().astype(object)
+        host_rt = np.flatnonzero(~on_dev & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
+        if len(host_rt):
+            by_corr = pd.Series(host_rt, index=corr[host_rt])
+            by_corr = by_corr[~by_corr.index.duplicated(keep="first")]
+            found = by_corr.reindex(corr[need]).to_numpy()
+            hit = ~pd.isna(found)
+            out[need[hit]] = found[hit].astype(np.int64)
+    trace.cache["launcher"] = out
+    return out
+
+
+def _through_launches(trace: TraceData, code: np.ndarray) -> None:
+    src = launcher(trace)
+    rows = np.flatnonzero((src >= 0) & (code < 0))
+    if len(rows):
+        code[rows] = code[src[rows]]
+
+
+def slice_sources(trace: TraceData) -> pd.DataFrame:
+    """``DataFrame(file, line, function)`` with one row per slice id ("" / -1 when unknown)."""
+    if "slice_sources" in trace.cache:
+        return trace.cache["slice_sources"]
+    code, frames = frame_codes(trace)
+    n = len(code)
+    file = np.full(n, "", dtype=object)
+    line = np.full(n, -1, np.int64)
+    func = np.full(n, "", dtype=object)
+    known = code >= 0
+    if known.any():
+        file[known] = frames["file"].to_numpy(object)[code[known]]
+        line[known] = frames["line"].to_numpy(np.int64)[code[known]]
+        func[known] = frames["function"].to_numpy(object)[code[known]]
+    out = pd.DataFrame({"file": file, "line": line, "function": func})
+    trace.cache["slice_sources"] = out
+    return out
+
+
+def top_lines(
+    trace: TraceData, ids: np.ndarray, weights: np.ndarray | None = None, top: int = 5
+) -> list[tuple[str, int, str]]:
+    """The ``top`` user lines of the slices ``ids``, heaviest first (by ``weights``, else count)."""
+    ids = np.asarray(ids, np.int64)
+    if len(ids) == 0:
+        return []
+    code, frames = frame_codes(trace)
+    c = code[ids]
+    w = np.ones(len(ids)) if weights is None else np.asarray(weights, float)
+    ok = c >= 0
+    if not ok.any():
+        return []
+    tot = np.bincount(c[ok], weights=w[ok], minlength=len(frames))
+    order = np.argsort(-tot, kind="stable")
+    order = order[tot[order] > 0][:top]
+    return [
+        (str(frames["file"].iat[i]), int(frames["line"].iat[i]), str(frames["function"].iat[i]))
+        for i in order
+    ]

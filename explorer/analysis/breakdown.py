@@ -1,0 +1,402 @@
+"""Where each step's wall time went, per device, in categories that add up exactly.
+
+For every step and every device (or the host, when the trace has no device tracks) the
+step window ``[start, end)`` is cut into elementary segments at every slice boundary, and
+each segment gets exactly one *reason* — the highest-priority thing happening then:
+
+Device mode (priority from first to last; the first that covers an instant wins):
+
+==============  ===============  ======================================================
+reason          category         covered when
+==============  ===============  ======================================================
+dev_compute     compute          a kernel runs on any stream of the device
+dev_comm        communication    a collective runs and no compute does (exposed comm)
+dev_copy        data_movement    a memcpy/memset runs and no compute/collective does
+dev_wait        sync_stall       the device only waits (``cuda_sync``, MTIA event_wait)
+host_sync       sync_stall       device idle, host blocked in a sync (``.item()``, ...)
+host_compile    compile          device idle, host compiling (dynamo/inductor/collector)
+host_fallback   host_bound       device idle, host running an op's CPU fallback
+host_input      host_bound       device idle, host in the DataLoader / input code
+host_busy       host_bound       device idle, host running Python, ops or launches
+sync_refill     sync_stall       a host_busy run that starts the instant a sync returns:
+                                 the queue the sync drained is being refilled
+(none)          other_idle       device idle and the host idle too
+==============  ===============  ======================================================
+
+Compute outranks communication and copies on purpose: time a collective or a copy spends
+hidden behind compute costs nothing, so ``communication`` and ``data_movement`` are the
+*exposed* part — the part a fix can win back. Device annotations (``gpu_user_annotation``,
+profiler ranges) are labels, never work, and are ignored.
+
+Host mode (no device tracks; CPU training): host_sync, host_compile, host_input (→
+host_bound), host_comm (→ communication: gloo/c10d ops), host_copy (→ data_movement),
+host_compute (ops → compute), host_busy (Python or annotations only → host_bound), then
+other_idle.
+
+Every category is an integer ns sum over disjoint segments, ``other_idle`` is what is left,
+so per (step, device) the categories sum to the step's ``dur_ns`` and none is negative.
+The segments are computed once per device over the whole trace with one sort and a
+cumulative sum per reason; steps are then answered with binary searches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.steps import select_steps
+from explorer.trace.model import TraceData
+
+CATEGORIES: tuple[str, ...] = (
+    "compute",
+    "data_movement",
+    "communication",
+    "host_bound",
+    "sync_stall",
+    "compile",
+    "other_idle",
+)
+
+DEVICE_REASONS: tuple[tuple[str, str], ...] = (
+    ("dev_compute", "compute"),
+    ("dev_comm", "communication"),
+    ("dev_copy", "data_movement"),
+    ("dev_wait", "sync_stall"),
+    ("host_sync", "sync_stall"),
+    ("host_compile", "compile"),
+    ("host_fallback", "host_bound"),
+    ("host_input", "host_bound"),
+    ("host_busy", "host_bound"),
+    ("sync_refill", "sync_stall"),
+)
+HOST_REASONS: tuple[tuple[str, str], ...] = (
+    ("host_sync", "sync_stall"),
+    ("host_compile", "compile"),
+    ("host_fallback", "compute"),
+    ("host_input", "host_bound"),
+    ("host_comm", "communication"),
+    ("host_copy", "data_movement"),
+    ("host_compute", "compute"),
+    ("host_busy", "host_bound"),
+)
+
+#: Host slices that block until the device is done (besides ``kind == "sync"``).
+SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$")
+#: The input pipeline: ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` and
+#: user annotations that say they load data.
+INPUT_NAMES = re.compile(r"DataLoader|data_?loader|input_pipeline|load_batch|next_batch", re.I)
+#: Compilation on the host, as dynamo/inductor name it in profiles.
+COMPILE_NAMES = re.compile(
+    r"_compile\.compile_inner|compile_fx|call_user_compiler|inductor_compile|async_compile"
+    r"|dynamo_timed|TorchDynamo(?! Cache Lookup)|aot_autograd",
+    re.I,
+)
+#: Whole-trace or whole-step annotations that say nothing about what the host was doing.
+SPAN_NAMES = re.compile(
+    r"^ProfilerStep#\d+$|^PyTorch Profiler|^Iteration Start|^PyTorch Profiler \(\d+\)$"
+)
+
+
+@dataclass
+class ReasonTimeline:
+    """One device's time cut into disjoint segments, each with one reason.
+
+    Segment ``i`` is ``[bounds[i], bounds[i+1])`` with reason ``reasons[seg[i]]`` (or no
+    reason when ``seg[i] == -1``, which is ``other_idle``).
+    """
+
+    device: str
+    reasons: tuple[tuple[str, str], ...]
+    bounds: np.ndarray
+    seg: np.ndarray
+
+    def reason_ns(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """ns of reason ``name`` inside each window ``[starts[j], ends[j])``."""
+        k = [r for r, _ in self.reasons].index(name)
+        return _covered(self.bounds, self.seg == k, starts, ends)
+
+    def ranges(self, name: str, start: int | None = None, end: int | None = None) -> np.ndarray:
+        """Maximal ``(start, end)`` runs of reason ``name`` (n x 2 int64), optionally clipped."""
+        k = [r for r, _ in self.reasons].index(name)
+        return _runs(self.bounds, self.seg == k, start, end)
+
+
+def device_labels(trace: TraceData) -> dict[int, str]:
+    """Track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor is unknown)."""
+    tracks = trace.device_tracks()
+    if tracks.empty:
+        return {}
+    vendor = _vendor(trace)
+    out: dict[int, str] = {}
+    for tid, dev, proc in zip(
+        tracks["id"].to_numpy(),
+        tracks["device"].to_numpy(),
+        tracks["process"].astype(str),
+        strict=True,
+    ):
+        v = vendor
+        m = re.match(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", proc, re.I)
+        if m and m.group(1).upper() != "GPU":
+            v = m.group(1).lower()
+        out[int(tid)] = f"{v}:{int(dev) if int(dev) >= 0 else 0}"
+    return out
+
+
+def _vendor(trace: TraceData) -> str:
+    cats = {str(c).lower() for c in trace.slices["cat"].cat.categories}
+    backend = str(trace.metadata.get("privateuse1_backend", "") or "")
+    if any(c.startswith("mtia") for c in cats):
+        return "mtia"
+    if any(c.startswith("xpu") for c in cats):
+        return "xpu"
+    if any(c.startswith("privateuse1") for c in cats):
+        return backend or "gpu"
+    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
+        return "cuda"
+    return "gpu"
+
+
+def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
+    """Per slice: does its name match ``rx``? One regex call per distinct name."""
+    names = trace.slices["name"]
+    cats = names.cat.categories.astype(str)
+    hit = np.fromiter((bool(rx.search(n)) for n in cats), bool, len(cats))
+    codes = names.cat.codes.to_numpy()
+    out = np.zeros(len(codes), bool)
+    ok = codes >= 0
+    out[ok] = hit[codes[ok]]
+    return out
+
+
+def _input_mask(trace: TraceData, candidate: np.ndarray) -> np.ndarray:
+    """Input-pipeline slices and everything nested under one on the same track."""
+    s = trace.slices
+    marked = candidate & name_flags(trace, INPUT_NAMES)
+    parent = s["parent"].to_numpy()
+    depth = s["depth"].to_numpy()
+    # Children come after parents in id order; propagate level by level (loop per depth).
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        rows = np.flatnonzero((depth == d) & ~marked & (parent >= 0))
+        if len(rows) == 0:
+            continue
+        marked[rows] = marked[parent[rows]]
+    return marked & candidate
+
+
+def host_reason_intervals(
+    trace: TraceData, device_mode: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, reason index) of host slices for the reason table of the mode."""
+    s = trace.slices
+    reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
+    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
+    dt = trace.device_tracks()
+    dev_track[dt["id"].to_numpy()] = True
+    host = ~dev_track[s["track"].to_numpy()] if len(s) else np.zeros(0, bool)
+    kind = s["kind"].to_numpy().astype(object)
+    span = name_flags(trace, SPAN_NAMES)
+    host &= ~span & (kind != "other") & (kind != "device_annotation")
+    code = np.full(len(s), -1, np.int64)
+
+    def put(name: str, mask: np.ndarray) -> None:
+        if name in reasons:
+            m = mask & host & (code == -1)
+            code[m] = reasons.index(name)
+
+    # On the CPU, .item() and nonzero do not wait for anything: only device mode counts them.
+    sync_ops = name_flags(trace, SYNC_OPS) if device_mode else np.zeros(len(s), bool)
+    put("host_sync", (kind == "sync") | sync_ops)
+    put("host_compile", (kind == "compile") | name_flags(trace, COMPILE_NAMES))
+    put("host_fallback", kind == "fallback")
+    put("host_input", _input_mask(trace, host))
+    put("host_comm", kind == "collective")
+    put("host_copy", kind == "copy")
+    put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
+    put("host_busy", np.ones(len(s), bool))
+    keep = code >= 0
+    ts = s["ts"].to_numpy()[keep]
+    return ts, ts + s["dur"].to_numpy()[keep], code[keep]
+
+
+def device_reason_intervals(
+    trace: TraceData, track_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, reason index) of the device slices on ``track_ids``."""
+    s = trace.slices
+    on = np.isin(s["track"].to_numpy(), track_ids)
+    kind = s["kind"].to_numpy().astype(object)
+    code = np.full(len(s), -1, np.int64)
+    code[on & ((kind == "kernel") | (kind == "fallback"))] = 0
+    code[on & (kind == "collective")] = 1
+    code[on & np.isin(kind, ["memcpy", "memset", "copy"])] = 2
+    code[on & (kind == "sync")] = 3
+    keep = code >= 0
+    ts = s["ts"].to_numpy()[keep]
+    return ts, ts + s["dur"].to_numpy()[keep], code[keep]
+
+
+def sweep(
+    starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cut time at every boundary; each segment gets the smallest code covering it (-1: none).
+
+    Vectorised: one ``unique`` over the boundaries, then one ``bincount``/``cumsum`` per code.
+    """
+    if len(starts) == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64)
+    bounds = np.unique(np.concatenate([starts, ends]))
+    nseg = len(bounds) - 1
+    seg = np.full(nseg, -1, np.int64)
+    i_start = np.searchsorted(bounds, starts)
+    i_end = np.searchsorted(bounds, ends)
+    for k in range(n):
+        m = codes == k
+        if not m.any():
+            continue
+        delta = np.bincount(i_start[m], minlength=len(bounds)) - np.bincount(
+            i_end[m], minlength=len(bounds)
+        )
+        active = np.cumsum(delta)[:-1] > 0
+        seg[active & (seg == -1)] = k
+    return bounds, seg
+
+
+def _covered(
+    bounds: np.ndarray, mask: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
+    """Length of the masked segments inside each window, exactly, in int64."""
+    starts = np.asarray(starts, np.int64)
+    ends = np.asarray(ends, np.int64)
+    if len(mask) == 0:
+        return np.zeros(len(starts), np.int64)
+    length = np.diff(bounds) * mask
+    cum = np.concatenate([[0], np.cumsum(length)])
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        # covered length of masked segments in (-inf, t)
+        i = np.searchsorted(bounds, t, side="right") - 1  # segment holding t
+        i_c = np.clip(i, 0, len(mask) - 1)
+        inside = (i >= 0) & (i < len(mask))
+        partial = np.where(inside & mask[i_c], t - bounds[i_c], 0)
+        full = cum[np.clip(i, 0, len(mask))]
+        return np.where(i < 0, 0, full + partial)
+
+    return np.maximum(upto(ends) - upto(starts), 0)
+
+
+def _runs(bounds: np.ndarray, mask: np.ndarray, start: int | None, end: int | None) -> np.ndarray:
+    if len(mask) == 0 or not mask.any():
+        return np.zeros((0, 2), np.int64)
+    m = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    d = np.diff(m)
+    first = np.flatnonzero(d == 1)
+    last = np.flatnonzero(d == -1)
+    out = np.stack([bounds[first], bounds[last]], axis=1).astype(np.int64)
+    if start is not None:
+        out[:, 0] = np.maximum(out[:, 0], start)
+    if end is not None:
+        out[:, 1] = np.minimum(out[:, 1], end)
+    return out[out[:, 1] > out[:, 0]]
+
+
+def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
+    """Per device label (or ``"host"``), the reason of every instant. Cached on the trace."""
+    if "reason_timelines" in trace.cache:
+        return trace.cache["reason_timelines"]
+    labels = device_labels(trace)
+    out: dict[str, ReasonTimeline] = {}
+    if not labels:
+        hs, he, hc = host_reason_intervals(trace, device_mode=False)
+        bounds, seg = sweep(hs, he, hc, len(HOST_REASONS))
+        out["host"] = ReasonTimeline("host", HOST_REASONS, bounds, seg)
+    else:
+        hs, he, hc = host_reason_intervals(trace, device_mode=True)
+        by_label: dict[str, list[int]] = {}
+        for tid, label in labels.items():
+            by_label.setdefault(label, []).append(tid)
+        for label in sorted(by_label, key=_label_order):
+            ds, de, dc = device_reason_intervals(trace, np.array(by_label[label]))
+            bounds, seg = sweep(
+                np.concatenate([ds, hs]),
+                np.concatenate([de, he]),
+                np.concatenate([dc, hc]),
+                len(DEVICE_REASONS),
+            )
+            _relabel_refill(bounds, seg, he[hc == _HOST_SYNC])
+            out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
+    trace.cache["reason_timelines"] = out
+    return out
+
+
+_HOST_SYNC = [r for r, _ in DEVICE_REASONS].index("host_sync")
+_HOST_BUSY = [r for r, _ in DEVICE_REASONS].index("host_busy")
+_SYNC_REFILL = [r for r, _ in DEVICE_REASONS].index("sync_refill")
+
+
+def _relabel_refill(bounds: np.ndarray, seg: np.ndarray, sync_ends: np.ndarray) -> None:
+    """host_busy runs that begin exactly when a host sync returns become sync_refill."""
+    busy = seg == _HOST_BUSY
+    if not busy.any() or len(sync_ends) == 0:
+        return
+    first = busy & ~np.concatenate([[False], busy[:-1]])
+    run = np.cumsum(first)  # run number (1-based) of each busy segment
+    starts = bounds[:-1][first]
+    refill = np.concatenate([[False], np.isin(starts, sync_ends)])
+    seg[busy & refill[run]] = _SYNC_REFILL
+
+
+def _label_order(label: str) -> tuple[str, int]:
+    vendor, _, idx = label.partition(":")
+    return vendor, int(idx) if idx.lstrip("-").isdigit() else 0
+
+
+def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
+    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative."""
+    key = ("breakdown", step)
+    if key in trace.cache:
+        return trace.cache[key]
+    st = select_steps(trace, step)
+    starts = st["start_ns"].to_numpy(np.int64)
+    ends = st["end_ns"].to_numpy(np.int64)
+    frames = []
+    for label, tl in timelines(trace).items():
+        per_cat = {c: np.zeros(len(st), np.int64) for c in CATEGORIES}
+        for reason, cat in tl.reasons:
+            per_cat[cat] += tl.reason_ns(reason, starts, ends)
+        used = sum(per_cat[c] for c in CATEGORIES if c != "other_idle")
+        per_cat["other_idle"] = (ends - starts) - used
+        for cat in CATEGORIES:
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "step": st["step"].to_numpy(np.int64),
+                        "device": label,
+                        "category": cat,
+                        "ns": per_cat[cat],
+                    }
+                )
+            )
+    out = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["step", "device", "category", "ns"])
+    )
+    out["category"] = pd.Categorical(out["category"], categories=list(CATEGORIES))
+    out = out.sort_values(["step", "device", "category"], kind="stable").reset_index(drop=True)
+    out["ns"] = out["ns"].astype(np.int64)
+    out["step"] = out["step"].astype(np.int64)
+    trace.cache[key] = out
+    return out
+
+
+def breakdown_wide(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """The same numbers, one row per (step, device) and one column per category."""
+    bd = breakdown(trace, step)
+    wide = bd.pivot_table(
+        index=["step", "device"], columns="category", values="ns", aggfunc="sum", observed=False
+    )
+    return wide.reindex(columns=list(CATEGORIES)).fillna(0).astype(np.int64).reset_index()

@@ -1,0 +1,38 @@
+"""``communication``: collective time not hidden behind compute.
+
+Measured as the breakdown's ``dev_comm`` reason (a collective runs and no kernel does) —
+on CPU-only traces ``host_comm`` (gloo/c10d ops on the host).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.finding import Finding
+
+
+def detect(ctx: Context) -> list[Finding]:
+    m = ctx.measure("dev_comm" if ctx.device_mode else "host_comm")
+    if not ctx.significant(m):
+        return []
+    assert m is not None
+    coll = (ctx.kind == "collective") & (ctx.on_device if ctx.device_mode else ~ctx.on_device)
+    names = ctx.trace.slices["name"].to_numpy()[np.flatnonzero(coll)[:2000]]
+    kinds = sorted({str(n).split("(")[0][:60] for n in names})[:5]
+    title = f"Exposed communication: {fmt_ns(m.total)} of collectives not overlapped with compute"
+    explanation = (
+        f"Collectives ({', '.join(kinds)}) run on {m.device} for {fmt_ns(m.total)} with no compute "
+        "alongside, so every rank waits for the network."
+    )
+    recommendation = (
+        "Overlap communication with compute: DDP bucketing (bucket_cap_mb) and gradient "
+        "accumulation with no_sync(), FSDP prefetching (forward_prefetch, backward_prefetch), "
+        "fewer/larger collectives; check for stragglers if one rank waits on others."
+    )
+    return [
+        ctx.finding(
+            "communication", m, coll, title, explanation, recommendation,
+            details={"collectives": int(coll.sum())},
+        )
+    ]  # fmt: skip

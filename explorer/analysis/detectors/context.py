@@ -1,0 +1,188 @@
+"""What every detector needs, computed once: steps, the reason timelines, slice masks.
+
+A detector measures a pathology as the time some *reason* of the breakdown's timeline
+(:mod:`explorer.analysis.breakdown`) covers inside the steps, on the device where it is
+largest; its evidence is the slices that overlap that time, weighted by the overlap; its
+source lines are those slices' user lines (:mod:`explorer.analysis.attribution`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.attribution import top_lines
+from explorer.analysis.breakdown import ReasonTimeline, timelines
+from explorer.analysis.finding import Finding
+from explorer.analysis.steps import steps as trace_steps
+from explorer.trace.model import TraceData
+
+#: A finding is reported when it costs at least this share of the total step time.
+MIN_SHARE = 0.02
+#: At most this many evidence slices and ranges per finding (the heaviest).
+MAX_EVIDENCE = 50
+MAX_RANGES = 200
+
+
+@dataclass
+class Measured:
+    """A reason's time on one device: total, per step, and the windows it covers."""
+
+    device: str
+    reason: str
+    per_step: np.ndarray
+    ranges: np.ndarray  # n x 2, clipped to steps
+
+    @property
+    def total(self) -> int:
+        return int(self.per_step.sum())
+
+
+@dataclass
+class Context:
+    """Shared inputs of the detectors for one trace."""
+
+    trace: TraceData
+    steps: pd.DataFrame = field(init=False)
+    timelines: dict[str, ReasonTimeline] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.steps = trace_steps(self.trace)
+        self.timelines = timelines(self.trace)
+
+    # -- the trace, as arrays -------------------------------------------------------------
+    @property
+    def total_ns(self) -> int:
+        return int(self.steps["dur_ns"].sum())
+
+    @property
+    def device_mode(self) -> bool:
+        return "host" not in self.timelines
+
+    @cached_property
+    def kind(self) -> np.ndarray:
+        return self.trace.slices["kind"].to_numpy().astype(object)
+
+    @cached_property
+    def on_device(self) -> np.ndarray:
+        t = self.trace
+        dev_track = np.zeros(int(t.tracks["id"].max()) + 1 if len(t.tracks) else 1, bool)
+        dev_track[t.device_tracks()["id"].to_numpy()] = True
+        return dev_track[t.slices["track"].to_numpy()] if len(t.slices) else np.zeros(0, bool)
+
+    @cached_property
+    def ts(self) -> np.ndarray:
+        return self.trace.slices["ts"].to_numpy(np.int64)
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        return self.ts + self.trace.slices["dur"].to_numpy(np.int64)
+
+    def outermost(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` without the slices whose parent is also in ``mask``."""
+        parent = self.trace.slices["parent"].to_numpy(np.int64)
+        inner = np.zeros(len(mask), bool)
+        has = parent >= 0
+        inner[has] = mask[parent[has]]
+        return mask & ~inner
+
+    # -- measuring ------------------------------------------------------------------------
+    def measure(self, reason: str) -> Measured | None:
+        """The reason's time per step on the device where its total is largest."""
+        starts = self.steps["start_ns"].to_numpy(np.int64)
+        ends = self.steps["end_ns"].to_numpy(np.int64)
+        best: Measured | None = None
+        for label, tl in self.timelines.items():
+            if reason not in [r for r, _ in tl.reasons]:
+                continue
+            per = tl.reason_ns(reason, starts, ends)
+            if best is None or per.sum() > best.per_step.sum():
+                best = Measured(label, reason, per, np.zeros((0, 2), np.int64))
+        if best is None or best.total == 0:
+            return best
+        tl = self.timelines[best.device]
+        runs = [tl.ranges(reason, int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
+        best.ranges = np.concatenate(runs) if runs else np.zeros((0, 2), np.int64)
+        return best
+
+    def overlap(self, m: Measured, ids: np.ndarray) -> np.ndarray:
+        """ns each slice in ``ids`` overlaps the measured reason (inside steps)."""
+        tl = self.timelines[m.device]
+        inside = np.zeros(len(ids), np.int64)
+        for s, e in zip(self.steps["start_ns"], self.steps["end_ns"], strict=True):
+            a = np.maximum(self.ts[ids], s)
+            b = np.minimum(self.end[ids], e)
+            ok = b > a
+            if ok.any():
+                inside[ok] += tl.reason_ns(m.reason, a[ok], b[ok])
+        return inside
+
+    def share(self, ns: int) -> float:
+        return float(ns) / self.total_ns if self.total_ns > 0 else 0.0
+
+    def significant(self, m: Measured | None) -> bool:
+        return m is not None and self.total_ns > 0 and m.total >= MIN_SHARE * self.total_ns
+
+    # -- building -------------------------------------------------------------------------
+    def finding(
+        self,
+        kind: str,
+        m: Measured,
+        candidates: np.ndarray,
+        title: str,
+        explanation: str,
+        recommendation: str,
+        time_lost_ns: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Finding:
+        """A finding for measured reason ``m``, with evidence among ``candidates`` (ids)."""
+        ids = (
+            np.flatnonzero(candidates)
+            if candidates.dtype == bool
+            else np.asarray(candidates, np.int64)
+        )
+        ov = self.overlap(m, ids) if len(ids) else np.zeros(0, np.int64)
+        hit = ov > 0
+        ids, ov = ids[hit], ov[hit]
+        order = np.argsort(-ov, kind="stable")
+        evidence = [int(i) for i in ids[order][:MAX_EVIDENCE]]
+        lost = m.total if time_lost_ns is None else int(time_lost_ns)
+        ranges = m.ranges
+        if len(ranges) > MAX_RANGES:
+            keep = np.sort(np.argsort(-(ranges[:, 1] - ranges[:, 0]), kind="stable")[:MAX_RANGES])
+            ranges = ranges[keep]
+        return Finding(
+            kind=kind,
+            title=title,
+            time_lost_ns=lost,
+            share=self.share(lost),
+            steps=[int(s) for s, v in zip(self.steps["step"], m.per_step, strict=True) if v > 0],
+            ranges=[(int(a), int(b)) for a, b in ranges],
+            evidence=evidence,
+            source_lines=top_lines(self.trace, ids, ov),
+            explanation=explanation,
+            recommendation=recommendation,
+            device=m.device,
+            details=dict(details or {}),
+        )
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration for titles (analysis text only; renderers have their own)."""
+    ns = float(ns)
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= size:
+            return f"{ns / size:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    n = float(n)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"

@@ -1,0 +1,43 @@
+"""``input_stall``: the device idles while the host waits for the next batch.
+
+Measured as the breakdown's ``host_input`` reason: instants where no device work runs
+and the host is inside the DataLoader (``enumerate(DataLoader)#...__next__``) or an
+annotation that names data loading. On CPU-only traces it is the host time spent there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.breakdown import INPUT_NAMES, name_flags
+from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.finding import Finding
+
+
+def detect(ctx: Context) -> list[Finding]:
+    m = ctx.measure("host_input")
+    if not ctx.significant(m):
+        return []
+    assert m is not None
+    loader = ctx.outermost(name_flags(ctx.trace, INPUT_NAMES) & ~ctx.on_device)
+    n_steps = int((m.per_step > 0).sum())
+    where = "the device" if ctx.device_mode else "the host"
+    title = f"Input stall: {where} waits {fmt_ns(m.total / max(n_steps, 1))} per step for data"
+    explanation = (
+        f"{m.device} is idle for {fmt_ns(m.total)} in {n_steps} step(s) while the host is inside the "
+        "data loader fetching the next batch, so the accelerator has nothing to run."
+        if ctx.device_mode
+        else f"The host spends {fmt_ns(m.total)} in {n_steps} step(s) inside the data loader instead "
+        "of computing."
+    )
+    recommendation = (
+        "Load data in the background: DataLoader(num_workers>0, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor=2+), move heavy decoding/augmentation out of "
+        "the main process, and copy batches with .to(device, non_blocking=True)."
+    )
+    return [
+        ctx.finding(
+            "input_stall", m, loader, title, explanation, recommendation,
+            details={"loader_calls": int(np.count_nonzero(loader))},
+        )
+    ]  # fmt: skip

@@ -1,0 +1,55 @@
+"""``launch_bound``: many short kernels with the device idle while the host launches.
+
+Measured as the breakdown's ``host_busy`` reason (device idle, host running Python, ops or
+runtime calls) in steps whose kernels are short: reported only when the median kernel is
+under :data:`SHORT_KERNEL_NS` and the idle time is at least :data:`MIN_LAUNCH_SHARE` of the
+steps — a few µs between kernels is normal and is not a finding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.finding import Finding
+
+SHORT_KERNEL_NS = 50_000
+MIN_LAUNCH_SHARE = 0.05
+
+
+def detect(ctx: Context) -> list[Finding]:
+    if not ctx.device_mode:
+        return []
+    m = ctx.measure("host_busy")
+    if m is None or m.total < MIN_LAUNCH_SHARE * ctx.total_ns or not ctx.significant(m):
+        return []
+    kern = np.isin(ctx.kind, ["kernel", "collective"]) & ctx.on_device
+    in_steps = np.zeros(len(kern), bool)
+    for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
+        in_steps |= (ctx.ts >= s) & (ctx.ts < e)
+    k = np.flatnonzero(kern & in_steps)
+    if len(k) == 0:
+        return []
+    kdur = ctx.end[k] - ctx.ts[k]
+    median = float(np.median(kdur))
+    if median >= SHORT_KERNEL_NS:
+        return []
+    launches = np.isin(ctx.kind, ["runtime", "cpu_op"]) & ~ctx.on_device
+    per_step = len(k) / max(len(ctx.steps), 1)
+    title = f"Launch-bound: {per_step:.0f} short kernels per step (median {fmt_ns(median)})"
+    explanation = (
+        f"The kernels are short (median {fmt_ns(median)}) and {m.device} idles for {fmt_ns(m.total)} "
+        "between them while the host runs Python and launches the next one: the host, not the "
+        "device, sets the pace."
+    )
+    recommendation = (
+        "Cut per-kernel host overhead: torch.compile the model (fuses small ops), capture the "
+        "step with CUDA graphs (torch.cuda.graphs / mode='reduce-overhead'), use fused optimizers "
+        "(foreach/fused=True) and larger batches."
+    )
+    return [
+        ctx.finding(
+            "launch_bound", m, launches, title, explanation, recommendation,
+            details={"kernels": int(len(k)), "median_kernel_ns": median},
+        )
+    ]  # fmt: skip

@@ -1,0 +1,62 @@
+"""``memcpy_stall``: copies the device spends time on that nothing overlaps.
+
+Measured as the breakdown's ``dev_copy`` reason: a memcpy/memset runs and no kernel does
+(on CPU-only traces, ``host_copy``: the collector's copy events). Details say how much was
+pageable (which makes ``cudaMemcpyAsync`` synchronous), device→host, and small (< 64 KiB,
+dominated by per-copy latency).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.detectors.context import Context, fmt_bytes, fmt_ns
+from explorer.analysis.finding import Finding
+
+SMALL_COPY_BYTES = 64 * 1024
+
+
+def detect(ctx: Context) -> list[Finding]:
+    m = ctx.measure("dev_copy" if ctx.device_mode else "host_copy")
+    if not ctx.significant(m):
+        return []
+    assert m is not None
+    s = ctx.trace.slices
+    copies = np.isin(ctx.kind, ["memcpy", "memset", "copy"])
+    copies &= ctx.on_device if ctx.device_mode else ~ctx.on_device
+    ids = np.flatnonzero(copies)
+    src_mem = s["src_mem"].to_numpy().astype(object)[ids]
+    dst_mem = s["dst_mem"].to_numpy().astype(object)[ids]
+    direction = s["copy_kind"].to_numpy().astype(object)[ids]
+    nbytes = s["bytes"].to_numpy(np.int64)[ids]
+    pageable = (src_mem == "Pageable") | (dst_mem == "Pageable")
+    dtoh = direction == "DtoH"
+    small = (nbytes >= 0) & (nbytes < SMALL_COPY_BYTES)
+    total_bytes = int(np.maximum(nbytes, 0).sum())
+    causes = []
+    if pageable.any():
+        causes.append(f"{int(pageable.sum())} copies from/to pageable host memory (synchronous)")
+    if dtoh.any():
+        causes.append(f"{int(dtoh.sum())} device→host copies")
+    if small.any() and small.sum() >= len(ids) / 2:
+        causes.append(f"{int(small.sum())} small copies (< 64 KiB) paying per-copy latency")
+    title = f"Copies not overlapped with compute: {fmt_ns(m.total)} on {m.device}"
+    explanation = (
+        f"{len(ids)} copies moved {fmt_bytes(total_bytes)}; for {fmt_ns(m.total)} the device did "
+        "nothing but copy, with no kernel running alongside."
+        + (" Causes: " + "; ".join(causes) + "." if causes else "")
+    )
+    recommendation = (
+        "Pin host memory (DataLoader(pin_memory=True) or tensor.pin_memory()), copy with "
+        ".to(device, non_blocking=True) so copies overlap compute, batch small transfers into "
+        "one, and keep tensors on the device instead of round-tripping through the host."
+    )
+    return [
+        ctx.finding(
+            "memcpy_stall", m, copies, title, explanation, recommendation,
+            details={
+                "copies": len(ids), "bytes": total_bytes, "pageable": int(pageable.sum()),
+                "dtoh": int(dtoh.sum()), "small": int(small.sum()),
+            },
+        )
+    ]  # fmt: skip

@@ -1,0 +1,64 @@
+"""``sync_stall``: host synchronisations that drain the device queue.
+
+``.item()``, ``.cpu()``, ``nonzero``, ``cudaStreamSynchronize`` and friends block the host
+until the device has finished everything queued; after they return the device stays idle
+until the host has launched new work. Both parts are measured: the breakdown's
+``host_sync`` reason (device idle while the host waits) and ``sync_refill`` (device idle
+right after a sync returns, until the next device work). Counts and lines come from the
+outermost sync slices on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.breakdown import SYNC_OPS, name_flags
+from explorer.analysis.detectors.context import Context, Measured, fmt_ns
+from explorer.analysis.finding import Finding
+
+
+def detect(ctx: Context) -> list[Finding]:
+    parts = [m for m in (ctx.measure("host_sync"), ctx.measure("sync_refill")) if m is not None]
+    if not parts:
+        return []
+    device = max(parts, key=lambda p: p.total).device
+    parts = [p for p in parts if p.device == device]
+    per = sum(p.per_step for p in parts)
+    ranges = np.concatenate([p.ranges for p in parts])
+    ranges = ranges[np.argsort(ranges[:, 0], kind="stable")] if len(ranges) else ranges
+    m = Measured(device, parts[0].reason, per, ranges)
+    if not ctx.significant(m):
+        return []
+    ops = name_flags(ctx.trace, SYNC_OPS) if ctx.device_mode else np.zeros(len(ctx.kind), bool)
+    sync = ctx.outermost(((ctx.kind == "sync") | ops) & ~ctx.on_device)
+    in_steps = np.zeros(len(sync), bool)
+    for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
+        in_steps |= (ctx.ts >= s) & (ctx.ts < e)
+    n_sync = int(np.count_nonzero(sync & in_steps))
+    n_steps = max(len(ctx.steps), 1)
+    title = f"Sync stall: {n_sync / n_steps:.3g} host syncs per step drain the device queue"
+    explanation = (
+        f"{n_sync} synchronisations (e.g. .item(), .cpu(), torch.cuda.synchronize()) make the host "
+        f"wait for {m.device}; each one empties the queue, so the device then idles until the host "
+        f"launches again — {fmt_ns(m.total)} in all."
+    )
+    recommendation = (
+        "Keep values on the device: accumulate metrics as tensors and call .item() once per N "
+        "steps, avoid data-dependent shapes (nonzero, boolean masks) in the hot loop, and drop "
+        "explicit synchronize() calls outside of timing code."
+    )
+    f = ctx.finding(
+        "sync_stall", m, sync, title, explanation, recommendation,
+        details={"sync_count": n_sync, "syncs_per_step": n_sync / n_steps},
+    )  # fmt: skip
+    # Evidence overlap uses the first part's reason; weight the lines by the syncs' own time.
+    if not f.evidence:
+        ids = np.flatnonzero(sync & in_steps)
+        dur = ctx.end[ids] - ctx.ts[ids]
+        order = np.argsort(-dur, kind="stable")[:50]
+        f.evidence = [int(i) for i in ids[order]]
+    from explorer.analysis.attribution import top_lines
+
+    ids = np.flatnonzero(sync & in_steps)
+    f.source_lines = top_lines(ctx.trace, ids, ctx.end[ids] - ctx.ts[ids])
+    return [f]

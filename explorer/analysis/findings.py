@@ -1,0 +1,31 @@
+"""All findings of a trace, ranked by the time they cost.
+
+Each detector (:mod:`explorer.analysis.detectors`) measures one pathology on the breakdown's
+reason timeline and reports it only when it costs at least
+:data:`~explorer.analysis.detectors.context.MIN_SHARE` (2%) of the total step time (the
+launch-bound detector asks for 5% and short kernels; memory findings need steady growth).
+A healthy trace therefore has no finding. Ties in time lost keep the order of
+:data:`~explorer.analysis.finding.FINDING_KINDS`.
+"""
+
+from __future__ import annotations
+
+from explorer.analysis.detectors import DETECTORS, Context
+from explorer.analysis.finding import FINDING_KINDS, Finding
+from explorer.trace.model import TraceData
+
+
+def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Finding]:
+    """Ranked findings (largest ``time_lost_ns`` first). Cached on the trace."""
+    key = ("findings", kinds)
+    if key in trace.cache:
+        return list(trace.cache[key])
+    ctx = Context(trace)
+    out: list[Finding] = []
+    for kind, detect in DETECTORS.items():
+        if kinds is None or kind in kinds:
+            out.extend(detect(ctx))
+    order = {k: i for i, k in enumerate(FINDING_KINDS)}
+    out.sort(key=lambda f: (-f.time_lost_ns, order.get(f.kind, len(order))))
+    trace.cache[key] = out
+    return list(out)

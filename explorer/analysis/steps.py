@@ -1,0 +1,132 @@
+"""Training steps: the unit every other analysis reports in.
+
+A step is a time window ``[start_ns, end_ns)`` on the host. Where it comes from, in order:
+
+1. ``ProfilerStep#N`` annotations that ``torch.profiler`` writes around each ``prof.step()``
+   (host annotations only: the profiler also copies them onto device tracks as
+   ``gpu_user_annotation``, which we ignore). ``step`` is ``N``.
+2. Host slices whose name matches ``pattern`` (a regular expression), numbered 0, 1, ...
+   in time order.
+3. Otherwise the whole trace is one step (``step`` 0, name ``"trace"``, ``slice`` -1).
+
+When several host threads carry the same step (rare, but some trainers annotate every
+worker thread), the longest occurrence wins, so each step appears once.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from explorer.errors import UsageError
+from explorer.trace.model import TraceData
+
+STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice"]
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
+    """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice`` (see module doc).
+
+    Cached on ``trace.cache`` per pattern, since every analysis starts here.
+    """
+    key = ("steps", pattern)
+    if key in trace.cache:
+        return trace.cache[key]
+    if pattern is not None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(
+                f"step pattern {pattern!r} is not a valid regular expression: {exc}"
+            ) from None
+        out = _matching_steps(trace, rx, numbered_by_name=False)
+        if out is None:
+            raise UsageError(
+                f"no host annotation in {trace.path or 'the trace'} matches {pattern!r}"
+            )
+    else:
+        out = _matching_steps(trace, _PROFILER_STEP, numbered_by_name=True)
+        if out is None:
+            out = _whole_trace(trace)
+    trace.cache[key] = out
+    return out
+
+
+def _host_mask(trace: TraceData) -> np.ndarray:
+    """True for slices on host tracks (or tracks of unknown type, which are host-like)."""
+    tracks = trace.tracks
+    host_track = np.zeros(int(tracks["id"].max()) + 1 if len(tracks) else 0, bool)
+    if len(tracks):
+        host_track[tracks["id"].to_numpy()] = tracks["type"].to_numpy() != "device_stream"
+    tr = trace.slices["track"].to_numpy()
+    return host_track[tr] if len(host_track) else np.ones(len(tr), bool)
+
+
+def _matching_steps(
+    trace: TraceData, rx: re.Pattern[str], numbered_by_name: bool
+) -> pd.DataFrame | None:
+    s = trace.slices
+    if len(s) == 0:
+        return None
+    names = s["name"].cat.categories.astype(str)
+    hit = np.fromiter((bool(rx.search(n)) for n in names), bool, len(names))
+    codes = s["name"].cat.codes.to_numpy()
+    row_hit = np.zeros(len(s), bool)
+    valid = codes >= 0
+    row_hit[valid] = hit[codes[valid]]
+    row_hit &= _host_mask(trace)
+    row_hit &= s["kind"].to_numpy() != "device_annotation"
+    ids = np.flatnonzero(row_hit)
+    if len(ids) == 0:
+        return None
+    df = pd.DataFrame(
+        {
+            "name": s["name"].to_numpy()[ids].astype(str),
+            "start_ns": s["ts"].to_numpy()[ids].astype(np.int64),
+            "dur_ns": s["dur"].to_numpy()[ids].astype(np.int64),
+            "slice": ids.astype(np.int64),
+        }
+    )
+    # Longest occurrence of each name wins (one row per step).
+    df = df.sort_values(["name", "dur_ns"], ascending=[True, False], kind="stable")
+    df = df.drop_duplicates("name", keep="first").sort_values("start_ns", kind="stable")
+    if numbered_by_name:
+        df["step"] = df["name"].str.extract(rx.pattern, expand=False).astype(np.int64)
+    else:
+        df["step"] = np.arange(len(df), dtype=np.int64)
+    df["end_ns"] = df["start_ns"] + df["dur_ns"]
+    return df[STEP_COLUMNS].reset_index(drop=True)
+
+
+def _whole_trace(trace: TraceData) -> pd.DataFrame:
+    s = trace.slices
+    if len(s):
+        start = int(s["ts"].min())
+        end = int((s["ts"] + s["dur"]).max())
+    else:
+        start = end = 0
+    return pd.DataFrame(
+        {
+            "step": np.array([0], np.int64),
+            "name": ["trace"],
+            "start_ns": np.array([start], np.int64),
+            "dur_ns": np.array([end - start], np.int64),
+            "end_ns": np.array([end], np.int64),
+            "slice": np.array([-1], np.int64),
+        }
+    )
+
+
+def select_steps(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """The steps table, or just step ``step`` (a :class:`UsageError` names the valid ones)."""
+    st = steps(trace)
+    if step is None:
+        return st
+    sel = st[st["step"] == int(step)]
+    if sel.empty:
+        have = ", ".join(str(int(x)) for x in st["step"].head(20))
+        raise UsageError(f"step {step} is not in the trace (steps: {have})")
+    return sel.reset_index(drop=True)
