@@ -1,0 +1,326 @@
+"""The critical path: the chain of work that set a step's time.
+
+Every edge of the dependency graph joins two points in time and weighs the time between
+them, so every path is contiguous and its length is the time from its first point to its
+last. Time along any route between two points is the same, so what tells routes apart is how
+much of that time is *work* rather than *waiting* (idle gaps, launch queueing, syncs — the
+graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`). The critical path is the
+longest path under the work weight: the route carrying the most work, ending at the point
+where the most work has accumulated (the latest such point on ties — normally the end of
+the step) and starting where the graph allows. Waiting costs, work is free, so it is the
+cheapest route from a virtual source whose edge to each root costs the idle time before
+that root: one Dijkstra over the event-point graph (``scipy.sparse.csgraph``, C speed on
+millions of points) — equivalent to the topological longest-path DP, without a Python loop
+over nodes.
+
+The result lists the slices on the path in order, the path's edges with the category of
+their time, a summary by category that adds up to the length exactly, and the ops and
+source lines that hold the most path time — which is where speeding up buys step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
+from explorer.analysis.graph.edges import (
+    EDGE_TYPES,
+    KIND_CATEGORY,
+    PATH_CATEGORIES,
+    TYPE_CATEGORY,
+    WAIT_TYPES,
+)
+from explorer.trace.model import TraceData
+
+#: How many ops and source lines the result keeps (ranked by path time).
+TOP = 20
+
+
+@dataclass
+class CriticalPath:
+    """``slices``: slice ids on the path in time order. ``edges``: the path's edges in
+    order (``src, dst, type, weight, src_point, dst_point, category, owner`` — ``owner`` is
+    the slice whose time the edge is, -1 for gaps). ``summary``: ``category, ns`` over
+    :data:`PATH_CATEGORIES`, summing to ``length_ns``. ``top_ops``: ``name, kind, ns,
+    count, share``. ``top_lines``: ``file, line, function, ns, share``."""
+
+    slices: np.ndarray
+    edges: pd.DataFrame
+    length_ns: int
+    start_ns: int
+    end_ns: int
+    summary: pd.DataFrame
+    top_ops: pd.DataFrame
+    top_lines: pd.DataFrame
+    step: int | None = None
+    window: tuple[int, int] = (0, 0)
+    names: list[str] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: numbers in ns, slices as ids."""
+        return {
+            "step": self.step,
+            "window_ns": [int(self.window[0]), int(self.window[1])],
+            "start_ns": int(self.start_ns),
+            "end_ns": int(self.end_ns),
+            "length_ns": int(self.length_ns),
+            "slices": [int(i) for i in self.slices],
+            "summary": {str(r.category): int(r.ns) for r in self.summary.itertuples()},
+            "top_ops": [
+                {
+                    "name": str(r.name),
+                    "kind": str(r.kind),
+                    "ns": int(r.ns),
+                    "count": int(r.count),
+                    "share": float(r.share),
+                }
+                for r in self.top_ops.itertuples()
+            ],
+            "top_lines": [
+                {
+                    "file": str(r.file),
+                    "line": int(r.line),
+                    "function": str(r.function),
+                    "ns": int(r.ns),
+                    "share": float(r.share),
+                }
+                for r in self.top_lines.itertuples()
+            ],
+            "edges": {t: int(n) for t, n in self.edges["type"].value_counts().items() if n},
+        }
+
+
+def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
+    """The critical path of one step (``None``: the whole trace). Cached per step."""
+    key = ("critical_path", step)
+    if key in trace.cache:
+        return trace.cache[key]
+    graph = dependency_graph(trace, step)
+    points, path_edges = _route(graph)
+    result = _describe(trace, graph, points, path_edges)
+    trace.cache[key] = result
+    return result
+
+
+def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
+    """The path as point numbers (``2*slice + 0|1``) and its edge rows, in time order."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    arrays = graph.arrays
+    nodes = graph.nodes
+    e = graph.edges
+    if arrays is None or len(nodes) == 0:
+        return np.empty(0, np.int64), e.iloc[:0]
+    m = len(nodes)
+    pos_src = np.searchsorted(nodes, e["src"].to_numpy())
+    pos_dst = np.searchsorted(nodes, e["dst"].to_numpy())
+    u = 2 * pos_src + e["src_point"].to_numpy(np.int64)
+    v = 2 * pos_dst + e["dst_point"].to_numpy(np.int64)
+    weight = e["weight"].to_numpy(np.int64)
+    type_code = e["type"].cat.codes.to_numpy()
+    wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
+    waiting = wait_type[type_code]
+    # A leaf's duration is waiting when the leaf is a wait (a sync call, an event wait).
+    is_dur = type_code == EDGE_TYPES.index("duration")
+    waiting[is_dur] = arrays.kind[e["src"].to_numpy()[is_dur]] == "sync"
+    cost = np.where(waiting, weight, 0).astype(np.float64)
+
+    point_time = np.empty(2 * m, np.int64)
+    point_time[0::2] = arrays.ts[nodes]
+    point_time[1::2] = arrays.end[nodes]
+    t0 = int(point_time.min())
+    has_in = np.zeros(2 * m, bool)
+    has_in[v] = True
+    roots = np.flatnonzero(~has_in)
+    late = (point_time[roots] - t0).astype(np.float64)
+    entry = late + np.where(late > 0, 0.5, 0.0)  # the half ns breaks ties towards early starts
+    source = 2 * m
+    rows = np.concatenate([u, np.full(len(roots), source)])
+    cols = np.concatenate([v, roots])
+    data = np.concatenate([cost, entry])
+    matrix = csr_matrix((data, (rows, cols)), shape=(2 * m + 1, 2 * m + 1))
+    dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
+    dist = dist[: 2 * m]
+    # dist = (late start) + (waiting) = (t - t0) - (work along the best route), so the
+    # route to each point carries ``t - t0 - dist`` of work. The path ends where that is
+    # largest (the latest such point on ties): a watchdog thread polling until the very end
+    # of a trace ends late, but does little work, and is not what set the step's time.
+    reach = np.flatnonzero(np.isfinite(dist))
+    work = (point_time[reach] - t0) - dist[reach]
+    sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
+
+    chain = [sink]
+    p = int(pred[sink])
+    while p != source and p >= 0:
+        chain.append(p)
+        p = int(pred[p])
+    points = np.array(chain[::-1], np.int64)
+    if len(points) < 2:
+        return points, e.iloc[:0]
+    # Each consecutive pair of points is exactly one edge (the graph has no duplicates).
+    size = 2 * m + 1
+    edge_key = u * size + v
+    order = np.argsort(edge_key, kind="stable")
+    want = points[:-1] * size + points[1:]
+    at = order[np.searchsorted(edge_key[order], want)]
+    return points, e.iloc[at]
+
+
+def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Category and owning slice of the time on each path edge."""
+    etype = edges["type"].astype(str).to_numpy()
+    src = edges["src"].to_numpy()
+    dst = edges["dst"].to_numpy()
+    sp = edges["src_point"].to_numpy()
+    owner = np.full(len(edges), -1, np.int64)
+    owner[etype == "duration"] = src[etype == "duration"]
+    nest = etype == "nest"
+    owner[nest] = np.where(sp[nest] == 0, src[nest], dst[nest])  # the parent's self time
+    sib = etype == "sibling"
+    owner[sib] = arrays.parent[src[sib]]
+    for t, who in (("launch", src), ("sync", dst), ("cross_stream", dst), ("runtime_lock", dst)):
+        owner[etype == t] = who[etype == t]
+    cat = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
+    by_kind = (etype == "duration") | nest | sib | (etype == "collector")
+    kinds = arrays.kind[np.where(owner >= 0, owner, 0)]
+    cat[by_kind] = [KIND_CATEGORY.get(k, "host_compute") for k in kinds[by_kind]]
+    return cat, owner
+
+
+def _describe(
+    trace: TraceData, graph: DependencyGraph, points: np.ndarray, edges: pd.DataFrame
+) -> CriticalPath:
+    arrays = graph.arrays
+    nodes = graph.nodes
+    empty_summary = pd.DataFrame(
+        {"category": list(PATH_CATEGORIES), "ns": np.zeros(len(PATH_CATEGORIES), np.int64)}
+    )
+    if arrays is None or len(points) == 0:
+        return CriticalPath(
+            slices=np.empty(0, np.int64),
+            edges=edges.assign(category=[], owner=[]),
+            length_ns=0,
+            start_ns=0,
+            end_ns=0,
+            summary=empty_summary,
+            top_ops=_empty_ops(),
+            top_lines=_empty_lines(),
+            step=graph.step,
+            window=graph.window,
+        )
+    slice_of_point = nodes[points // 2]
+    first = np.unique(slice_of_point, return_index=True)[1]
+    slices = slice_of_point[np.sort(first)]
+    t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
+    start_ns, end_ns = int(t[0]), int(t[-1])
+    cat, owner = _categories(arrays, edges)
+    edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
+    w = edges["weight"].to_numpy(np.int64)
+    summary = pd.DataFrame(
+        {
+            "category": list(PATH_CATEGORIES),
+            "ns": np.array([int(w[cat == c].sum()) for c in PATH_CATEGORIES], np.int64),
+        }
+    )
+    length = end_ns - start_ns
+    return CriticalPath(
+        slices=slices,
+        edges=edges,
+        length_ns=length,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        summary=summary,
+        top_ops=_top_ops(trace, owner, w, length),
+        top_lines=_top_lines(trace, owner, w, length),
+        step=graph.step,
+        window=graph.window,
+    )
+
+
+def _empty_ops() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "name": pd.Series([], dtype=object),
+            "kind": pd.Series([], dtype=object),
+            "ns": np.empty(0, np.int64),
+            "count": np.empty(0, np.int64),
+            "share": np.empty(0),
+        }
+    )
+
+
+def _empty_lines() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "file": pd.Series([], dtype=object),
+            "line": np.empty(0, np.int64),
+            "function": pd.Series([], dtype=object),
+            "ns": np.empty(0, np.int64),
+            "share": np.empty(0),
+        }
+    )
+
+
+def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) -> pd.DataFrame:
+    """Path time per op name (a slice's duration or self time on the path, its launch delay
+    and the waits it ended)."""
+    has = owner >= 0
+    if not has.any():
+        return _empty_ops()
+    ids = owner[has]
+    s = trace.slices
+    df = pd.DataFrame(
+        {
+            "name": s["name"].to_numpy()[ids].astype(str),
+            "kind": s["kind"].to_numpy()[ids].astype(str),
+            "slice": ids,
+            "ns": w[has],
+        }
+    )
+    out = (
+        df.groupby(["name", "kind"], sort=False, observed=True)
+        .agg(ns=("ns", "sum"), count=("slice", "nunique"))
+        .reset_index()
+    )
+    out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
+    out["share"] = out["ns"] / length if length else 0.0
+    return out
+
+
+def _top_lines(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) -> pd.DataFrame:
+    """Path time per user source line of the owning slices (device ops through the call
+    that launched them)."""
+    has = owner >= 0
+    if not has.any():
+        return _empty_lines()
+    try:
+        from explorer.analysis.attribution import frame_codes
+
+        code, frames = frame_codes(trace)
+        c = code[owner[has]]
+        known = c >= 0
+        if not known.any():
+            return _empty_lines()
+        df = frames.iloc[c[known]].reset_index(drop=True)
+        df = df[["file", "line", "function"]].assign(ns=w[has][known])
+    except ImportError:  # the attribution module is not installed: own stacks only
+        from explorer.trace.source import user_frames
+
+        uf = user_frames(trace).iloc[owner[has]].reset_index(drop=True)
+        known = uf["file"].astype(str).to_numpy() != ""
+        if not known.any():
+            return _empty_lines()
+        df = uf[known][["file", "line", "function"]].assign(ns=w[has][known])
+    out = (
+        df.groupby(["file", "line", "function"], sort=False, observed=True)["ns"]
+        .sum()
+        .reset_index()
+    )
+    out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
+    out["share"] = out["ns"] / length if length else 0.0
+    return out

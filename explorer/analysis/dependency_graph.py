@@ -1,0 +1,106 @@
+"""What waited for what: a typed, weighted DAG over the slices of a trace or of one step.
+
+Nodes are slice ids; each edge joins a point of one slice (its start or end) to a point of
+another and says the second could not happen before the first (see
+:mod:`explorer.analysis.graph.edges` for the types and what their weights mean). The edge
+families come from :mod:`explorer.analysis.graph`: host nesting and thread order, launches
+and stream order, host syncs and cross-stream events, forward -> backward, Execution Trace
+data dependencies and the runtime lock between launching threads.
+
+Built vectorised (sorts, ``searchsorted``, merges); cached on the trace per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges
+from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
+from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
+from explorer.errors import UsageError
+from explorer.trace.model import TraceData
+
+
+@dataclass
+class DependencyGraph:
+    """``nodes``: slice ids in the graph (ascending). ``edges``: one row per edge —
+    ``src``, ``dst`` (slice ids), ``type`` (one of :data:`EDGE_TYPES`), ``weight`` (ns that
+    pass along the edge, >= 0), ``src_point``/``dst_point`` (0 = the slice's start,
+    1 = its end). ``window``: the ``[start, end)`` it was built for (the step's, or the
+    trace's). ``dropped``: edges left out because the trace's clocks put them back in time.
+    """
+
+    nodes: np.ndarray
+    edges: pd.DataFrame
+    step: int | None = None
+    window: tuple[int, int] = (0, 0)
+    dropped: int = 0
+    arrays: SliceArrays | None = field(default=None, repr=False)
+
+    def counts(self) -> dict[str, int]:
+        """Number of edges of each type (every type listed, zeros included)."""
+        vc = self.edges["type"].value_counts()
+        return {t: int(vc.get(t, 0)) for t in EDGE_TYPES}
+
+    def edges_of(self, slice_id: int) -> pd.DataFrame:
+        """Edges into or out of one slice — what it waited for and what waited for it."""
+        e = self.edges
+        return e[(e["src"].to_numpy() == slice_id) | (e["dst"].to_numpy() == slice_id)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "window": list(self.window),
+            "nodes": int(len(self.nodes)),
+            "edges": self.counts(),
+            "dropped": self.dropped,
+        }
+
+
+def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
+    """The ``[start, end)`` of a step, or None for the whole trace."""
+    if step is None:
+        return None
+    from explorer.analysis.steps import steps
+
+    table = steps(trace)
+    row = table[table["step"] == step]
+    if len(row) == 0:
+        have = ", ".join(str(s) for s in table["step"].tolist()[:10])
+        raise UsageError(f"step {step} is not in {trace.path or 'the trace'} (steps: {have})")
+    return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
+
+
+def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGraph:
+    """The dependency graph of one step (``None``: the whole trace). Cached per step."""
+    key = ("dependency_graph", step)
+    if key in trace.cache:
+        return trace.cache[key]
+    window = step_window(trace, step)
+    arrays = slice_arrays(trace, window)
+    edges = EdgeList()
+    flows = trace.flows
+    host_edges.duration_and_nesting(edges, arrays)
+    launcher = device_edges.launcher_of(arrays, flows)
+    device_edges.launches(edges, arrays, launcher)
+    device_edges.stream_order(edges, arrays)
+    work = device_edges.device_work_mask(arrays)
+    sync_edges.host_syncs(edges, arrays, trace, launcher, work)
+    host_edges.forward_backward(edges, arrays, flows)
+    host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
+    data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
+    frame, dropped = edges.to_frame(arrays.ts, arrays.end)
+    nodes = np.flatnonzero(arrays.node)
+    if window is None:
+        window = (
+            (int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())) if len(nodes) else (0, 0)
+        )
+    graph = DependencyGraph(
+        nodes=nodes, edges=frame, step=step, window=window, dropped=dropped, arrays=arrays
+    )
+    trace.cache[key] = graph
+    return graph

@@ -1,0 +1,54 @@
+"""Device-side edges: runtime call -> the device op it launched, and the order of ops on
+each device stream or queue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.graph.edges import END, START, EdgeList
+from explorer.analysis.graph.nodes import SliceArrays
+
+
+def launcher_of(arrays: SliceArrays, flows: pd.DataFrame) -> np.ndarray:
+    """For every slice, the runtime call that launched it (from ``launch`` flows), or -1."""
+    out = np.full(arrays.n, -1, np.int64)
+    if len(flows):
+        launch = flows["type"].astype(str).to_numpy() == "launch"
+        out[flows["dst"].to_numpy(np.int64)[launch]] = flows["src"].to_numpy(np.int64)[launch]
+    return out
+
+
+def launches(edges: EdgeList, arrays: SliceArrays, launcher: np.ndarray) -> None:
+    """Runtime call start -> device op start (the launch delay), and, where the call only
+    returned after a copy or memset it launched finished (a synchronous ``cudaMemcpy``, a
+    pageable ``cudaMemcpyAsync``), copy end -> call end: the host waited for it. (A kernel
+    that finishes before its launch call returns was fast, not waited for.)"""
+    dst = np.flatnonzero(launcher >= 0)
+    src = launcher[dst]
+    ok = arrays.node[src] & arrays.node[dst]
+    src, dst = src[ok], dst[ok]
+    edges.add("launch", src, dst, START, START)
+    is_copy = (arrays.kind[dst] == "memcpy") | (arrays.kind[dst] == "memset")
+    blocking = (arrays.end[dst] <= arrays.end[src]) & arrays.device[dst] & is_copy
+    edges.add("sync", dst[blocking], src[blocking], END, END)
+
+
+def device_work_mask(arrays: SliceArrays) -> np.ndarray:
+    """Device nodes that are work (not waits): kernels, copies, memsets, collectives."""
+    return arrays.node & arrays.device & (arrays.kind != "sync")
+
+
+def stream_order(edges: EdgeList, arrays: SliceArrays) -> None:
+    """Consecutive ops on each device stream/queue track: a stream runs its work in order.
+
+    Slices on a device track with no stream (CUDA's per-device row of ``Event Sync`` and
+    ``Context Sync`` records) are not ordered against each other.
+    """
+    ids = np.flatnonzero(arrays.node & arrays.device & (arrays.stream >= 0))
+    if len(ids) < 2:
+        return
+    ids = ids[np.lexsort((arrays.ts[ids], arrays.track[ids]))]
+    same = arrays.track[ids[1:]] == arrays.track[ids[:-1]]
+    a, b = ids[:-1][same], ids[1:][same]
+    edges.add("stream_order", a, b, np.where(arrays.end[a] <= arrays.ts[b], END, START), START)

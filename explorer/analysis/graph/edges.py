@@ -1,0 +1,164 @@
+"""Edges of the dependency graph, and the one place that knows what each type costs.
+
+An edge joins two *points* in time: the start or the end of a slice. ``src -> dst`` means
+"``dst`` could not happen before ``src``". Its ``weight`` is the time that passes along it,
+``t(dst point) - t(src point)``, never negative — so any path through the graph is contiguous
+in time and its length is exactly the time from its first point to its last. A slice's own
+duration is the ``duration`` edge from its start to its end (only leaf slices have one: a
+parent's time is spent along the edges through its children and its self time).
+
+What makes one path *critical* among paths of equal length is how much of it is waiting
+rather than work: :data:`WAIT_TYPES` edges (idle gaps, launch queueing, syncs) cost their
+weight when the critical path picks its route; work edges cost nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+START = np.int8(0)
+END = np.int8(1)
+
+#: Every edge type, in the order of the ``type`` column's categories.
+EDGE_TYPES: tuple[str, ...] = (
+    "duration",  # a leaf slice's own start -> end
+    "nest",  # parent start -> first child start; last child end -> parent end (self time)
+    "sibling",  # one child's end -> the next child's start inside the same parent (self time)
+    "thread_order",  # one top-level op's end -> the next's start on a host thread (idle gap)
+    "launch",  # runtime call start -> the device op it launched (launch delay)
+    "stream_order",  # device op end -> next op start on the same stream/queue (device idle)
+    "cross_stream",  # event recorded on one stream -> the op that waited for it on another
+    "sync",  # device op end -> end of the host call that blocked on it
+    "fwdbwd",  # forward op -> its backward op (autograd)
+    "data",  # Execution Trace tensor: producer op -> consumer op
+    "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
+    "collector",  # Explorer's copy/fallback/sync events -> the op they serve
+)
+
+#: Edge types whose time is waiting, not work: they cost their weight on the critical path.
+WAIT_TYPES: frozenset[str] = frozenset(
+    {
+        "thread_order",
+        "launch",
+        "stream_order",
+        "cross_stream",
+        "sync",
+        "fwdbwd",
+        "data",
+        "runtime_lock",
+    }
+)
+
+#: Critical-path summary categories; every path edge lands in exactly one.
+PATH_CATEGORIES: tuple[str, ...] = (
+    "host_compute",
+    "launch_overhead",
+    "device_compute",
+    "data_movement",
+    "communication",
+    "sync_wait",
+    "idle_gap",
+)
+
+#: Category of the time a slice of each kind spends (its duration or its self time).
+KIND_CATEGORY: dict[str, str] = {
+    "cpu_op": "host_compute",
+    "python": "host_compute",
+    "annotation": "host_compute",
+    "compile": "host_compute",
+    "fallback": "host_compute",
+    "other": "host_compute",
+    "runtime": "launch_overhead",
+    "kernel": "device_compute",
+    "memcpy": "data_movement",
+    "memset": "data_movement",
+    "copy": "data_movement",
+    "collective": "communication",
+    "sync": "sync_wait",
+    "device_annotation": "device_compute",
+}
+
+#: Category of edge types whose time does not belong to one slice's kind.
+TYPE_CATEGORY: dict[str, str] = {
+    "thread_order": "idle_gap",
+    "launch": "launch_overhead",
+    "stream_order": "idle_gap",
+    "cross_stream": "sync_wait",
+    "sync": "sync_wait",
+    "fwdbwd": "idle_gap",
+    "data": "idle_gap",
+    "runtime_lock": "launch_overhead",
+}
+
+
+@dataclass
+class EdgeList:
+    """Edges collected from the builders as arrays, turned into one table at the end."""
+
+    src: list[np.ndarray] = field(default_factory=list)
+    dst: list[np.ndarray] = field(default_factory=list)
+    src_point: list[np.ndarray] = field(default_factory=list)
+    dst_point: list[np.ndarray] = field(default_factory=list)
+    type: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, kind: str, src, dst, src_point, dst_point) -> None:  # noqa: ANN001
+        """Add edges of one type; points may be scalars (START/END) or arrays."""
+        src = np.asarray(src, np.int64)
+        n = len(src)
+        if n == 0:
+            return
+        self.src.append(src)
+        self.dst.append(np.asarray(dst, np.int64))
+        self.src_point.append(np.broadcast_to(np.asarray(src_point, np.int8), n).copy())
+        self.dst_point.append(np.broadcast_to(np.asarray(dst_point, np.int8), n).copy())
+        self.type.append(np.full(n, EDGE_TYPES.index(kind), np.int8))
+
+    def to_frame(self, ts: np.ndarray, end: np.ndarray) -> tuple[pd.DataFrame, int]:
+        """One table of all edges with weights; edges that would run back in time are
+        re-anchored at the source's start when that makes them consistent, else dropped.
+
+        Returns the table and how many edges were dropped (clock skew in the trace).
+        """
+        if not self.src:
+            src = dst = np.empty(0, np.int64)
+            sp = dp = codes = np.empty(0, np.int8)
+        else:
+            src, dst = np.concatenate(self.src), np.concatenate(self.dst)
+            sp, dp = np.concatenate(self.src_point), np.concatenate(self.dst_point)
+            codes = np.concatenate(self.type)
+        t_dst = np.where(dp == END, end[dst], ts[dst])
+        t_src = np.where(sp == END, end[src], ts[src])
+        late = t_src > t_dst
+        sp = np.where(late & (ts[src] <= t_dst), START, sp).astype(np.int8)
+        t_src = np.where(sp == END, end[src], ts[src])
+        keep = (t_src <= t_dst) & ~((src == dst) & (sp == dp))
+        dropped = int((~keep).sum())
+        src, dst, sp, dp, codes = src[keep], dst[keep], sp[keep], dp[keep], codes[keep]
+        weight = (t_dst - t_src)[keep]
+        # The same two points joined twice (e.g. a launch seen both as a flow and by
+        # correlation): keep the first type listed.
+        key = np.lexsort((codes, dp, dst, sp, src))
+        src, dst, sp, dp, codes, weight = (a[key] for a in (src, dst, sp, dp, codes, weight))
+        dup = np.zeros(len(src), bool)
+        if len(src) > 1:
+            dup[1:] = (
+                (src[1:] == src[:-1])
+                & (dst[1:] == dst[:-1])
+                & (sp[1:] == sp[:-1])
+                & (dp[1:] == dp[:-1])
+            )
+        keep = ~dup
+        frame = pd.DataFrame(
+            {
+                "src": src[keep],
+                "dst": dst[keep],
+                "type": pd.Categorical.from_codes(codes[keep], categories=list(EDGE_TYPES)),
+                "weight": weight[keep].astype(np.int64),
+                "src_point": sp[keep],
+                "dst_point": dp[keep],
+            }
+        )
+        return frame, dropped

@@ -1,0 +1,94 @@
+"""Which slices are nodes of the dependency graph, for the whole trace or for one step.
+
+Nodes are the slices on host threads and device streams. Left out: device-side copies of
+annotations (``gpu_user_annotation`` spans overlap the kernels they label, they are not
+work), and rows on tracks that are neither (the profiler's own "PyTorch Profiler (0)" span,
+which would otherwise look like one op lasting the whole trace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.trace.model import TraceData
+
+
+@dataclass(frozen=True)
+class SliceArrays:
+    """The columns the edge builders read, as numpy arrays over *all* slices (ids = rows)."""
+
+    ts: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray  # object array of kind strings
+    track: np.ndarray
+    parent: np.ndarray
+    correlation: np.ndarray
+    stream: np.ndarray
+    seq: np.ndarray
+    host: np.ndarray  # bool: on a host thread
+    device: np.ndarray  # bool: on a device stream
+    node: np.ndarray  # bool: a node of the graph being built
+
+    @property
+    def n(self) -> int:
+        return len(self.ts)
+
+
+def track_types(trace: TraceData) -> np.ndarray:
+    """Type of every track, indexed by track id (object array)."""
+    tracks = trace.tracks
+    if len(tracks) == 0:
+        return np.empty(0, object)
+    out = np.full(int(tracks["id"].max()) + 1, "other", dtype=object)
+    out[tracks["id"].to_numpy()] = tracks["type"].astype(str).to_numpy()
+    return out
+
+
+def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> SliceArrays:
+    """Columns of the slices table, with ``node`` true for the slices the graph includes.
+
+    With a ``window`` (a step's ``[start, end)``), nodes are the slices that start in it,
+    plus device ops launched from inside it (they belong to the step even when the device
+    runs them after the host has moved on).
+    """
+    s = trace.slices
+    ts = s["ts"].to_numpy(np.int64)
+    end = ts + s["dur"].to_numpy(np.int64)
+    kind = s["kind"].astype(str).to_numpy(dtype=object)
+    track = s["track"].to_numpy(np.int64)
+    types = track_types(trace)
+    ttype = types[track] if len(types) else np.full(len(ts), "other", dtype=object)
+    host = ttype == "host_thread"
+    device = ttype == "device_stream"
+    if not host.any() and not device.any():  # a trace whose reader could not type tracks
+        host = kind != "device_annotation"
+    node = (host | device) & (kind != "device_annotation")
+    if window is not None:
+        lo, hi = window
+        inside = (ts >= lo) & (ts < hi)
+        flows = trace.flows
+        if len(flows):
+            launch = flows["type"].astype(str).to_numpy() == "launch"
+            fsrc = flows["src"].to_numpy(np.int64)[launch]
+            fdst = flows["dst"].to_numpy(np.int64)[launch]
+            launched_inside = fdst[(ts[fsrc] >= lo) & (ts[fsrc] < hi)]
+            launched_before = fdst[ts[fsrc] < lo]
+            inside[launched_inside] = True
+            # Work launched by an earlier step belongs to that step, even if it runs here.
+            inside[launched_before] = False
+        node &= inside
+    return SliceArrays(
+        ts=ts,
+        end=end,
+        kind=kind,
+        track=track,
+        parent=s["parent"].to_numpy(np.int64),
+        correlation=s["correlation"].to_numpy(np.int64),
+        stream=s["stream"].to_numpy(np.int64),
+        seq=s["seq"].to_numpy(np.int64),
+        host=host,
+        device=device,
+        node=node,
+    )
