@@ -46,7 +46,7 @@ KIND_FILTERS: dict[str, frozenset[str] | None] = {
     "Annotations": frozenset({"annotation", "device_annotation"}),
 }
 
-COLUMNS = ["name", "kind", "count", "total_ns", "self_ns", "avg_ns", "device_ns", "share"]
+COLUMNS = ["name", "kind", "side", "count", "total_ns", "self_ns", "avg_ns", "device_ns", "share"]
 _FORMATS = {
     "count": "int",
     "total_ns": "ns",
@@ -63,6 +63,23 @@ _HEADERS = {
 }
 
 
+def device_rows(trace: Any) -> np.ndarray:
+    """Whether each slice runs on a device: it sits on a device stream track (so CUDA's
+    "Event Sync" rows on a device count as device time), or, for traces whose tracks are
+    not typed, has a device kind."""
+    s = trace.slices
+    tracks = trace.tracks
+    if len(tracks) and "type" in tracks and (tracks["type"] == "device_stream").any():
+        types = np.full(int(tracks["id"].max()) + 1, False)
+        types[tracks["id"].to_numpy()] = (tracks["type"].astype(str) == "device_stream").to_numpy()
+        track = s["track"].to_numpy(np.int64)
+        ok = (track >= 0) & (track < len(types))
+        out = np.zeros(len(s), bool)
+        out[ok] = types[track[ok]]
+        return out
+    return s["kind"].astype(str).isin(DEVICE_SIDE).to_numpy()
+
+
 def operator_stats(
     trace: Any, start_ns: int | None = None, end_ns: int | None = None
 ) -> pd.DataFrame:
@@ -71,8 +88,9 @@ def operator_stats(
     With a window ``[start_ns, end_ns)`` every slice is clipped to it (a slice half inside
     counts half its time, and counts once); without one the whole trace is used.
 
-    - ``self_ns`` = time minus the time of direct children on the same track, so the
-      ``self_ns`` of all names add up exactly to the ``total_ns`` of the top-level slices.
+    - ``self_ns`` = time minus the part of it covered by direct children on the same track,
+      so it is never negative and the ``self_ns`` of all names add up exactly to the time of
+      the top-level slices (plus the bits of children that overhang their parent's end).
     - ``device_ns`` = for device ops their own time; for host slices the time of the device
       ops launched (launch flows) from inside them, at any depth.
     - ``share`` = ``self_ns`` over all host-side self time (or all device-side self time,
@@ -94,6 +112,7 @@ def operator_stats(
     if start_ns is not None or end_ns is not None:
         lo = np.int64(start_ns if start_ns is not None else ts.min())
         hi = np.int64(end_ns if end_ns is not None else end.max())
+        start_ns, end_ns = int(lo), int(hi)
         clipped = np.clip(end, lo, hi) - np.clip(ts, lo, hi)
         inside = (clipped > 0) | ((dur == 0) & (ts >= lo) & (ts < hi))
     else:
@@ -103,11 +122,19 @@ def operator_stats(
 
     parent = s["parent"].to_numpy(np.int64)
     has_parent = (parent >= 0) & inside
-    children = np.bincount(parent[has_parent], weights=clipped[has_parent], minlength=n)
+    # A child counts against its parent's self time only where it overlaps the parent:
+    # real traces have children that overhang their parent's end by a little.
+    lo_all = ts if start_ns is None else np.maximum(ts, lo)
+    hi_all = end if end_ns is None else np.minimum(end, hi)
+    kids = np.flatnonzero(has_parent)
+    overlap = np.minimum(hi_all[kids], hi_all[parent[kids]]) - np.maximum(
+        lo_all[kids], lo_all[parent[kids]]
+    )
+    children = np.bincount(parent[kids], weights=np.maximum(overlap, 0), minlength=n)
     self_time = clipped - children.astype(np.int64)
 
     kinds = s["kind"].astype(str).to_numpy()
-    on_device = np.isin(kinds, list(DEVICE_SIDE))
+    on_device = device_rows(trace)
     device_time = np.where(on_device, clipped, 0).astype(np.float64)
     flows = trace.flows
     if len(flows):
@@ -128,15 +155,16 @@ def operator_stats(
                     np.bincount(parent[rows], weights=device_time[rows], minlength=n) * ~on_device
                 )
 
-    # Group by (name, kind): a host annotation and the device annotation of the same name
-    # are different rows, so host and device time never mix in one row.
+    # Group by (name, kind, side): a host annotation and its copy on a device are two rows.
+
     names = s["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype("category")
     name_codes = names.cat.codes.to_numpy().astype(np.int64)
     name_codes = np.where(name_codes < 0, len(names.cat.categories), name_codes)
     kind_values, kind_codes = np.unique(kinds, return_inverse=True)
-    keys = name_codes * len(kind_values) + kind_codes.reshape(-1)
+    per_name = 2 * len(kind_values)  # (kind, side) pairs
+    keys = name_codes * per_name + kind_codes.reshape(-1) * 2 + on_device
     rows = np.flatnonzero(inside)
     present, group = np.unique(keys[rows], return_inverse=True)
     group = group.reshape(-1)
@@ -148,8 +176,9 @@ def operator_stats(
     labels = np.append(names.cat.categories.astype(str).to_numpy(), "")
     out = pd.DataFrame(
         {
-            "name": labels[present // len(kind_values)],
-            "kind": kind_values[present % len(kind_values)],
+            "name": labels[present // per_name],
+            "kind": kind_values[(present % per_name) // 2],
+            "side": np.where(present % 2 == 1, "device", "host"),
             "count": count,
             "total_ns": np.rint(total).astype(np.int64),
             "self_ns": np.rint(self_sum).astype(np.int64),
@@ -157,7 +186,7 @@ def operator_stats(
     )
     out["avg_ns"] = (out["total_ns"] // out["count"].clip(lower=1)).astype(np.int64)
     out["device_ns"] = np.rint(device_sum).astype(np.int64)
-    device_row = out["kind"].isin(DEVICE_SIDE).to_numpy()
+    device_row = (out["side"] == "device").to_numpy()
     host_self = out["self_ns"].to_numpy()[~device_row].sum()
     dev_self = out["self_ns"].to_numpy()[device_row].sum()
     denom = np.where(device_row, dev_self, host_self).astype(np.float64)

@@ -1,0 +1,170 @@
+"""Operators panel on real traces: totals match the slices table, scopes, and interaction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PyQt6.QtCore import Qt
+
+import explorer
+from explorer.trace.model import DEVICE_KINDS
+from explorer.ui.dataframe_model import RAW_ROLE
+from explorer.ui.panels.operators import OperatorsPanel, device_rows, operator_stats
+from tests.conftest import shared_trace_files
+
+AMD = "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+DEVICE = DEVICE_KINDS | {"collective"}
+
+
+@pytest.fixture(scope="module")
+def amd(shared_traces):
+    return explorer.load(shared_traces / AMD)
+
+
+@pytest.fixture
+def panel(qtbot, amd):
+    p = OperatorsPanel()
+    qtbot.addWidget(p)
+    p.resize(900, 500)
+    p.show()
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(amd)
+    return p
+
+
+def _top_level_host_time(trace) -> int:
+    """Host time of top-level slices plus what children stick out past their parent's end
+    (real traces have a few: the MTIA trace's ``gif_merge``)."""
+    s = trace.slices
+    host = ~device_rows(trace)
+    ts, end, parent = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy(), s["parent"].to_numpy()
+    top = int(s["dur"].to_numpy()[host & (parent < 0)].sum())
+    kids = np.flatnonzero(host & (parent >= 0))
+    inside = np.minimum(end[kids], end[parent[kids]]) - np.maximum(ts[kids], ts[parent[kids]])
+    overhang = (end[kids] - ts[kids]) - np.maximum(inside, 0)
+    return top + int(overhang.sum())
+
+
+@pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: p.name[:40])
+def test_stats_partition_every_shared_trace(path):
+    """On every real trace: counts and totals equal the slices table, self time never
+    negative and (host side) sums to the time of the top-level host slices."""
+    trace = explorer.load(path)
+    stats = operator_stats(trace)
+    s = trace.slices
+    assert int(stats["count"].sum()) == len(s)
+    assert int(stats["total_ns"].sum()) == int(s["dur"].sum())
+    assert (stats["self_ns"] >= 0).all()
+    assert (stats["device_ns"] >= 0).all()
+    host = stats["side"] == "host"
+    assert int(stats.loc[host, "self_ns"].sum()) == _top_level_host_time(trace)
+    for side in (host, ~host):
+        if stats.loc[side, "self_ns"].sum() > 0:
+            assert stats.loc[side, "share"].sum() == pytest.approx(1.0)
+
+
+def test_device_time_follows_launch_flows(amd):
+    """hipLaunchKernel's device time is exactly the time of the ops its calls launched."""
+    stats = operator_stats(amd)
+    s, f = amd.slices, amd.flows
+    launch = f[f["type"] == "launch"]
+    launchers = (s["name"] == "hipLaunchKernel").to_numpy()[launch["src"].to_numpy()]
+    expected = int(s["dur"].to_numpy()[launch["dst"].to_numpy()[launchers]].sum())
+    row = stats[(stats["name"] == "hipLaunchKernel") & (stats["kind"] == "runtime")].iloc[0]
+    assert expected > 0
+    assert int(row["device_ns"]) == expected
+    kernels = stats[stats["kind"] == "kernel"]
+    assert (kernels["device_ns"] == kernels["total_ns"]).all()
+
+
+def test_panel_shows_whole_trace(panel, amd):
+    stats = operator_stats(amd)
+    model = panel.model
+    assert model.rowCount() == len(stats)
+    shown = model.frame
+    assert int(shown["total_ns"].sum()) == int(amd.slices["dur"].sum())
+    assert panel.window() is None
+    assert "names" in panel.status.text()
+    assert panel.scope.count() >= 2  # whole trace + the trace's steps
+
+
+def test_step_scope_clips_to_the_step(qtbot, panel, amd):
+    steps = amd.steps()
+    step = steps.iloc[0]
+    with qtbot.waitSignal(panel.updated, timeout=20_000):
+        panel.scope.setCurrentIndex(1)
+    lo, hi = int(step["start_ns"]), int(step["end_ns"])
+    assert panel.window() == (lo, hi)
+    s = amd.slices
+    clipped = np.clip(s["ts"] + s["dur"], lo, hi) - np.clip(s["ts"], lo, hi)
+    assert int(panel.stats["total_ns"].sum()) == int(clipped.sum())
+    assert int(panel.stats["count"].sum()) == int(
+        (clipped > 0).sum() + ((s["dur"] == 0) & (s["ts"] >= lo) & (s["ts"] < hi)).sum()
+    )
+
+
+def test_range_from_timeline(qtbot, panel, amd):
+    lo, hi = 1_000_000, 3_000_000
+    with qtbot.waitSignal(panel.updated, timeout=20_000):
+        panel.on_range(hi, lo)  # reversed on purpose: a drag to the left
+    assert panel.window() == (lo, hi)
+    assert panel.scope.currentText().startswith("Range")
+    expected = operator_stats(amd, lo, hi)
+    pd.testing.assert_frame_equal(panel.stats, expected)
+    assert int(panel.stats["total_ns"].max()) <= hi - lo
+
+
+def test_sort_by_header_and_kind_filter(qtbot, panel):
+    header = panel.table.horizontalHeader()
+    col = list(panel.model.frame.columns).index("count")
+    panel.table.sortByColumn(col, Qt.SortOrder.DescendingOrder)
+    counts = [
+        panel.model.data(panel.model.index(r, col), RAW_ROLE) for r in range(panel.model.rowCount())
+    ]
+    assert counts == sorted(counts, reverse=True)
+    assert header.sortIndicatorSection() == col
+    panel.kind_filter.setCurrentText("Device (kernels, copies)")
+    kinds = set(panel.model.frame["kind"])
+    assert kinds and kinds <= DEVICE
+    assert panel.model.rowCount() < len(panel.stats)
+
+
+def test_double_click_requests_search(qtbot, panel):
+    index = panel.model.index(0, 0)
+    name = panel.model.data(index)
+    rect = panel.table.visualRect(index)
+    with qtbot.waitSignal(panel.search_requested, timeout=2_000) as blocker:
+        # A real double click is press, release, then the double-click event.
+        qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        qtbot.mouseDClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert blocker.args == [name]
+
+
+def test_click_row_selects_its_slices(qtbot, panel, amd):
+    row = int(np.flatnonzero(panel.model.sorted_frame()["name"].to_numpy() == "hipLaunchKernel")[0])
+    rect = panel.table.visualRect(panel.model.index(row, 0))
+    panel.table.scrollTo(panel.model.index(row, 0))
+    rect = panel.table.visualRect(panel.model.index(row, 0))
+    with qtbot.waitSignal(panel.slices_selected, timeout=2_000) as blocker:
+        qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    ids = blocker.args[0]
+    assert isinstance(ids, np.ndarray) and len(ids) == 12
+    assert set(amd.slices["name"].to_numpy()[ids].astype(str)) == {"hipLaunchKernel"}
+
+
+def test_timeline_selection_selects_row_without_echo(qtbot, panel, amd):
+    sid = int(np.flatnonzero((amd.slices["name"] == "aten::mse_loss_backward").to_numpy())[0])
+    with qtbot.assertNotEmitted(panel.slices_selected):
+        panel.on_selection(sid)
+    rows = panel.table.selectionModel().selectedRows()
+    assert len(rows) == 1
+    assert panel.model.row(rows[0].row())["name"] == "aten::mse_loss_backward"
+
+
+def test_no_trace_clears(qtbot, panel):
+    panel.set_trace(None)
+    assert panel.model.rowCount() == 0
+    assert panel.status.text() == "No trace"
+    panel.on_range(0, 10)  # no trace: ignored, no crash
+    panel.on_selection(3)
