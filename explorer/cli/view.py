@@ -1,0 +1,55 @@
+"""``explorer view TRACE``: open the desktop explorer, or render it to a PNG headless."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from explorer.errors import UsageError
+
+
+def _size(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)[xX](\d+)", text.strip())
+    if not m or int(m.group(1)) < 200 or int(m.group(2)) < 200:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size like 1600x1000 (at least 200x200)"
+        )
+    return int(m.group(1)), int(m.group(2))
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "view",
+        help="open the desktop explorer (timeline, findings, source, memory...)",
+        description="Open the desktop explorer on a trace. With --screenshot, render the "
+        "window offscreen to a PNG and exit (no display needed).",
+    )
+    p.add_argument(
+        "trace", nargs="?", help="trace file or directory (omit to open an empty window)"
+    )
+    p.add_argument("--screenshot", metavar="OUT.png", help="save the window as a PNG and exit")
+    p.add_argument(
+        "--size",
+        type=_size,
+        default=(1600, 1000),
+        metavar="WxH",
+        help="window size (default 1600x1000)",
+    )
+    p.add_argument(
+        "--select",
+        metavar="EVENT",
+        help="select an event: its id, or the first event whose name contains this text",
+    )
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.screenshot and not args.trace:
+        raise UsageError("--screenshot needs a trace: explorer view TRACE --screenshot OUT.png")
+    try:
+        from explorer.ui.app import main
+    except ImportError as exc:  # PyQt6 missing or broken
+        raise UsageError(
+            f"the desktop explorer needs PyQt6 and pyqtgraph ({exc}); 'explorer report TRACE' works without them"
+        ) from exc
+    return main(args.trace, screenshot=args.screenshot, size=args.size, select=args.select)

@@ -1,0 +1,143 @@
+"""Starting the desktop explorer, interactively or headless for a screenshot.
+
+``main(path)`` opens the window and blocks in the Qt event loop. ``main(path,
+screenshot="out.png")`` renders offscreen instead (``QT_QPA_PLATFORM=offscreen`` is set
+when there is no display): it loads the trace and runs the analyses in this thread, fits the
+trace, optionally selects an event, saves the window as a PNG and returns 0. Both return
+the process exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from explorer.errors import UsageError
+
+_APP: Any = None
+
+
+def has_display() -> bool:
+    """Whether a window can be shown (an X or Wayland display, or a non-Linux desktop)."""
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        return False
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def application() -> Any:
+    """The QApplication, created once (offscreen when there is no display)."""
+    if not has_display():
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PyQt6.QtWidgets import QApplication
+
+    global _APP
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1])
+        app.setOrganizationName("Explorer")
+        app.setApplicationName("explorer")
+        _APP = app  # kept alive here: a collected QApplication takes every widget with it
+    return app
+
+
+def wait_idle(window: Any, timeout_s: float = 20.0) -> None:
+    """Process events until the panels' background jobs are done (or the timeout)."""
+    from PyQt6.QtCore import QThreadPool
+    from PyQt6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        QApplication.processEvents()
+        busy = any(getattr(p, "busy", lambda: False)() for p in window.panels.values())
+        if not busy and QThreadPool.globalInstance().activeThreadCount() == 0:
+            break
+        time.sleep(0.01)
+    QApplication.processEvents()
+
+
+def select_event(window: Any, select: str) -> int:
+    """Select an event by id (``"1234"``) or by name (substring, first in time); returns its id."""
+    trace = window.trace
+    if select.isdigit():
+        sid = int(select)
+        if not 0 <= sid < len(trace):
+            raise UsageError(
+                f"--select {select}: the trace has {len(trace)} events (ids 0..{len(trace) - 1})"
+            )
+    else:
+        from explorer.ui.search import search_slices
+
+        hits = search_slices(trace, select)
+        if not len(hits):
+            raise UsageError(f"--select {select!r}: no event name contains it")
+        sid = int(hits[0])
+    window.timeline.zoom_to_slices([sid])
+    window.timeline.select_slice(sid)
+    return sid
+
+
+def open_headless(
+    path: str, size: tuple[int, int] = (1600, 1000), select: str | None = None
+) -> Any:
+    """A window with the trace loaded and analysed in this thread, laid out at ``size``."""
+    import explorer
+    from explorer.ui.loader import run_analyses_now
+    from explorer.ui.main_window import MainWindow
+
+    application()
+    from PyQt6.QtCore import QSettings
+
+    settings = QSettings(
+        QSettings.Format.IniFormat, QSettings.Scope.UserScope, "Explorer", "explorer-headless"
+    )
+    window = MainWindow(settings=settings, restore=False)
+    window.resize(*size)
+    trace = explorer.load(path)
+    window.set_trace(trace)
+    if window.analysis is not None:
+        window.analysis.cancel()  # headless runs them here, in order
+        window.analysis.wait()
+    window.analysis = None
+    for name, value in run_analyses_now(trace).items():
+        if not name.endswith("_error"):
+            window.on_analysis(name, value)
+    window.show()
+    wait_idle(window)
+    window.timeline.fit_all()
+    if select:
+        select_event(window, select)
+    wait_idle(window)
+    return window
+
+
+def main(
+    path: str | None = None,
+    screenshot: str | None = None,
+    size: tuple[int, int] = (1600, 1000),
+    select: str | None = None,
+) -> int:
+    """Open the explorer on ``path`` (or empty), or save a screenshot of it and return."""
+    if screenshot is not None:
+        if path is None:
+            raise UsageError("--screenshot needs a trace to show")
+        window = open_headless(path, size, select)
+        if not window.grab().save(str(screenshot)):
+            raise UsageError(f"{screenshot}: could not write the PNG (check the folder exists)")
+        window.close()
+        return 0
+    app = application()
+    from explorer.ui.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    if path:
+        window.open_path(path)
+        if select:
+            window.loader.finished.connect(
+                lambda: window.trace is not None and select_event(window, select)
+            )
+    return int(app.exec())

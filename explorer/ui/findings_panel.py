@@ -1,0 +1,167 @@
+"""The Findings panel: what costs time, ranked, and what to do about it.
+
+Selecting a finding asks the timeline to zoom to its evidence and outline it
+(``slices_selected`` with the evidence ids, or ``range_requested`` when a finding has time
+ranges but no events), and shows its explanation, recommendation and source lines; a source
+line opens in the Source panel (``source_requested``).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+from PyQt6.QtCore import Qt, QUrl, pyqtSignal, pyqtSlot
+from PyQt6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.ui.timeline.axis import format_duration
+
+_COLUMNS = ("#", "finding", "time lost", "share", "steps")
+
+
+class FindingsPanel(QWidget):
+    """A ranked table of findings over the selected finding's explanation."""
+
+    slices_selected = pyqtSignal(object)
+    range_requested = pyqtSignal(int, int)
+    finding_selected = pyqtSignal(object)
+    source_requested = pyqtSignal(str, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.trace: Any = None
+        self.findings: list[Any] = []
+        self.table = QTableWidget(0, len(_COLUMNS), self)
+        self.table.setHorizontalHeaderLabels(list(_COLUMNS))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        for c in (0, 2, 3, 4):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.text = QTextBrowser(self)
+        self.text.setOpenLinks(False)
+        self.text.anchorClicked.connect(self._link)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(self.table)
+        split.addWidget(self.text)
+        split.setSizes([160, 240])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+        self.set_findings([])
+
+    def set_trace(self, trace: Any) -> None:
+        """A new trace: the findings arrive later from the analysis worker."""
+        self.trace = trace
+        self.set_findings([], message="Analysing…" if trace is not None else "")
+
+    def set_findings(self, findings: list[Any], message: str = "") -> None:
+        """Show ranked findings (already ranked by time lost)."""
+        self.findings = list(findings)
+        self.table.setRowCount(len(self.findings))
+        for r, f in enumerate(self.findings):
+            cells = (
+                str(r + 1),
+                f.title,
+                format_duration(int(f.time_lost_ns)),
+                f"{float(f.share) * 100:.1f}%",
+                _steps_text(f.steps),
+            )
+            for c, value in enumerate(cells):
+                item = QTableWidgetItem(value)
+                if c in (0, 2, 3):
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                item.setToolTip(f.title if c == 1 else value)
+                self.table.setItem(r, c, item)
+        if self.findings:
+            self.text.setHtml("<p style='color:#5c6670'>Select a finding.</p>")
+        else:
+            empty = message or (
+                "No findings: nothing here costs notable time." if self.trace is not None else ""
+            )
+            self.text.setHtml(f"<p style='color:#5c6670'>{html.escape(empty)}</p>")
+
+    def show_error(self, message: str) -> None:
+        self.text.setHtml(f"<p style='color:#d9453d'>Findings failed: {html.escape(message)}</p>")
+
+    def select(self, row: int) -> None:
+        """Select the finding in ``row`` (as a click would)."""
+        self.table.selectRow(row)
+
+    @pyqtSlot(int)
+    def on_selection(self, slice_id: int) -> None:
+        """Findings do not follow the timeline's selection."""
+
+    @pyqtSlot(int, int)
+    def on_range(self, start_ns: int, end_ns: int) -> None:
+        """Findings are for the whole trace."""
+
+    def _selection_changed(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return
+        f = self.findings[rows[0].row()]
+        self.text.setHtml(_finding_html(f))
+        self.finding_selected.emit(f)
+        evidence = np.asarray(f.evidence, dtype=np.int64)
+        if len(evidence):
+            self.slices_selected.emit(evidence)
+        elif f.ranges:
+            lo = min(int(a) for a, _ in f.ranges)
+            hi = max(int(b) for _, b in f.ranges)
+            self.range_requested.emit(lo, hi)
+
+    def _link(self, url: QUrl) -> None:
+        text = url.toString()
+        if text.startswith("source:"):
+            _, line, path = text.split(":", 2)
+            self.source_requested.emit(path, int(line))
+
+
+def _steps_text(steps: list[int]) -> str:
+    if not steps:
+        return ""
+    if len(steps) > 4:
+        return f"{len(steps)} steps"
+    return ", ".join(str(int(s)) for s in steps)
+
+
+def _finding_html(f: Any) -> str:
+    esc = html.escape
+    out = [
+        f"<h3 style='margin:2px 0'>{esc(f.title)}</h3>",
+        f"<p><b>{esc(format_duration(int(f.time_lost_ns)))}</b> lost "
+        f"({float(f.share) * 100:.1f}% of step time)"
+        + (f" on {esc(str(f.device))}" if getattr(f, "device", "") else "")
+        + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")
+        + f" · {len(f.evidence):,} events</p>",
+    ]
+    if f.explanation:
+        out.append(f"<p><b>Why</b>: {esc(f.explanation)}</p>")
+    if f.recommendation:
+        out.append(f"<p><b>What to do</b>: {esc(f.recommendation)}</p>")
+    if f.source_lines:
+        out.append("<p><b>Source lines</b></p><ul style='margin-top:0'>")
+        for path, line, fn in f.source_lines[:12]:
+            out.append(
+                f"<li><a href='source:{int(line)}:{esc(str(path))}'>{esc(str(path))}:{int(line)}</a>"
+                f" <code>{esc(str(fn))}</code></li>"
+            )
+        out.append("</ul>")
+    return "".join(out)

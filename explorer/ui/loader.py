@@ -1,0 +1,144 @@
+"""Loading and analysis off the UI thread.
+
+:class:`TraceLoader` reads a trace in a ``QThread`` and reports progress through signals;
+:meth:`TraceLoader.cancel` makes the reader's progress callback raise, which unwinds the
+read at its next progress report. :class:`AnalysisRunner` then computes steps, breakdown,
+findings and the dependency graph one after the other, handing each result back as soon as
+it is ready, so the timeline is usable while findings are still being computed.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PyQt6.QtCore import QThread, pyqtSignal
+
+import explorer
+from explorer.errors import ExplorerError
+
+
+class LoadCancelled(Exception):
+    """Raised inside the reader's progress callback when the user cancelled."""
+
+
+class TraceLoader(QThread):
+    """Reads one trace. Signals: ``progress(percent, message)``, ``loaded(trace)``,
+    ``failed(one-line message)``, ``cancelled()``."""
+
+    progress = pyqtSignal(int, str)
+    loaded = pyqtSignal(object)
+    failed = pyqtSignal(str)
+    cancelled = pyqtSignal()
+
+    def __init__(self, path: str, parent: Any = None, use_cache: bool = True) -> None:
+        super().__init__(parent)
+        self.path = path
+        self.use_cache = use_cache
+        self._cancel = False
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+    def _report(self, fraction: float, message: str = "") -> None:
+        if self._cancel:
+            raise LoadCancelled()
+        self.progress.emit(int(round(float(fraction) * 100)), str(message))
+
+    def run(self) -> None:  # runs in the worker thread
+        try:
+            trace = explorer.load(self.path, use_cache=self.use_cache, progress=self._report)
+        except LoadCancelled:
+            self.cancelled.emit()
+            return
+        except ExplorerError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - an unexpected reader bug must not kill the UI
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            self.failed.emit(f"{self.path}: could not be read ({last})")
+            return
+        if self._cancel:
+            self.cancelled.emit()
+        else:
+            self.loaded.emit(trace)
+
+
+def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
+    """The analyses the window shows, cheapest first. A module that is not installed is
+    skipped (the window shows what it can)."""
+
+    def steps(t: Any) -> Any:
+        from explorer.analysis.steps import steps as f
+
+        return f(t)
+
+    def breakdown(t: Any) -> Any:
+        from explorer.analysis.breakdown import breakdown as f
+
+        return f(t)
+
+    def findings(t: Any) -> Any:
+        from explorer.analysis.findings import findings as f
+
+        return f(t)
+
+    def dependency_graph(t: Any) -> Any:
+        from explorer.analysis.dependency_graph import dependency_graph as f
+
+        return f(t)
+
+    return [
+        ("steps", steps),
+        ("breakdown", breakdown),
+        ("findings", findings),
+        ("dependency_graph", dependency_graph),
+    ]
+
+
+class AnalysisRunner(QThread):
+    """Runs the window's analyses on one trace. Signals: ``result(name, value)`` per
+    analysis, ``failed(name, message)``, and ``finished`` (QThread's) at the end."""
+
+    result = pyqtSignal(str, object)
+    failed = pyqtSignal(str, str)
+
+    def __init__(
+        self, trace: Any, parent: Any = None, names: tuple[str, ...] | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.trace = trace
+        self.names = names
+        self._cancel = False
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+    def run(self) -> None:  # runs in the worker thread
+        for name, fn in _analyses():
+            if self._cancel:
+                return
+            if self.names is not None and name not in self.names:
+                continue
+            try:
+                value = fn(self.trace)
+            except ModuleNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - report per analysis, keep going
+                self.failed.emit(name, traceback.format_exception_only(type(exc), exc)[-1].strip())
+                continue
+            self.result.emit(name, value)
+
+
+def run_analyses_now(trace: Any) -> dict[str, Any]:
+    """The same analyses, synchronously (for the headless screenshot mode)."""
+    out: dict[str, Any] = {}
+    for name, fn in _analyses():
+        try:
+            out[name] = fn(trace)
+        except ModuleNotFoundError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - a failing analysis must not stop a screenshot
+            out[f"{name}_error"] = str(exc)
+    return out
