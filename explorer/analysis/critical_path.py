@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import frame_codes
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
@@ -298,24 +299,13 @@ def _top_lines(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) 
     has = owner >= 0
     if not has.any():
         return _empty_lines()
-    try:
-        from explorer.analysis.attribution import frame_codes
-
-        code, frames = frame_codes(trace)
-        c = code[owner[has]]
-        known = c >= 0
-        if not known.any():
-            return _empty_lines()
-        df = frames.iloc[c[known]].reset_index(drop=True)
-        df = df[["file", "line", "function"]].assign(ns=w[has][known])
-    except ImportError:  # the attribution module is not installed: own stacks only
-        from explorer.trace.source import user_frames
-
-        uf = user_frames(trace).iloc[owner[has]].reset_index(drop=True)
-        known = uf["file"].astype(str).to_numpy() != ""
-        if not known.any():
-            return _empty_lines()
-        df = uf[known][["file", "line", "function"]].assign(ns=w[has][known])
+    code, frames = frame_codes(trace)
+    c = code[owner[has]]
+    known = c >= 0
+    if not known.any():
+        return _empty_lines()
+    df = frames.iloc[c[known]].reset_index(drop=True)
+    df = df[["file", "line", "function"]].assign(ns=w[has][known])
     out = (
         df.groupby(["file", "line", "function"], sort=False, observed=True)["ns"]
         .sum()

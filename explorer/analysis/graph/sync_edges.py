@@ -179,10 +179,14 @@ def _recorded_ops(
 def _cross_stream(
     edges: EdgeList, arrays: SliceArrays, recorded: np.ndarray, waits: np.ndarray
 ) -> None:
-    """Recorded op end -> the wait record's end when the wait outlasted it, else -> the next
-    op on the waiting stream (the one the wait held back)."""
+    """Recorded op -> the wait record's end when the wait lasted until then (from the op's
+    end; from its start when the op is itself the signal, like an MTIA ``event_record``
+    that the wait ends on), else -> the next op on the waiting stream (the one held back)."""
     longer = arrays.end[waits] >= arrays.end[recorded]
     edges.add("cross_stream", recorded[longer], waits[longer], END, END)
+    signal = ~longer & (arrays.end[waits] >= arrays.ts[recorded])
+    edges.add("cross_stream", recorded[signal], waits[signal], START, END)
+    longer |= signal
     rest_r, rest_w = recorded[~longer], waits[~longer]
     if len(rest_w) == 0:
         return

@@ -1,0 +1,179 @@
+"""The dependency graph on real traces (NVIDIA, AMD, MTIA, with an Execution Trace) and on
+small synthetic traces built in memory (labelled synthetic below)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.analysis.dependency_graph import dependency_graph
+from explorer.analysis.graph.edges import EDGE_TYPES
+from explorer.trace.build import trace_from_events
+from explorer.trace_api import Trace
+
+
+def _load(shared_traces: Path, name: str) -> Trace:
+    return explorer.load(shared_traces / name)
+
+
+def _points(trace, ids, point):
+    ts = trace.slices["ts"].to_numpy()
+    end = ts + trace.slices["dur"].to_numpy()
+    return np.where(point == 1, end[ids], ts[ids])
+
+
+def _named(trace, ids):
+    return trace.slices["name"].astype(str).to_numpy()[ids]
+
+
+def _edges_named(trace, graph, kind):
+    e = graph.edges[graph.edges["type"] == kind]
+    return list(
+        zip(_named(trace, e["src"].to_numpy()), _named(trace, e["dst"].to_numpy()), strict=True)
+    )
+
+
+def test_every_edge_weighs_the_time_between_its_points(shared_traces: Path) -> None:
+    from tests.conftest import shared_trace_files
+
+    for path in shared_trace_files():
+        trace = explorer.load(path)
+        g = dependency_graph(trace)
+        e = g.edges
+        t_src = _points(trace, e["src"].to_numpy(), e["src_point"].to_numpy())
+        t_dst = _points(trace, e["dst"].to_numpy(), e["dst_point"].to_numpy())
+        assert (e["weight"].to_numpy() >= 0).all(), path.name
+        assert np.array_equal(t_dst - t_src, e["weight"].to_numpy()), path.name
+        assert set(e["type"].astype(str)) <= set(EDGE_TYPES)
+        assert np.isin(e["src"], g.nodes).all() and np.isin(e["dst"], g.nodes).all(), path.name
+        # No two edges join the same two points.
+        key = e[["src", "dst", "src_point", "dst_point"]]
+        assert not key.duplicated().any(), path.name
+
+
+def test_cuda_syncs_tie_the_host_to_the_device_work_it_waited_for(shared_traces: Path) -> None:
+    trace = _load(shared_traces, "critical_path__cuda_event_sync__event_sync_trace.json.gz")
+    g = dependency_graph(trace)
+    sync = _edges_named(trace, g, "sync")
+    # cudaEventSynchronize waited for the kernel recorded by cudaEventRecord (correlation
+    # 1533, on stream 7: the spin kernel launched just before the record).
+    assert ("at::cuda::(anonymous namespace)::spin_kernel(long)", "cudaEventSynchronize") in sync
+    # A pageable device-to-host copy blocks the cudaMemcpyAsync call that issued it.
+    assert ("Memcpy DtoH (Device -> Pageable)", "cudaMemcpyAsync") in sync
+    # The device's "Stream Sync" record ends the host's cudaStreamSynchronize.
+    assert ("Stream Sync", "cudaStreamSynchronize") in sync
+    # cudaEventQuery does not block: no wait edge into it.
+    assert not [s for s in sync if s[1] == "cudaEventQuery"]
+    launches = _edges_named(trace, g, "launch")
+    assert sum(1 for s, _ in launches if s == "cudaLaunchKernel") == 4
+    order = _edges_named(trace, g, "stream_order")
+    assert len(order) == 5  # 6 records on stream 7, in order
+
+
+def test_stream_wait_event_orders_work_across_streams(shared_traces: Path) -> None:
+    trace = _load(
+        shared_traces, "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz"
+    )
+    g = dependency_graph(trace)
+    e = g.edges[g.edges["type"] == "cross_stream"]
+    assert len(e) == 1
+    s = trace.slices
+    src, dst = int(e["src"].iloc[0]), int(e["dst"].iloc[0])
+    # The sgemm on stream 20 (launched before cudaEventRecord corr 1385) -> stream 24.
+    assert s["stream"].iat[src] == 20 and s["name"].iat[src] == "ampere_sgemm_128x64_nn"
+    assert s["stream"].iat[dst] == 24
+
+
+def test_mtia_event_waits_tie_to_the_records_they_wait_for(shared_traces: Path) -> None:
+    trace = _load(shared_traces, "mtia_inference_trace__mtia_inference_rank_0.json.gz")
+    g = dependency_graph(trace)
+    e = g.edges[g.edges["type"] == "cross_stream"]
+    s = trace.slices
+    waits = np.flatnonzero(s["name"].astype(str).to_numpy() == "event_wait")
+    assert len(e) == len(waits) == 48
+    src, dst = e["src"].to_numpy(), e["dst"].to_numpy()
+    assert set(_named(trace, src)) == {"event_record"}
+    assert set(_named(trace, dst)) == {"event_wait"}
+    wait_on = np.array([trace.args(i)["wait_on_stream"] for i in dst])
+    assert np.array_equal(s["stream"].to_numpy()[src], wait_on)
+    assert [trace.args(i)["seq_num"] for i in src] == [trace.args(i)["seq_num"] for i in dst]
+
+
+def test_forward_backward_edges_follow_the_profiler_flows(shared_traces: Path) -> None:
+    trace = _load(shared_traces, "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    g = dependency_graph(trace)
+    fb = g.edges[g.edges["type"] == "fwdbwd"]
+    flows = trace.flows[trace.flows["type"] == "fwdbwd"]
+    assert len(fb) == len(flows) > 0
+    assert set(fb["src"]) == set(flows["src"]) and set(fb["dst"]) == set(flows["dst"])
+
+
+def test_execution_trace_adds_tensor_data_dependencies(shared_traces: Path) -> None:
+    trace = explorer.load(
+        shared_traces / "execution_trace__benchmark_simple_add_trace.json.gz",
+        execution_trace=shared_traces / "execution_trace__benchmark_simple_add_et.json.gz",
+    )
+    g = dependency_graph(trace)
+    data = _edges_named(trace, g, "data")
+    # torch.add reads the two tensors the two aten::rand calls wrote (ET tensors 6 and 11).
+    assert data.count(("aten::rand", "aten::add")) == 4  # 2 inputs x (warmup + measure)
+    assert ("aten::empty", "aten::fill_") in data
+
+
+def _synthetic(events):
+    return trace_from_events(events, {"synthetic": True})
+
+
+def test_sequence_numbers_give_forward_backward_without_flows() -> None:
+    # synthetic: a forward op on the main thread, its backward op on the autograd thread
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mul",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10,
+            "args": {"Sequence number": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 10,
+            "args": {"Sequence number": 8},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "MulBackward0",
+            "pid": 1,
+            "tid": 2,
+            "ts": 50,
+            "dur": 10,
+            "args": {"Sequence number": 7},
+        },
+    ]
+    trace = _synthetic(events)
+    g = dependency_graph(trace)
+    assert _edges_named(trace, g, "fwdbwd") == [("aten::mul", "MulBackward0")]
+
+
+def test_a_step_graph_holds_the_step_and_the_work_it_launched(shared_traces: Path) -> None:
+    trace = _load(shared_traces, "critical_path__cuda_event_sync__event_sync_trace.json.gz")
+    steps = trace.steps()
+    assert steps["step"].tolist() == [100]
+    g = dependency_graph(trace, step=100)
+    lo, hi = g.window
+    assert (lo, hi) == (int(steps["start_ns"].iloc[0]), int(steps["end_ns"].iloc[0]))
+    kinds = set(trace.slices["kind"].astype(str).to_numpy()[g.nodes])
+    assert {"kernel", "memcpy", "cpu_op", "runtime"} <= kinds
+    with pytest.raises(explorer.ExplorerError, match="step 3 is not in"):
+        dependency_graph(trace, step=3)
