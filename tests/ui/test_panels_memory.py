@@ -1,0 +1,140 @@
+"""Memory panel on a real torch.profiler run (profile_memory=True, CPU) and on a real
+trace without memory events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PyQt6.QtCore import QPointF, Qt
+
+import explorer
+from explorer.ui.panels.memory import MemoryPanel, allocation_lifetimes, memory_curves
+
+KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end
+
+
+def _workload(steps: int, keep: list) -> None:
+    import torch
+
+    x = torch.randn(128, 128)
+    for i in range(steps):
+        y = (x @ x).relu()
+        _ = y.sum()
+        keep.append(torch.empty(1024 * (i + 1)))  # never freed while profiling: a "leak"
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """A real CPU profile with memory events (not synthetic)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    keep: list = []
+    path = tmp_path_factory.mktemp("mem") / "memory.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        _workload(3, keep)
+    prof.export_chrome_trace(str(path))
+    del keep, torch
+    return explorer.load(path)
+
+
+@pytest.fixture
+def panel(qtbot, profiled):
+    p = MemoryPanel()
+    qtbot.addWidget(p)
+    p.resize(1000, 700)
+    p.show()
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(profiled)
+    return p
+
+
+def test_curve_and_peak_match_memory_events(panel, profiled):
+    mem = profiled.memory
+    assert len(mem) > 0
+    curves = panel.data.curves
+    assert set(curves["device"]) == {"cpu"}
+    peak = panel.data.peaks.iloc[0]
+    assert int(peak["peak_bytes"]) == int(mem["total_allocated"].max())
+    assert int(peak["ts"]) == int(
+        mem["ts"].to_numpy()[np.argmax(mem["total_allocated"].to_numpy())]
+    )
+    items = panel.plot.listDataItems()
+    curve_items = [i for i in items if isinstance(i, pg.PlotDataItem)]
+    _, y = curve_items[0].getOriginalDataset()
+    assert y.max() == pytest.approx(float(mem["total_allocated"].max()))
+    markers = [i for i in panel.plot.plotItem.items if isinstance(i, pg.ScatterPlotItem)]
+    assert any(m.objectName() == "peak:cpu" for m in markers)
+    assert "peak" in panel.status.text()
+
+
+def test_never_freed_lists_the_kept_tensors(panel, profiled):
+    leaks = panel.leak_model.frame
+    assert set(KEPT_BYTES) <= set(leaks["bytes"].tolist())
+    assert (leaks["bytes"].diff().dropna() <= 0).all()  # largest first
+    lifetimes = allocation_lifetimes(profiled)
+    freed = lifetimes[lifetimes["free_ts"] >= 0]
+    assert (freed["free_ts"] >= freed["alloc_ts"]).all()
+    assert len(leaks) == int((lifetimes["free_ts"] < 0).sum())
+    # every allocation is either freed in the trace or listed as never freed
+    assert int(freed["bytes"].sum()) + int(leaks["bytes"].sum()) == int(
+        profiled.memory["bytes"].clip(lower=0).sum()
+    )
+    assert set(leaks["op"]) - {""}, "allocations are attributed to the op that made them"
+
+
+def test_click_on_plot_lists_live_allocations(qtbot, panel, profiled):
+    mem = profiled.memory
+    ts = int(mem["ts"].iloc[len(mem) // 2])
+    view = panel.plot.plotItem.vb
+    panel.plot.setXRange(0, profiled.span_ns / 1e9, padding=0)
+    qtbot.wait(50)  # let the view box apply the new range before mapping a point into it
+    (_, _), (y0, y1) = view.viewRange()
+    scene_pos = view.mapViewToScene(QPointF(ts / 1e9, (y0 + y1) / 2))
+    widget_pos = panel.plot.mapFromScene(scene_pos)
+    qtbot.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=widget_pos)
+    assert panel.live_ts is not None
+    assert abs(panel.live_ts - ts) < profiled.span_ns / 200  # within a pixel or two
+    live = panel.live_model.frame
+    # independent check: replay the events up to that time
+    seen = mem[mem["ts"] <= panel.live_ts]
+    alive_bytes = int(seen["bytes"].sum())
+    assert int(live["bytes"].sum()) == alive_bytes
+    assert "Alive at" in panel.tabs.tabText(0)
+
+
+def test_selecting_an_allocation_selects_its_op_and_life(qtbot, panel):
+    panel.tabs.setCurrentIndex(1)
+    table, model = panel.leak_table, panel.leak_model
+    rect = table.visualRect(model.index(0, 0))
+    with (
+        qtbot.waitSignal(panel.slices_selected, timeout=2_000) as sel,
+        qtbot.waitSignal(panel.range_requested, timeout=2_000) as rng,
+    ):
+        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    row = model.row(0)
+    assert sel.args[0].tolist() == [int(row["slice"])]
+    assert rng.args == [int(row["alloc_ts"]), int(row["alloc_ts"]) + int(row["lifetime_ns"])]
+
+
+def test_follows_timeline_zoom(panel):
+    panel.on_range(2_000_000, 5_000_000)
+    lo, hi = panel.visible_range_ns()
+    assert abs(lo - 2_000_000) < 1_000 and abs(hi - 5_000_000) < 1_000
+
+
+def test_trace_without_memory_says_so(qtbot, shared_traces):
+    trace = explorer.load(shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    assert len(trace.memory) == 0
+    assert len(memory_curves(trace)) == 0
+    p = MemoryPanel()
+    qtbot.addWidget(p)
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(trace)
+    assert "no memory events" in p.status.text()
+    assert p.plot.isHidden()
+    assert p.live_model.rowCount() == 0 and p.leak_model.rowCount() == 0
+    assert p.show_live_at(1000).empty
+    p.set_trace(None)
+    assert p.status.text() == "No trace"
