@@ -1,0 +1,146 @@
+"""Explorer's own results as rows of an exported trace: a "Findings" row with one slice
+per finding over the time it covers, and a "Critical path" row repeating the slices that
+set the step's time, joined to the original slices by flows.
+
+The analyses live in other modules (and may not exist in every checkout), so they are
+imported lazily; when one is missing its row is simply left out. When one fails on a
+trace, the export still succeeds without that row and says why in a warning — a file a
+user can share beats a traceback.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.trace.model import TraceData
+
+FINDINGS_ROW = "Findings"
+CRITICAL_PATH_ROW = "Critical path"
+
+
+@dataclass
+class ResultSlice:
+    """One slice on an Explorer row (times in trace ns, as ``slices.ts``)."""
+
+    row: str
+    ts: int
+    dur: int
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Results:
+    """What the exporters add to the trace's own content."""
+
+    slices: list[ResultSlice] = field(default_factory=list)
+    flows: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(
+            {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "type": []}
+        )
+    )
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[str]:
+        """Row names in first-use order (Findings before Critical path)."""
+        return list(dict.fromkeys(s.row for s in self.slices))
+
+
+def _optional(module: str, attr: str) -> Any:
+    """The analysis function, or None when its module is not in this checkout."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            return None
+        raise
+    return getattr(mod, attr, None)
+
+
+def explorer_results(
+    trace: TraceData, *, findings: bool = True, critical_path: bool = True
+) -> Results:
+    """Findings and critical path of ``trace`` as slices and flows to export."""
+    out = Results()
+    if len(trace.slices) == 0:
+        return out
+    if findings:
+        fn = _optional("explorer.analysis.findings", "findings")
+        if fn is not None:
+            _run(out, "findings", lambda: _finding_slices(trace, fn(trace)))
+    if critical_path:
+        fn = _optional("explorer.analysis.critical_path", "critical_path")
+        if fn is not None:
+            _run(out, "critical path", lambda: _critical_path(trace, fn(trace), out))
+    return out
+
+
+def _run(out: Results, what: str, produce: Any) -> None:
+    try:
+        extra = produce()
+    except Exception as exc:  # an analysis bug must not make the trace unexportable
+        note = f"the {what} row was left out: {type(exc).__name__}: {exc}"
+        out.notes.append(note)
+        warnings.warn(note, RuntimeWarning, stacklevel=3)
+        return
+    if extra:
+        out.slices.extend(extra)
+
+
+def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
+    """One slice per finding over the hull of its ranges (or its steps' span)."""
+    out = []
+    span = trace.span_ns
+    for rank, f in enumerate(found, start=1):
+        ranges = [(int(a), int(b)) for a, b in (f.ranges or []) if int(b) >= int(a)]
+        if ranges:
+            start = min(a for a, _ in ranges)
+            end = max(b for _, b in ranges)
+        else:
+            start, end = 0, span
+        args: dict[str, Any] = {
+            "rank": rank,
+            "kind": str(f.kind),
+            "title": str(f.title),
+            "time lost (ms)": round(int(f.time_lost_ns) / 1e6, 3),
+            "share of step time": round(float(f.share), 4),
+            "recommendation": str(f.recommendation),
+            "explanation": str(f.explanation),
+            "steps": ", ".join(str(int(s)) for s in f.steps),
+            "ranges": len(ranges),
+        }
+        if getattr(f, "device", ""):
+            args["device"] = str(f.device)
+        for k, (file, line, function) in enumerate(list(f.source_lines)[:5]):
+            args[f"source {k + 1}"] = f"{file}:{int(line)} ({function})"
+        out.append(ResultSlice(FINDINGS_ROW, start, max(end - start, 0), str(f.title), args))
+    return out
+
+
+def _critical_path(trace: TraceData, cp: Any, out: Results) -> list[ResultSlice]:
+    """The critical path's slices on their own row, and flows linking them in order."""
+    ids = np.asarray(getattr(cp, "slices", np.zeros(0)), np.int64)
+    ids = ids[(ids >= 0) & (ids < len(trace.slices))]
+    if len(ids) == 0:
+        return []
+    sl = trace.slices
+    ts = sl["ts"].to_numpy()[ids]
+    dur = sl["dur"].to_numpy()[ids]
+    names = sl["name"].astype(str).to_numpy()[ids]
+    labels = trace.tracks["label"].astype(str).to_numpy()[sl["track"].to_numpy()[ids]]
+    rows = [
+        ResultSlice(CRITICAL_PATH_ROW, int(t), int(d), str(nm), {"slice id": int(i), "on": str(lb)})
+        for i, t, d, nm, lb in zip(ids, ts, dur, names, labels, strict=True)
+    ]
+    if len(ids) > 1:
+        pairs = pd.DataFrame({"src": ids[:-1], "dst": ids[1:], "type": "critical_path"})
+        pairs = pairs[pairs["src"] != pairs["dst"]]
+        out.flows = pd.concat([out.flows, pairs], ignore_index=True)
+    return rows
