@@ -59,7 +59,9 @@ class CriticalPath:
     top_lines: pd.DataFrame
     step: int | None = None
     window: tuple[int, int] = (0, 0)
-    names: list[str] = field(default_factory=list, repr=False)
+    #: Where the path runs: consecutive path edges on one track merged into a segment —
+    #: ``track, label, start_ns, end_ns, ns, top_op`` (the op holding most of it).
+    segments: pd.DataFrame = field(default_factory=lambda: _segments_frame([]), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: numbers in ns, slices as ids."""
@@ -240,6 +242,48 @@ def _describe(
         top_lines=_top_lines(trace, owner, w, length),
         step=graph.step,
         window=graph.window,
+        segments=_segments(trace, edges, t[0]),
+    )
+
+
+def _segments_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    cols = ["track", "label", "start_ns", "end_ns", "ns", "top_op"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame:
+    """Merge consecutive path edges on the same track (the owner's, else the destination's)
+    into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
+    if len(edges) == 0:
+        return _segments_frame([])
+    owner = edges["owner"].to_numpy()
+    where = np.where(owner >= 0, owner, edges["dst"].to_numpy())
+    track = trace.slices["track"].to_numpy()[where]
+    w = edges["weight"].to_numpy(np.int64)
+    brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
+    ends = np.cumsum(w)
+    seg_id = np.cumsum(np.r_[True, track[1:] != track[:-1]]) - 1
+    names = trace.slices["name"].astype(str).to_numpy()
+    df = pd.DataFrame({"seg": seg_id, "owner": owner, "w": w})
+    df = df[df["owner"] >= 0]
+    df["name"] = names[df["owner"].to_numpy()]
+    per_name = df.groupby(["seg", "name"], sort=False)["w"].sum().reset_index()
+    per_name = per_name.sort_values(["seg", "w"], ascending=[True, False], kind="stable")
+    top = per_name.drop_duplicates("seg").set_index("seg")["name"]
+    labels = trace.tracks.set_index("id")["label"].astype(str)
+    seg_ns = np.add.reduceat(w, brk)
+    seg_end = start + ends[np.r_[brk[1:] - 1, len(w) - 1]]
+    seg_track = track[brk]
+    label = labels.reindex(seg_track).fillna("").to_numpy(dtype=object)
+    return pd.DataFrame(
+        {
+            "track": seg_track.astype(np.int64),
+            "label": label,
+            "start_ns": (seg_end - seg_ns).astype(np.int64),
+            "end_ns": seg_end.astype(np.int64),
+            "ns": seg_ns.astype(np.int64),
+            "top_op": top.reindex(np.arange(len(brk))).fillna("").to_numpy(dtype=object),
+        }
     )
 
 
