@@ -1,0 +1,116 @@
+"""Explorer's own events, recorded while the profiler runs and merged into its trace later.
+
+Hooks (syncs, copies, fallbacks, compile work, system samples) append plain Chrome-trace
+event dicts here with *absolute* wall-clock nanoseconds (``time.time_ns()``). Kineto writes
+``ts`` in µs relative to the top-level ``baseTimeNanoseconds`` on the same (realtime) clock,
+so the writer converts with one subtraction when it merges; nothing here needs to know the
+profiler's base.
+
+The user's source line of an event is the innermost frame of the Python stack that is not
+torch, not this package and not the standard library or site-packages — the line a person
+would change.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+COLLECT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    """Directories whose frames are never 'the user's line' (torch, stdlib, site-packages)."""
+    prefixes = {COLLECT_DIR}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            prefixes.add(os.path.abspath(paths[key]) + os.sep)
+    try:
+        import torch
+
+        prefixes.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    except ImportError:  # pragma: no cover - the collector always has torch
+        pass
+    return tuple(sorted(prefixes))
+
+
+_LIBRARY_PREFIXES = _library_prefixes()
+
+
+def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:
+    """(file, line, function) of the innermost user frame above ``frame`` (the caller's).
+
+    Falls back to the innermost frame outside this package when the whole stack is library
+    code (e.g. a library calling ``.item()`` from a thread), and to ``("", -1, "")``.
+    """
+    f = frame if frame is not None else sys._getframe(1)
+    fallback: tuple[str, int, str] | None = None
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_LIBRARY_PREFIXES) and not name.startswith("<"):
+            return name, f.f_lineno, f.f_code.co_name
+        if fallback is None and not name.startswith(COLLECT_DIR) and not name.startswith("<"):
+            fallback = (name, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return fallback or ("", -1, "")
+
+
+def source_args(frame: tuple[str, int, str]) -> dict[str, Any]:
+    """The ``source_*`` args every Explorer event carries (see ``explorer.trace.kinds``)."""
+    return {"source_file": frame[0], "source_line": frame[1], "source_function": frame[2]}
+
+
+class EventBuffer:
+    """Thread-safe list of Chrome-trace event dicts with absolute-ns timestamps.
+
+    Events are stored with ``ts_ns``/``dur_ns`` (int) instead of ``ts``/``dur``; the writer
+    turns them into the profiler's µs timebase. ``list.append`` is atomic under the GIL, so
+    hooks on any thread append without a lock.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.pid = os.getpid()
+
+    def slice(self, cat: str, name: str, start_ns: int, end_ns: int, args: dict[str, Any]) -> None:
+        """A duration event on the calling thread's host track."""
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": self.pid,
+                "tid": threading.get_native_id(),
+                "ts_ns": int(start_ns),
+                "dur_ns": max(int(end_ns) - int(start_ns), 0),
+                "args": args,
+            }
+        )
+
+    def counter(self, name: str, ts_ns: int, values: dict[str, float]) -> None:
+        """A counter sample (``ph: "C"``, category ``explorer_system``) on the process."""
+        self.events.append(
+            {
+                "ph": "C",
+                "cat": "explorer_system",
+                "name": name,
+                "pid": self.pid,
+                "tid": 0,
+                "ts_ns": int(ts_ns),
+                "args": values,
+            }
+        )
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def now_ns() -> int:
+    """The clock Kineto's timestamps are on (realtime, ns since the epoch)."""
+    return time.time_ns()

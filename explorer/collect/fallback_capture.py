@@ -1,0 +1,125 @@
+"""CPU fallbacks reported by backends as warnings or log lines, recorded with the user's line.
+
+Backends announce that an operator ran on the CPU instead of the accelerator in words
+("... will fall back to run on the CPU", "executed via CPU fallback"). We listen where those
+words go — ``warnings.showwarning`` and a handler on the root logger — record an
+``explorer_fallback`` event, and always pass the message on unchanged: the user sees exactly
+what they would have seen without Explorer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import warnings
+from typing import Any
+
+from explorer.collect.event_buffer import EventBuffer, now_ns, source_args, user_frame
+
+#: Messages that say an operator left the accelerator for the CPU.
+FALLBACK_MESSAGE = re.compile(
+    r"cpu[ _-]?fallback|fall(?:s|ing)?[ _-]?back to (?:run on )?(?:the )?cpu"
+    r"|executed via (?:the )?cpu|will fall ?back|run on the cpu"
+    r"|not (?:currently )?(?:supported|implemented) (?:on|for) the \w+ backend",
+    re.IGNORECASE,
+)
+_OP = re.compile(r"(aten::[\w.]+)|operator '([^']+)'|op(?:erator)? ([\w:.]+) ")
+_DEVICE = re.compile(r"on the (\w+) backend|(\w+) backend", re.IGNORECASE)
+
+
+def fallback_args(message: str) -> dict[str, Any]:
+    """Operator and device named in a fallback message ("" when it names none)."""
+    op = _OP.search(message)
+    dev = _DEVICE.search(message)
+    return {
+        "op": next((g for g in op.groups() if g), "") if op else "",
+        "device": next((g for g in dev.groups() if g), "").lower() if dev else "",
+        "message": message[:2000],
+    }
+
+
+class FallbackCapture:
+    """Listens to warnings and logging for fallback messages while installed."""
+
+    def __init__(self, buffer: EventBuffer) -> None:
+        self.buffer = buffer
+        self._prev_showwarning: Any = None
+        self._handler: _FallbackLogHandler | None = None
+        self._handled_loggers: list[logging.Logger] = []
+
+    def record(self, message: str, via: str) -> None:
+        t = now_ns()
+        args = {**fallback_args(message), "via": via, **source_args(user_frame(sys._getframe(2)))}
+        name = f"CPU fallback {args['op']}".rstrip()
+        self.buffer.slice("explorer_fallback", name, t, t, args)
+
+    def install(self) -> None:
+        prev = warnings.showwarning
+        self._prev_showwarning = prev
+
+        def showwarning(
+            message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any
+        ) -> None:
+            text = str(message)
+            if FALLBACK_MESSAGE.search(text):
+                self.record(text, "warning")
+            prev(message, category, filename, lineno, *a, **k)
+
+        showwarning._explorer = True  # type: ignore[attr-defined]
+        warnings.showwarning = showwarning
+        self._handler = _FallbackLogHandler(self)
+        root = logging.getLogger()
+        root.addHandler(self._handler)
+        self._handled_loggers = [root]
+        torch_logger = logging.getLogger("torch")
+        if not torch_logger.propagate:  # torch's logging setup stops records at "torch"
+            torch_logger.addHandler(self._handler)
+            self._handled_loggers.append(torch_logger)
+
+    def uninstall(self) -> None:
+        if self._prev_showwarning is not None and getattr(warnings.showwarning, "_explorer", False):
+            warnings.showwarning = self._prev_showwarning
+        self._prev_showwarning = None
+        for lg in self._handled_loggers:
+            if self._handler is not None:
+                lg.removeHandler(self._handler)
+        self._handled_loggers = []
+        self._handler = None
+
+
+class _FallbackLogHandler(logging.Handler):
+    """Records fallback log lines; never swallows anything.
+
+    A handler on the root logger would silence Python's "last resort" printing of warnings
+    when the program configured no logging at all; when ours is the only handler a record
+    would reach, we hand the record to ``logging.lastResort`` so it still prints.
+    """
+
+    def __init__(self, capture: FallbackCapture) -> None:
+        super().__init__(level=logging.NOTSET)
+        self.capture = capture
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a broken log call is the caller's business, not ours
+            return
+        if FALLBACK_MESSAGE.search(text):
+            self.capture.record(text, f"log:{record.name}")
+        if record.levelno >= logging.WARNING and not _other_handlers(record.name, self):
+            last = logging.lastResort
+            if last is not None and record.levelno >= last.level:
+                last.handle(record)
+
+
+def _other_handlers(name: str, ours: logging.Handler) -> bool:
+    """Whether a record from logger ``name`` reaches any handler besides ``ours``."""
+    lg: logging.Logger | None = logging.getLogger(name)
+    while lg is not None:
+        if any(h is not ours for h in lg.handlers):
+            return True
+        if not lg.propagate:
+            return False
+        lg = lg.parent  # type: ignore[assignment]
+    return False

@@ -1,0 +1,308 @@
+"""``explorer.collect()``: the context manager a user wraps around training steps.
+
+It starts torch.profiler with the chosen activities and schedule, installs Explorer's hooks
+(syncs, copies, fallbacks, compile events) and the system sampler, and on the way out —
+normally, on an exception, on Ctrl-C or on SIGTERM — stops everything, merges Explorer's
+events into the profiler's trace and writes one ``.pt.trace.json.gz``. Then it re-raises
+whatever was raised: collecting must never swallow a user's error.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerAction
+
+from explorer.collect.compile_events import CompileEvents
+from explorer.collect.environment import environment, rank_and_world_size
+from explorer.collect.event_buffer import EventBuffer
+from explorer.collect.fallback_capture import FallbackCapture
+from explorer.collect.profiler_setup import choose_activities, make_schedule
+from explorer.collect.runtime_hooks import RuntimeHooks
+from explorer.collect.system_sampler import SystemSampler
+from explorer.collect.trace_writer import (
+    check_writable,
+    default_stem,
+    merge,
+    read_chrome_trace,
+    write_atomic,
+)
+from explorer.errors import ExplorerError
+
+HOOK_NAMES = ("runtime", "fallback", "compile")
+_active_lock = threading.Lock()
+_active: Collector | None = None
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM arrives inside the block, so the trace is
+    written on the way out; the signal is re-delivered afterwards."""
+
+
+def _hook_set(hooks: bool | Iterable[str]) -> set[str]:
+    if hooks is True:
+        return set(HOOK_NAMES)
+    if hooks is False or hooks is None:
+        return set()
+    chosen = {str(h) for h in hooks}
+    unknown = chosen - set(HOOK_NAMES)
+    if unknown:
+        raise ExplorerError(
+            f"explorer.collect: unknown hooks {sorted(unknown)}; choose from {list(HOOK_NAMES)}"
+        )
+    return chosen
+
+
+class Collector:
+    """One collection session. Use through :func:`collect`::
+
+        with explorer.collect("runs/resnet") as c:
+            for batch in loader:
+                train_step(batch)
+                c.step()
+        print(c.trace_path)
+
+    Options: ``activities`` (names like ``"cpu"``, ``"cuda"`` or ``ProfilerActivity``; default
+    CPU + the accelerator present), ``record_shapes``/``profile_memory``/``with_stack``
+    (profiler switches, on by default), ``schedule`` (None = every step; a dict of
+    wait/warmup/active/repeat/skip_first; or a step range such as ``range(5, 10)``), ``hooks``
+    (True, False, or a subset of ``{"runtime", "fallback", "compile"}``), ``sampler_interval_s``
+    (seconds between system samples; 0 or None turns the sampler off), ``name`` (file stem;
+    default ``<host>_rank<R>_<timestamp>``), ``profiler_kwargs`` (passed to
+    ``torch.profiler.profile`` as is).
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        activities: Iterable[Any] | None = None,
+        record_shapes: bool = True,
+        profile_memory: bool = True,
+        with_stack: bool = True,
+        schedule: Any = None,
+        hooks: bool | Iterable[str] = True,
+        sampler_interval_s: float | None = 0.1,
+        name: str | None = None,
+        profiler_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.out_dir = Path(out_dir).expanduser()
+        check_writable(self.out_dir)
+        self.activities = choose_activities(activities)
+        self.schedule = make_schedule(schedule)
+        self.hooks = _hook_set(hooks)
+        self.sampler_interval_s = float(sampler_interval_s or 0)
+        self.rank, self.world_size = rank_and_world_size()
+        self.name = name or default_stem(self.rank)
+        self.settings: dict[str, Any] = {
+            "activities": [a.name for a in self.activities],
+            "record_shapes": bool(record_shapes),
+            "profile_memory": bool(profile_memory),
+            "with_stack": bool(with_stack),
+            "schedule": repr(schedule) if schedule is not None else None,
+            "hooks": sorted(self.hooks),
+            "sampler_interval_s": self.sampler_interval_s or None,
+            "name": self.name,
+        }
+        self._profiler_kwargs = {
+            "record_shapes": bool(record_shapes),
+            "profile_memory": bool(profile_memory),
+            "with_stack": bool(with_stack),
+            **(profiler_kwargs or {}),
+        }
+        self.trace_path: Path | None = None
+        self.steps = 0
+        self.buffer = EventBuffer()
+        self._runtime = RuntimeHooks(self.buffer)
+        self._fallback = FallbackCapture(self.buffer)
+        self._compile = CompileEvents(self.buffer)
+        self._sampler: SystemSampler | None = None
+        self._profiler: torch.profiler.profile | None = None
+        self._cycles: list[Path] = []
+        self._inside = False
+        self._exiting = False
+        self._sigterm_pending = False
+        self._prev_sigterm: Any = None
+        self._environment: dict[str, Any] = {}
+
+    # -- the block ---------------------------------------------------------------------------
+    def __enter__(self) -> Collector:
+        global _active
+        with _active_lock:
+            if _active is not None:
+                raise ExplorerError(
+                    "explorer.collect: another collect() block is already running in this process"
+                )
+            _active = self
+        try:
+            check_writable(self.out_dir)
+            self._environment = environment(self.settings)
+            self._install_sigterm()
+            if self.sampler_interval_s > 0:
+                self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
+                self._sampler.start()
+            if "runtime" in self.hooks:
+                self._runtime.install()
+            if "fallback" in self.hooks:
+                self._fallback.install()
+            if "compile" in self.hooks:
+                self._compile.try_install()
+            self._profiler = torch.profiler.profile(
+                activities=self.activities,
+                schedule=self.schedule or record_every_step,
+                on_trace_ready=self._on_trace_ready,
+                **self._profiler_kwargs,
+            )
+            self._profiler.start()
+            if self._sampler is not None:
+                self._sampler.sample_once()  # a first sample inside the recorded window
+        except BaseException:
+            self._teardown()
+            raise
+        self._inside = True
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one training step (``ProfilerStep#N`` in the trace)."""
+        if not self._inside or self._profiler is None:
+            raise ExplorerError(
+                "explorer.collect: c.step() called outside its `with explorer.collect(...) as c:` block — "
+                "call it inside the block, once per training step"
+            )
+        self._profiler.step()
+        self.steps += 1
+        if "compile" in self.hooks:
+            if self._compile.try_install():
+                self._compile.harvest()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self._exiting = True
+        self._inside = False
+        try:
+            self.trace_path = self._finish()
+        except Exception as write_error:
+            if exc is None:
+                raise
+            import warnings
+
+            warnings.warn(
+                f"explorer.collect: could not write the trace: {write_error}", stacklevel=2
+            )
+        finally:
+            self._restore_sigterm()
+        if isinstance(exc, Terminated) or self._sigterm_pending:
+            signal.raise_signal(signal.SIGTERM)  # the previous handler decides what SIGTERM does
+        return False
+
+    # -- internals ---------------------------------------------------------------------------
+    def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
+        path = self.out_dir / f".{self.name}.{os.getpid()}.cycle{len(self._cycles)}.json"
+        prof.export_chrome_trace(str(path))
+        self._cycles.append(path)
+
+    def _finish(self) -> Path:
+        elapsed = time.perf_counter_ns() - getattr(self, "_t0", time.perf_counter_ns())
+        prof = self._profiler
+        try:
+            if self._sampler is not None:
+                self._sampler.sample_once()  # a last sample inside the recorded window
+            if prof is not None:
+                prof.stop()  # calls _on_trace_ready for the cycle being recorded
+        finally:
+            self._teardown()
+        try:
+            cycles = [read_chrome_trace(p) for p in self._cycles]
+            meta = {
+                "version": self._environment.get("explorer_version", ""),
+                "settings": self.settings,
+                "environment": self._environment,
+                "steps": self.steps,
+                "elapsed_ns": int(elapsed),
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "sampler_samples": self._sampler_samples,
+            }
+            drop_trailing_step(cycles, self.steps)
+            doc = merge(cycles, self.buffer.events, meta)
+            doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
+            return write_atomic(doc, self.out_dir, self.name)
+        finally:
+            for p in self._cycles:
+                p.unlink(missing_ok=True)
+            self._cycles = []
+
+    _sampler_samples = 0
+
+    def _teardown(self) -> None:
+        """Remove every hook and stop the sampler; safe to call more than once."""
+        global _active
+        if "compile" in self.hooks:
+            self._compile.uninstall()
+        self._fallback.uninstall()
+        self._runtime.uninstall()
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler_samples = self._sampler.samples
+            self._sampler = None
+        with _active_lock:
+            if _active is self:
+                _active = None
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        prev = signal.getsignal(signal.SIGTERM)
+        if prev is signal.SIG_IGN:
+            return
+        self._prev_sigterm = prev
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            if self._exiting:
+                self._sigterm_pending = True  # finish writing first, then re-deliver
+                return
+            raise Terminated("SIGTERM received inside explorer.collect()")
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _restore_sigterm(self) -> None:
+        if self._prev_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._prev_sigterm)
+            self._prev_sigterm = None
+
+
+def record_every_step(step: int) -> ProfilerAction:
+    """The schedule when none is given: record everything. (Passing a schedule is what makes
+    torch.profiler write ``ProfilerStep#N`` markers, so we never pass None.)"""
+    return ProfilerAction.RECORD
+
+
+def drop_trailing_step(cycles: list[dict[str, Any]], steps: int) -> None:
+    """Remove the ``ProfilerStep#<steps>`` that the last ``c.step()`` opened: it spans only
+    the way out of the block, not a training step, and would read as a tiny extra step."""
+    if steps < 1 or not cycles:
+        return
+    name = f"ProfilerStep#{steps}"
+    events = cycles[-1].get("traceEvents", [])
+    cycles[-1]["traceEvents"] = [e for e in events if e.get("name") != name]
+
+
+def collect(out_dir: str | os.PathLike[str], **options: Any) -> Collector:
+    """Record the training steps of a ``with`` block into ``out_dir`` (see :class:`Collector`)."""
+    return Collector(out_dir, **options)
+
+
+def annotate(name: str) -> torch.profiler.record_function:
+    """A named user range (``with explorer.annotate("forward"):`` or as a decorator).
+
+    A ``record_function``: it shows on the host timeline, and Kineto mirrors user
+    annotations onto the device timeline (``gpu_user_annotation``) where the backend supports it.
+    """
+    return torch.profiler.record_function(name)

@@ -1,0 +1,118 @@
+"""A background thread that samples process and system load into counter events.
+
+Host: process CPU % (can exceed 100 with several busy threads), system CPU %, process RSS
+and host memory in use, via psutil. Devices: utilisation, memory in use and power through
+NVML, only when ``pynvml`` (nvidia-ml-py) imports and initialises — never required.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psutil
+
+from explorer.collect.event_buffer import EventBuffer, now_ns
+
+
+class _Nvml:
+    """NVML handles for every visible GPU, or nothing when NVML is absent."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        self.handles: list[Any] = []
+        try:
+            import pynvml  # type: ignore[import-not-found]
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handles = [
+                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+            ]
+        except Exception:  # no library, no driver, no permission: sample the host only
+            self.nvml = None
+            self.handles = []
+
+    def sample(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for i, h in enumerate(self.handles):
+            try:
+                util = self.nvml.nvmlDeviceGetUtilizationRates(h)
+                mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
+                values = {"gpu_util_percent": float(util.gpu), "memory_used_bytes": float(mem.used)}
+                try:
+                    values["power_w"] = self.nvml.nvmlDeviceGetPowerUsage(h) / 1000.0
+                except Exception:
+                    pass
+                out[f"GPU {i}"] = values
+            except Exception:
+                continue
+        return out
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:
+                pass
+
+
+class SystemSampler:
+    """Samples every ``interval_s`` seconds on a daemon thread until :meth:`stop`."""
+
+    def __init__(self, buffer: EventBuffer, interval_s: float = 0.1) -> None:
+        self.buffer = buffer
+        self.interval_s = max(float(interval_s), 0.001)
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._process = psutil.Process()
+        self._nvml: _Nvml | None = None
+
+    def start(self) -> None:
+        self._process.cpu_percent(None)  # the first call only sets the baseline
+        psutil.cpu_percent(None)
+        self._nvml = _Nvml()
+        self._thread = threading.Thread(target=self._run, name="explorer-sampler", daemon=True)
+        self._thread.start()
+
+    def sample_once(self) -> None:
+        t = now_ns()
+        vm = psutil.virtual_memory()
+        self.buffer.counter(
+            "CPU %",
+            t,
+            {"process": self._process.cpu_percent(None), "system": psutil.cpu_percent(None)},
+        )
+        self.buffer.counter(
+            "Host memory",
+            t,
+            {
+                "process_rss_bytes": float(self._process.memory_info().rss),
+                "system_used_bytes": float(vm.total - vm.available),
+            },
+        )
+        if self._nvml is not None:
+            for dev, values in self._nvml.sample().items():
+                self.buffer.counter(dev, t, values)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sample_once()
+            except psutil.Error:
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        try:
+            self.sample_once()  # one sample at the very end, so short runs still have one
+        except psutil.Error:
+            pass
+        if self._nvml is not None:
+            self._nvml.close()
+            self._nvml = None
