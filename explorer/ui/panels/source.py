@@ -14,6 +14,7 @@ trace may not exist here. The panel says so and lets the user set a *source root
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ _HIGHLIGHT = QColor("#fff2a8")
 def resolve_source(file: str, root: str | None, trace_dir: str | None = None) -> Path | None:
     """Where ``file`` (as written in the trace) is on this machine, or None.
 
-    Tries the path as is, then under ``root`` and beside the trace, dropping leading
-    components one at a time until a file is found.
+    Tries the path as is, then under ``root`` and beside the trace (and, for relative
+    paths, under this process's ``sys.path``), dropping leading components one at a time
+    until a file is found.
     """
     if not file:
         return None
@@ -68,6 +70,15 @@ def resolve_source(file: str, root: str | None, trace_dir: str | None = None) ->
             continue
         for k in range(len(parts)):
             candidate = Path(base, *parts[k:])
+            if candidate.is_file():
+                return candidate
+    if not path.is_absolute():
+        # torch.profiler writes user files relative to the sys.path entry they were imported
+        # from; when Explorer runs in that same environment (``explorer demo``, a notebook),
+        # those entries find them. Joined as is: stripping here would match strangers'
+        # files of the same name in site-packages.
+        for entry in sys.path:
+            candidate = Path(entry or ".", path)
             if candidate.is_file():
                 return candidate
     return None
