@@ -1,0 +1,131 @@
+"""The trace diff on a real before/after pair, across devices (CUDA vs MTIA), on synthetic
+scenario pairs with known injected changes, and through the ``explorer diff`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer import scenarios
+from explorer.analysis.diff import diff
+from explorer.cli.main import main
+from explorer.report.diff_render import render_diff
+
+BASE = "trace_compare__base__base.json.gz"
+TEST = "trace_compare__test__test.json.gz"
+
+
+def test_real_pair_names_the_added_ops_and_the_dropped_kernel(shared_traces: Path) -> None:
+    a, b = explorer.load(shared_traces / BASE), explorer.load(shared_traces / TEST)
+    d = explorer.diff(a, b)
+    added = d.ops[d.ops["status"] == "added"]
+    assert set(added["name"]) == {"All2All_Pooled_Req", "AddmmBackward0", "CatBackward0"}
+    assert (d.ops[d.ops["status"] == "removed"]).empty
+    # Each added op's time per step is its total over the 2 steps of b, halved.
+    s = b.slices
+    total = int(s.loc[s["name"] == "AddmmBackward0", "dur"].sum())
+    row = added[added["name"] == "AddmmBackward0"].iloc[0]
+    assert row["b_ns_per_step"] == round(total / 2) and row["delta_ns"] == row["b_ns_per_step"]
+    k = d.kernels[d.kernels["status"] == "changed"]
+    assert len(k) == 1 and (k["a_count"].iat[0], k["b_count"].iat[0]) == (3, 2)
+    # Biggest change first; deltas are b - a.
+    assert np.all(np.diff(np.abs(d.ops["delta_ns"].to_numpy())) <= 0)
+    assert (d.ops["delta_ns"] == d.ops["b_ns_per_step"] - d.ops["a_ns_per_step"]).all()
+    # Breakdown medians per category partition the median step the same way on both sides.
+    assert list(d.breakdown["category"]) == [
+        "compute",
+        "data_movement",
+        "communication",
+        "host_bound",
+        "sync_stall",
+        "compile",
+        "other_idle",
+    ]
+    assert (d.breakdown["delta_ns"] == d.breakdown["b_ns"] - d.breakdown["a_ns"]).all()
+    assert d.steps["steps"].tolist() == [2, 2] and not d.cross_device
+
+
+def test_a_trace_against_itself_changes_nothing(shared_traces: Path) -> None:
+    a = explorer.load(shared_traces / BASE)
+    d = diff(a, a)
+    assert d.step_delta_ns == 0
+    for table in (d.ops, d.kernels, d.lines):
+        assert (table["status"] == "same").all() and (table["delta_ns"] == 0).all()
+    assert (d.breakdown["delta_ns"] == 0).all()
+    assert d.notes[0] == "Median step time unchanged."
+
+
+def test_cuda_against_mtia_compares_operators(shared_traces: Path) -> None:
+    a = explorer.load(
+        shared_traces / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    )
+    b = explorer.load(shared_traces / "mtia_inference_trace__mtia_inference_rank_0.json.gz")
+    d = diff(a, b)
+    assert d.cross_device
+    assert any(x.startswith("cuda") for x in d.devices[0]) and any(
+        x.startswith("mtia") for x in d.devices[1]
+    )
+    assert "different devices" in " ".join(d.notes)
+    # Kernel names share nothing across backends; operators do.
+    assert not (d.kernels["status"] == "changed").any()
+    shared_ops = d.ops[d.ops["status"].isin(["changed", "same"])]
+    assert len(shared_ops) > 0 and shared_ops["name"].str.startswith("aten::").all()
+    text = render_diff(d, "text")
+    assert "different devices" in text
+
+
+def test_injected_sync_storm_shows_up_as_an_appeared_finding(tmp_path: Path) -> None:
+    # synthetic: the scenario generator's clean run against the same run with .item() syncs
+    a = explorer.load(scenarios.write("clean", tmp_path / "clean.json", steps=4))
+    b = explorer.load(scenarios.write("sync_storm", tmp_path / "storm.json", steps=4))
+    d = diff(a, b)
+    assert d.synthetic and any("SYNTHETIC" in n for n in d.notes)
+    f = d.findings.set_index("kind")
+    assert f.loc["sync_stall", "status"] == "appeared"
+    assert f.loc["sync_stall", "a_time_lost_ns"] == 0 and f.loc["sync_stall", "b_time_lost_ns"] > 0
+    sync_row = d.breakdown.set_index("category").loc["sync_stall"]
+    assert sync_row["b_ns"] > sync_row["a_ns"]
+    assert d.step_delta_ns > 0
+    lines = d.lines
+    assert ((lines["function"] == "check_finite") & (lines["status"] == "added")).any()
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
+def test_cli_writes_every_format(shared_traces: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"diff.{fmt}"
+    rc = main(
+        [
+            "diff",
+            str(shared_traces / BASE),
+            str(shared_traces / TEST),
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    body = out.read_text(encoding="utf-8")
+    assert "All2All_Pooled_Req" in body
+    if fmt == "json":
+        doc = json.loads(body)
+        assert {r["name"] for r in doc["ops"] if r["status"] == "added"} == {
+            "All2All_Pooled_Req",
+            "AddmmBackward0",
+            "CatBackward0",
+        }
+    if fmt == "html":
+        assert body.startswith("<!DOCTYPE html>") and "<script" not in body
+
+
+def test_cli_reports_a_missing_trace_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["diff", str(tmp_path / "nope.json"), str(tmp_path / "nope2.json")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("explorer: error:") and err.count("\n") == 1
