@@ -1,0 +1,457 @@
+"""Dependency graph panel: what waited for what, around the selection or over a whole step.
+
+The graph comes from :func:`explorer.analysis.dependency_graph.dependency_graph` and the
+highlighted chain from :func:`explorer.analysis.critical_path.critical_path`. The layout is
+deliberately simple so that it reads like the timeline: one lane per track (host threads
+above device streams), nodes placed left to right in time order, one column per node, so a
+launch edge always points right and a stream's ops sit on one line. Node colour is the kind
+(the timeline's colours), edge style is the edge type, and the critical path is drawn thick
+and red.
+
+Laying out thousands of nodes would freeze the UI, so at most ``max nodes`` are shown —
+nearest hops first around a selection, critical-path nodes first for a step — and the panel
+says when it cut. Picking nodes, hops and lanes runs in a worker thread; only drawing the
+(capped) items happens on the UI thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSlot
+from PyQt6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
+from PyQt6.QtWidgets import (
+    QComboBox,
+    QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsRectItem,
+    QGraphicsScene,
+    QGraphicsSimpleTextItem,
+    QGraphicsView,
+    QHBoxLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.ui.dataframe_model import format_ns
+from explorer.ui.panels import TracePanel, trace_steps
+from explorer.ui.timeline.colors import kind_color
+
+NODE_W, NODE_H = 120.0, 26.0
+COL_GAP, LANE_GAP = 34.0, 22.0
+LABEL_W = 170.0
+CRITICAL = QColor("#d9453d")
+
+#: Edge type → (colour, pen style). Types not listed are drawn grey and solid.
+EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
+    "nest": ("#b0b7bf", Qt.PenStyle.DotLine),
+    "sibling": ("#b0b7bf", Qt.PenStyle.DotLine),
+    "thread_order": ("#7a8691", Qt.PenStyle.SolidLine),
+    "launch": ("#57a773", Qt.PenStyle.DashLine),
+    "stream_order": ("#3d85c6", Qt.PenStyle.SolidLine),
+    "cross_stream": ("#8e5cc4", Qt.PenStyle.DashDotLine),
+    "sync": ("#d9453d", Qt.PenStyle.DashLine),
+    "fwdbwd": ("#c9b458", Qt.PenStyle.DashDotDotLine),
+    "data": ("#e69138", Qt.PenStyle.SolidLine),
+    "runtime_lock": ("#a87fcf", Qt.PenStyle.DotLine),
+    "collector": ("#c2185b", Qt.PenStyle.DashLine),
+}
+
+
+@dataclass
+class GraphLayout:
+    """Nodes and edges to draw, with positions; built off the UI thread."""
+
+    nodes: pd.DataFrame  # id, name, kind, ts, dur, lane, column, critical
+    edges: pd.DataFrame  # src, dst, type, weight, critical
+    lanes: list[str]  # lane labels, top to bottom
+    total_nodes: int  # nodes in the scope before the cap
+    critical_ns: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def limited(self) -> bool:
+        return len(self.nodes) < self.total_nodes
+
+
+def neighbourhood(edges: pd.DataFrame, center: int, hops: int) -> pd.Series:
+    """Hop distance from ``center`` of every node within ``hops`` (edges in either direction).
+
+    One vectorised ``isin`` per hop; returns a Series indexed by slice id.
+    """
+    src = edges["src"].to_numpy(np.int64)
+    dst = edges["dst"].to_numpy(np.int64)
+    distance = {int(center): 0}
+    frontier = np.array([center], np.int64)
+    for hop in range(1, hops + 1):
+        out_mask = np.isin(src, frontier)
+        in_mask = np.isin(dst, frontier)
+        reached = np.unique(np.concatenate([dst[out_mask], src[in_mask]]))
+        new = reached[~np.isin(reached, np.fromiter(distance, np.int64, len(distance)))]
+        if not len(new):
+            break
+        distance.update(dict.fromkeys(new.tolist(), hop))
+        frontier = new
+    return pd.Series(distance, dtype=np.int64)
+
+
+def step_of(trace: Any, slice_id: int) -> int | None:
+    """The step whose time range holds the slice's start, or None."""
+    steps = trace_steps(trace)
+    if not len(steps):
+        return None
+    ts = int(trace.slices["ts"].iat[slice_id])
+    hit = steps[(steps["start_ns"] <= ts) & (steps["end_ns"] > ts)]
+    return None if hit.empty else int(hit["step"].iat[0])
+
+
+def graph_layout(
+    trace: Any, step: int | None, center: int | None, hops: int, max_nodes: int
+) -> GraphLayout:
+    """Pick, cap and place the nodes to draw (pure; runs in a worker thread).
+
+    With ``center`` the scope is the nodes within ``hops`` of it in the graph of its step;
+    otherwise every node of ``step``'s graph. Over ``max_nodes``, keep the nearest hops (then
+    the nodes closest in time to the centre) or, for a step, critical-path nodes and then the
+    longest ones.
+    """
+    from explorer.analysis.critical_path import critical_path
+    from explorer.analysis.dependency_graph import dependency_graph
+
+    notes: list[str] = []
+    if center is not None and step is None:
+        step = step_of(trace, center)
+    graph = dependency_graph(trace, step=step)
+    edges = graph.edges
+    edges = edges[edges["src"] != edges["dst"]]  # a leaf's own duration is the node itself
+    try:
+        cp = critical_path(trace, step=step)
+        cp_ids = np.asarray(cp.slices, np.int64)
+        cp_edges = cp.edges if {"src", "dst"} <= set(cp.edges.columns) else pd.DataFrame()
+        critical_ns = int(cp.length_ns)
+    except Exception as exc:  # noqa: BLE001 - the graph is still worth showing without it
+        cp_ids, critical_ns, cp_edges = np.zeros(0, np.int64), 0, pd.DataFrame()
+        notes.append(f"critical path unavailable: {exc}")
+    s = trace.slices
+    ts = s["ts"].to_numpy(np.int64)
+    dur = s["dur"].to_numpy(np.int64)
+    graph_nodes = np.asarray(graph.nodes, np.int64)
+    if center is not None:
+        if not np.isin(center, graph_nodes):
+            notes.append("the selected event is not a node of the dependency graph")
+            graph_nodes = np.array([center], np.int64)
+            edges = edges.iloc[:0]
+            distance = pd.Series({int(center): 0}, dtype=np.int64)
+        else:
+            distance = neighbourhood(edges, center, hops)
+        ids = distance.index.to_numpy(np.int64)
+        total = len(ids)
+        priority = np.lexsort((np.abs(ts[ids] - ts[center]), distance.to_numpy()))
+        ids = ids[priority[:max_nodes]]
+    else:
+        ids = graph_nodes
+        total = len(ids)
+        if total > max_nodes:
+            on_cp = np.isin(ids, cp_ids)
+            priority = np.lexsort((-dur[ids], ~on_cp))
+            ids = ids[priority[:max_nodes]]
+    ids = ids[np.argsort(ts[ids], kind="stable")]
+    keep = np.isin(edges["src"].to_numpy(), ids) & np.isin(edges["dst"].to_numpy(), ids)
+    edges = edges[keep].reset_index(drop=True)
+
+    tracks = trace.tracks.set_index("id")
+    node_tracks = s["track"].to_numpy()[ids]
+    lane_tracks = pd.unique(node_tracks)
+    order_col = "order" if "order" in tracks.columns else None
+    type_rank = {"host_thread": 0, "device_stream": 1}
+    lane_key = [
+        (
+            type_rank.get(str(tracks.at[t, "type"]), 2) if t in tracks.index else 3,
+            int(tracks.at[t, order_col]) if order_col and t in tracks.index else int(t),
+            int(t),
+        )
+        for t in lane_tracks.tolist()  # one per track
+    ]
+    lane_tracks = [t for _, t in sorted(zip(lane_key, lane_tracks.tolist(), strict=True))]
+    lane_of = {t: i for i, t in enumerate(lane_tracks)}
+    lanes = [str(tracks.at[t, "label"]) if t in tracks.index else f"track {t}" for t in lane_tracks]
+
+    on_cp = np.isin(ids, cp_ids)
+    nodes = pd.DataFrame(
+        {
+            "id": ids,
+            "name": s["name"].astype(str).to_numpy()[ids],
+            "kind": s["kind"].astype(str).to_numpy()[ids],
+            "ts": ts[ids],
+            "dur": dur[ids],
+            "lane": pd.Series(node_tracks).map(lane_of).to_numpy(np.int64),
+            "column": np.arange(len(ids), dtype=np.int64),
+            "critical": on_cp,
+        }
+    )
+    if len(cp_edges):
+        pairs = cp_edges[["src", "dst"]].drop_duplicates().assign(critical=True)
+        edges = edges.merge(pairs, on=["src", "dst"], how="left")
+        edges["critical"] = edges["critical"].eq(True)
+    else:
+        edges = edges.assign(critical=False)
+    return GraphLayout(nodes, edges, lanes, total, critical_ns, notes)
+
+
+class _NodeItem(QGraphicsRectItem):
+    """One slice as a box; selecting it selects the slice on the timeline."""
+
+    def __init__(self, slice_id: int, rect: QRectF) -> None:
+        super().__init__(rect)
+        self.slice_id = slice_id
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
+        self.setAcceptHoverEvents(True)
+
+
+class GraphView(QGraphicsView):
+    """A pannable, wheel-zoomable view of the graph scene."""
+
+    def __init__(self, scene: QGraphicsScene) -> None:
+        super().__init__(scene)
+        self.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+
+    def wheelEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+        factor = 1.15 if event.angleDelta().y() > 0 else 1 / 1.15
+        self.scale(factor, factor)
+
+
+class DependencyGraphPanel(TracePanel):
+    """The dependency graph around the selected slice (N hops) or for one whole step."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.layout_data: GraphLayout | None = None
+        self.node_items: dict[int, _NodeItem] = {}
+        self.selected_slice: int | None = None
+        self._placing = False
+
+        self.mode = QComboBox()
+        self.mode.addItem("Around selection", "selection")
+        self.mode.addItem("Whole step", "step")
+        self.step = QComboBox()
+        self.hops = QSpinBox()
+        self.hops.setRange(1, 12)
+        self.hops.setValue(2)
+        self.hops.setPrefix("hops: ")
+        self.max_nodes = QSpinBox()
+        self.max_nodes.setRange(10, 5000)
+        self.max_nodes.setSingleStep(50)
+        self.max_nodes.setValue(300)
+        self.max_nodes.setPrefix("max nodes: ")
+        for widget in (self.mode, self.step):
+            widget.currentIndexChanged.connect(self.refresh)
+        for spin in (self.hops, self.max_nodes):
+            spin.valueChanged.connect(self.refresh)
+        self.status = QLabel("No trace")
+        self.status.setWordWrap(True)
+        self.scene = QGraphicsScene(self)
+        self.scene.selectionChanged.connect(self._selection_changed)
+        self.view = GraphView(self.scene)
+
+        bar = QHBoxLayout()
+        for widget in (self.mode, self.step, self.hops, self.max_nodes):
+            bar.addWidget(widget)
+        bar.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(bar)
+        layout.addWidget(self.status)
+        layout.addWidget(self.view, 1)
+
+    # -- contract ----------------------------------------------------------------------------
+    def set_trace(self, trace: Any) -> None:
+        super().set_trace(trace)
+        self.selected_slice = None
+        self.layout_data = None
+        self._draw(None)
+        self.step.blockSignals(True)
+        self.step.clear()
+        self.step.blockSignals(False)
+        if trace is None:
+            self.status.setText("No trace")
+            return
+        self.status.setText("Select an event, or choose “Whole step”.")
+        self.run_in_background(lambda: trace_steps(trace), self._steps_ready, self._failed)
+
+    @pyqtSlot(int)
+    def on_selection(self, slice_id: int) -> None:
+        """Centre the graph on the selected slice (in "around selection" mode)."""
+        if self.trace is None or not 0 <= slice_id < len(self.trace.slices):
+            return
+        self.selected_slice = int(slice_id)
+        if self.mode.currentData() == "selection":
+            self.refresh()
+        else:
+            self._mark_selected(self.selected_slice)
+
+    @pyqtSlot(int, int)
+    def on_range(self, start_ns: int, end_ns: int) -> None:
+        """Center the view on the nodes inside the range, if any are drawn."""
+        if self.layout_data is None or not len(self.layout_data.nodes):
+            return
+        nodes = self.layout_data.nodes
+        inside = nodes[(nodes["ts"] < end_ns) & (nodes["ts"] + nodes["dur"] > start_ns)]
+        if len(inside):
+            self.view.centerOn(self.node_items[int(inside["id"].iat[0])])
+
+    # -- computing ---------------------------------------------------------------------------
+    def refresh(self, *_: Any) -> None:
+        """Recompute the picture for the current mode, step, hops and cap."""
+        trace = self.trace
+        if trace is None:
+            return
+        hops, cap = self.hops.value(), self.max_nodes.value()
+        if self.mode.currentData() == "selection":
+            if self.selected_slice is None:
+                self.status.setText("Select an event on the timeline to see what it waited for.")
+                return
+            center, step = self.selected_slice, None
+            what = f"around “{trace.slices['name'].iat[center]}” ({hops} hops)"
+        else:
+            center, step = None, self.step.currentData()
+            what = f"step {step}" if step is not None else "the whole trace"
+        self.status.setText(f"Building the dependency graph of {what}…")
+        self.run_in_background(
+            lambda: graph_layout(trace, step, center, hops, cap),
+            lambda result: self._layout_ready(result, what),
+            self._failed,
+        )
+
+    def _steps_ready(self, steps: pd.DataFrame) -> None:
+        self.step.blockSignals(True)
+        self.step.clear()
+        for row in steps.itertuples(index=False):  # one item per step
+            self.step.addItem(f"Step {row.step} ({format_ns(row.dur_ns)})", int(row.step))
+        if not len(steps):
+            self.step.addItem("Whole trace", None)
+        self.step.blockSignals(False)
+        if self.mode.currentData() == "step" or self.selected_slice is not None:
+            self.refresh()
+        else:
+            self.updated.emit()
+
+    def _layout_ready(self, layout: GraphLayout, what: str) -> None:
+        self.layout_data = layout
+        self._draw(layout)
+        text = f"{len(layout.nodes):,} nodes, {len(layout.edges):,} edges · {what}"
+        if layout.limited:
+            text += (
+                f" · showing {len(layout.nodes):,} of {layout.total_nodes:,} nodes "
+                "(raise “max nodes” to see more)"
+            )
+        if layout.critical_ns:
+            text += f" · critical path {format_ns(layout.critical_ns)} in red"
+        if layout.notes:
+            text += " · " + "; ".join(layout.notes)
+        self.status.setText(text)
+        self.updated.emit()
+
+    def _failed(self, message: str) -> None:
+        if "No module named 'explorer.analysis" in message:
+            message = "the dependency graph analysis is not installed"
+        self.status.setText(f"Could not build the dependency graph: {message}")
+        self._draw(None)
+        self.updated.emit()
+
+    # -- drawing (UI thread, at most max_nodes items) -----------------------------------------
+    def node_rect(self, column: int, lane: int) -> QRectF:
+        x = LABEL_W + column * (NODE_W + COL_GAP)
+        y = lane * (NODE_H + LANE_GAP)
+        return QRectF(x, y, NODE_W, NODE_H)
+
+    def _draw(self, layout: GraphLayout | None) -> None:
+        self._placing = True
+        try:
+            self.scene.clear()
+            self.node_items = {}
+            if layout is None or not len(layout.nodes):
+                return
+            for lane, label in enumerate(layout.lanes):  # one per lane
+                text = QGraphicsSimpleTextItem(label[:28])
+                text.setBrush(QBrush(QColor("#555")))
+                text.setPos(0, lane * (NODE_H + LANE_GAP) + 5)
+                text.setToolTip(label)
+                self.scene.addItem(text)
+            rects: dict[int, QRectF] = {}
+            for node in layout.nodes.itertuples(index=False):  # ≤ max_nodes
+                rect = self.node_rect(int(node.column), int(node.lane))
+                item = _NodeItem(int(node.id), rect)
+                item.setBrush(QBrush(kind_color(node.kind)))
+                pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
+                item.setPen(pen)
+                item.setToolTip(
+                    f"{node.name}\n{node.kind} · {format_ns(node.dur)} at {format_ns(node.ts)}"
+                    f"\nslice {node.id}" + ("\non the critical path" if node.critical else "")
+                )
+                item.setZValue(2)
+                label = QGraphicsSimpleTextItem(_elide(node.name, 17), item)
+                label.setPos(rect.x() + 4, rect.y() + 5)
+                self.scene.addItem(item)
+                self.node_items[int(node.id)] = item
+                rects[int(node.id)] = rect
+            for edge in layout.edges.itertuples(index=False):  # ≤ a few per node
+                a, b = rects[int(edge.src)], rects[int(edge.dst)]
+                self.scene.addItem(_edge_item(a, b, str(edge.type), bool(edge.critical)))
+            if self.selected_slice is not None:
+                self._mark_selected(self.selected_slice)
+        finally:
+            self._placing = False
+        self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
+        if self.selected_slice is not None and self.selected_slice in self.node_items:
+            self.view.centerOn(self.node_items[self.selected_slice])
+
+    def _mark_selected(self, slice_id: int) -> None:
+        item = self.node_items.get(slice_id)
+        if item is None:
+            return
+        self._placing = True
+        try:
+            self.scene.clearSelection()
+            item.setSelected(True)
+        finally:
+            self._placing = False
+
+    def _selection_changed(self) -> None:
+        if self._placing:
+            return
+        ids = [i.slice_id for i in self.scene.selectedItems() if isinstance(i, _NodeItem)]
+        if ids:
+            self.slices_selected.emit(np.asarray(sorted(ids), np.int64))
+
+
+def _edge_item(a: QRectF, b: QRectF, kind: str, critical: bool) -> QGraphicsPathItem:
+    """A curve from the right of ``a`` to the left of ``b`` (or between centres when
+    ``b`` is not to the right), styled by edge type."""
+    if b.left() >= a.right():
+        start, end = QPointF(a.right(), a.center().y()), QPointF(b.left(), b.center().y())
+    else:
+        start, end = QPointF(a.center().x(), a.bottom()), QPointF(b.center().x(), b.top())
+    path = QPainterPath(start)
+    dx = max(20.0, (end.x() - start.x()) / 2)
+    path.cubicTo(QPointF(start.x() + dx, start.y()), QPointF(end.x() - dx, end.y()), end)
+    color, style = EDGE_STYLES.get(kind, ("#999999", Qt.PenStyle.SolidLine))
+    pen = QPen(CRITICAL, 3) if critical else QPen(QColor(color), 1.2, style)
+    item = QGraphicsPathItem(path)
+    item.setPen(pen)
+    item.setZValue(3 if critical else 1)
+    item.setToolTip(kind + (" (critical path)" if critical else ""))
+    return item
+
+
+def _elide(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+__all__ = ["DependencyGraphPanel", "GraphLayout", "graph_layout", "neighbourhood"]

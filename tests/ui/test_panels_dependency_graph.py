@@ -1,0 +1,144 @@
+"""Dependency graph panel on real NVIDIA traces: neighbourhoods, whole steps, the critical
+path drawn, the node cap announced, and clicks selecting slices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PyQt6.QtCore import Qt
+
+import explorer
+from explorer.ui.panels.dependency_graph import CRITICAL, DependencyGraphPanel, neighbourhood
+
+ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+EVENT_SYNC = "critical_path__cuda_event_sync__event_sync_trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def alexnet(shared_traces):
+    return explorer.load(shared_traces / ALEXNET)
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = DependencyGraphPanel()
+    qtbot.addWidget(p)
+    p.resize(1000, 600)
+    p.show()
+    return p
+
+
+def _load(qtbot, panel, trace):
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.set_trace(trace)
+
+
+def _bfs(edges, center: int, hops: int) -> set[int]:
+    """Plain breadth-first search over the edge list, to check the vectorised one."""
+    adjacent: dict[int, set[int]] = {}
+    for a, b in zip(edges["src"].tolist(), edges["dst"].tolist(), strict=True):
+        if a != b:
+            adjacent.setdefault(a, set()).add(b)
+            adjacent.setdefault(b, set()).add(a)
+    seen, frontier = {center}, {center}
+    for _ in range(hops):
+        frontier = {n for f in frontier for n in adjacent.get(f, ())} - seen
+        seen |= frontier
+    return seen
+
+
+def test_neighbourhood_matches_breadth_first_search(alexnet):
+    graph = alexnet.dependency_graph()
+    kernel = int(np.flatnonzero((alexnet.slices["kind"] == "kernel").to_numpy())[5])
+    for hops in (1, 2, 4):
+        got = neighbourhood(graph.edges, kernel, hops)
+        assert set(got.index.tolist()) == _bfs(graph.edges, kernel, hops)
+        assert got[kernel] == 0 and got.max() <= hops
+
+
+def test_around_selection_shows_launch_and_critical_path(qtbot, panel, alexnet):
+    _load(qtbot, panel, alexnet)
+    s, f = alexnet.slices, alexnet.flows
+    kernel = int(np.flatnonzero((s["kind"] == "kernel").to_numpy())[5])
+    launch = f[(f["type"] == "launch") & (f["dst"] == kernel)]
+    launcher = int(launch["src"].iat[0])
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.on_selection(kernel)
+    layout = panel.layout_data
+    ids = set(layout.nodes["id"].tolist())
+    graph = alexnet.dependency_graph(step=None)
+    assert ids == _bfs(graph.edges, kernel, panel.hops.value())
+    assert launcher in ids
+    assert kernel in panel.node_items and panel.node_items[kernel].isSelected()
+    launch_edges = layout.edges[(layout.edges["src"] == launcher) & (layout.edges["dst"] == kernel)]
+    assert list(launch_edges["type"].astype(str)) == ["launch"]
+    # time flows left to right: columns follow start times
+    assert (np.diff(layout.nodes["ts"].to_numpy()) >= 0).all()
+    assert (np.diff(layout.nodes["column"].to_numpy()) == 1).all()
+    critical = layout.nodes[layout.nodes["critical"]]
+    assert len(critical) > 0
+    cp = set(np.asarray(alexnet.critical_path().slices).tolist())
+    assert set(critical["id"].tolist()) == ids & cp
+    item = panel.node_items[int(critical["id"].iat[0])]
+    assert item.pen().color() == CRITICAL
+    assert "critical path" in panel.status.text()
+
+
+def test_more_hops_show_more(qtbot, panel, alexnet):
+    _load(qtbot, panel, alexnet)
+    kernel = int(np.flatnonzero((alexnet.slices["kind"] == "kernel").to_numpy())[5])
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.on_selection(kernel)
+    few = len(panel.layout_data.nodes)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.hops.setValue(5)
+    assert len(panel.layout_data.nodes) > few
+
+
+def test_whole_step_is_capped_and_says_so(qtbot, panel, alexnet):
+    _load(qtbot, panel, alexnet)
+    panel.max_nodes.blockSignals(True)
+    panel.max_nodes.setValue(50)
+    panel.max_nodes.blockSignals(False)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.mode.setCurrentIndex(1)  # whole step
+    layout = panel.layout_data
+    total = len(alexnet.dependency_graph(step=int(panel.step.currentData())).nodes)
+    assert layout.total_nodes == total > 50
+    assert len(layout.nodes) == len(panel.node_items) == 50
+    assert f"showing 50 of {total:,} nodes" in panel.status.text()
+    assert layout.nodes["critical"].all()  # critical-path nodes are kept first
+
+
+def test_click_node_selects_slice(qtbot, panel, shared_traces):
+    trace = explorer.load(shared_traces / EVENT_SYNC)
+    _load(qtbot, panel, trace)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.mode.setCurrentIndex(1)
+    target = int(panel.layout_data.nodes["id"].iat[len(panel.layout_data.nodes) // 2])
+    item = panel.node_items[target]
+    panel.view.centerOn(item)
+    qtbot.wait(20)
+    pos = panel.view.mapFromScene(item.sceneBoundingRect().center())
+    with qtbot.waitSignal(panel.slices_selected, timeout=2_000) as blocker:
+        qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert blocker.args[0].tolist() == [target]
+
+
+def test_selection_that_is_not_a_node(qtbot, panel, alexnet):
+    _load(qtbot, panel, alexnet)
+    graph = alexnet.dependency_graph()
+    outside = np.setdiff1d(np.arange(len(alexnet.slices)), np.asarray(graph.nodes))
+    assert len(outside)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.on_selection(int(outside[0]))
+    assert "not a node" in panel.status.text()
+    assert len(panel.node_items) == 1
+
+
+def test_no_trace(qtbot, panel):
+    panel.set_trace(None)
+    assert panel.status.text() == "No trace"
+    panel.on_selection(0)
+    panel.on_range(0, 1)
+    assert not panel.node_items
