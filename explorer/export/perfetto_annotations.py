@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -172,6 +173,13 @@ def _shape_args(trace: TraceData) -> dict[str, pd.Series]:
     blob, offsets = store.to_blob()
     if len(offsets) != n + 1:
         return {}
+    wanted = [
+        (key, attr)
+        for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True)
+        if blob.find(b'"' + key.encode() + b'"') >= 0
+    ]
+    if not wanted:
+        return {}
     lens = np.diff(offsets)
     data = np.frombuffer(blob, np.uint8)
     comma = np.full(n, ord(","), np.uint8)
@@ -182,21 +190,24 @@ def _shape_args(trace: TraceData) -> dict[str, pd.Series]:
     except msgspec.DecodeError:
         return {}
     out: dict[str, pd.Series] = {}
-    for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True):
-        raw = pd.Series([getattr(r, attr) for r in rows], dtype=object)
-        if raw.isna().all():
-            continue
-        codes, uniques = pd.factorize(raw, use_na_sentinel=True)
-        text = np.array([bytes(u).decode("utf-8", "replace") for u in uniques] + [None], object)
-        out[key] = pd.Series(text[codes], dtype=object)
+    for key, attr in wanted:
+        raw = pd.Series(list(map(bytes, map(attrgetter(attr), rows))), dtype=object)
+        codes, uniques = pd.factorize(raw)
+        text = np.array(
+            [u.decode("utf-8", "replace") if u else None for u in uniques] + [None], object
+        )
+        values = pd.Series(text[codes], dtype=object)
+        if values.notna().any():
+            out[key] = values
     return out
 
 
+_ABSENT = msgspec.Raw(b"")
 _ARG_FIELDS = tuple(f"a{i}" for i in range(len(SHAPE_ARGS)))
 _ShapeArgs = msgspec.defstruct(
     "_ShapeArgs",
     [
-        (attr, msgspec.Raw | None, msgspec.field(default=None, name=key))
+        (attr, msgspec.Raw, msgspec.field(default=_ABSENT, name=key))
         for attr, key in zip(_ARG_FIELDS, SHAPE_ARGS, strict=True)
     ],
     gc=False,

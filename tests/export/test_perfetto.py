@@ -1,0 +1,237 @@
+"""The .pftrace export, checked by reading the file back packet by packet."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.export import to_perfetto
+from explorer.export.results import CRITICAL_PATH_ROW, FINDINGS_ROW, Results
+from explorer.scenarios import write as write_scenario
+from explorer.trace.build import trace_from_events
+from tests.export.conftest import sample_files, shared_files
+from tests.export.pftrace_check import check
+
+TRACES = shared_files() + sample_files()
+
+
+def expected_slices(trace: explorer.Trace) -> Counter:
+    """(name, absolute start, duration) of every slice and instant of the trace."""
+    start = int(trace.metadata["start_ns"])
+    sl = trace.slices
+    out = Counter(
+        zip(sl["name"].astype(str), (sl["ts"] + start).tolist(), sl["dur"].tolist(), strict=True)
+    )
+    inst = trace.instants
+    out.update(
+        zip(inst["name"].astype(str), (inst["ts"] + start).tolist(), [0] * len(inst), strict=True)
+    )
+    return out
+
+
+def exported_slices(parsed, explorer_rows: set[int]) -> Counter:
+    return Counter((n, t, d) for u, n, t, d in parsed.completed if u not in explorer_rows)
+
+
+def explorer_uuids(parsed) -> set[int]:
+    group = {u for u, d in parsed.descriptors.items() if d.name == "Explorer" and not d.parent_uuid}
+    return {u for u, d in parsed.descriptors.items() if d.parent_uuid in group}
+
+
+def valid_flow_count(trace: explorer.Trace) -> int:
+    f = trace.flows
+    n = len(trace.slices)
+    ok = (
+        (f["src"] >= 0) & (f["dst"] >= 0) & (f["src"] < n) & (f["dst"] < n) & (f["src"] != f["dst"])
+    )
+    return int(ok.sum())
+
+
+def assert_faithful(trace: explorer.Trace, out: Path) -> None:
+    """Everything in the trace is in the file, exactly once, and nothing else but
+    Explorer's own rows."""
+    summary = to_perfetto(trace, out)
+    parsed = check(out)
+    rows = explorer_uuids(parsed)
+    assert exported_slices(parsed, rows) == expected_slices(trace)
+    assert summary.slices == len(trace.slices)
+    assert parsed.slices == len(trace.slices) + len(trace.instants) + summary.result_slices
+    result_count = sum(1 for u, *_ in parsed.completed if u in rows)
+    assert result_count == summary.result_slices
+    assert parsed.counters == len(trace.counters) + 2 * len(trace.memory)
+    assert parsed.flows == summary.flows >= valid_flow_count(trace)
+    assert summary.bytes == out.stat().st_size
+
+
+@pytest.mark.skipif(not TRACES, reason="../shared/traces is absent and sample_traces/ is empty")
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
+def test_every_real_trace_exports_faithfully(path: Path, tmp_path: Path) -> None:
+    trace = explorer.load(path, use_cache=False)
+    assert_faithful(trace, tmp_path / "out.pftrace")
+
+
+def test_torch_profiler_run_keeps_shapes_sources_and_memory(torch_trace, tmp_path: Path) -> None:
+    out = tmp_path / "cpu.pftrace"
+    assert_faithful(torch_trace, out)
+    parsed = check(out)
+    anns = parsed.annotations
+    assert any("Input Dims" in a and "[32, 64]" in str(a["Input Dims"]) for a in anns)
+    # the MLP's addmm was called from this test file: its line is on the slice
+    sources = [str(a.get("source", "")) for a in anns]
+    assert any("conftest.py:" in s for s in sources), sources[:20]
+    # the allocator's totals are counters on their own rows, in bytes
+    mem_rows = [d for d in parsed.descriptors.values() if d.HasField("counter")]
+    assert any("memory allocated" in d.name for d in mem_rows)
+    assert parsed.counters == 2 * len(torch_trace.memory) > 0
+
+
+def test_overlapping_slices_go_to_sibling_rows_not_dropped(tmp_path: Path) -> None:
+    # Three kernels on one stream, each starting 1 µs before the previous one ends (the
+    # clock-rounding pattern of real GPU traces), and a child escaping its parent on a thread.
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 * i,
+            "dur": 11,
+            "args": {"stream": 7, "device": 0, "correlation": 100 + i},
+        }
+        for i in range(3)
+    ] + [
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "escapes", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
+    ]
+    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    out = tmp_path / "overlap.pftrace"
+    summary = to_perfetto(trace, out, results=Results())
+    parsed = check(out)
+    assert summary.lane_tracks == 2
+    assert exported_slices(parsed, set()) == expected_slices(trace)
+    overlap_rows = [d.name for d in parsed.descriptors.values() if "(overlap 1)" in d.name]
+    assert len(overlap_rows) == 2
+    by_name = {n: u for u, n, _, _ in parsed.completed}
+    assert by_name["k0"] == by_name["k2"] != by_name["k1"]
+    assert by_name["outer"] != by_name["escapes"]
+
+
+def test_flows_link_launch_to_kernel_and_are_annotated(tmp_path: Path) -> None:
+    events = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 5,
+            "args": {"correlation": 42, "External id": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 8,
+            "dur": 20,
+            "args": {"correlation": 42, "stream": 7, "device": 0, "grid": [4, 1, 1]},
+        },
+        # skewed clock: this kernel starts before the call that launched it
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 40,
+            "dur": 5,
+            "args": {"correlation": 43},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "relu",
+            "pid": 0,
+            "tid": 7,
+            "ts": 39,
+            "dur": 3,
+            "args": {"correlation": 43, "stream": 7, "device": 0},
+        },
+    ]
+    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    assert len(trace.flows) == 2
+    out = tmp_path / "flows.pftrace"
+    summary = to_perfetto(trace, out, results=Results())
+    parsed = check(out)  # checks every flow begins before it terminates
+    assert parsed.flows == summary.flows == 2
+    gemm = next(a for a in parsed.annotations if a.get("kind") == "kernel" and "grid" in a)
+    assert gemm["correlation"] == 42 and gemm["grid"] == "[4,1,1]"
+
+
+def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
+    path = write_scenario("sync_storm", tmp_path / "sync_storm.json", steps=4)
+    trace = explorer.load(path, use_cache=False)
+    assert trace.synthetic
+    out = tmp_path / "sync.pftrace"
+    summary = to_perfetto(trace, out)
+    parsed = check(out)
+    found = trace.findings()
+    assert found, "the sync_storm scenario must produce findings"
+    assert parsed.slices_on(FINDINGS_ROW) == len(found)
+    titles = {n for u, n, _, _ in parsed.completed if parsed.track_name(u) == FINDINGS_ROW}
+    assert found[0].title in titles
+    finding_anns = [a for a in parsed.annotations if "recommendation" in a]
+    assert {a["title"] for a in finding_anns} == {f.title for f in found}
+    cp = trace.critical_path()
+    assert parsed.slices_on(CRITICAL_PATH_ROW) == len(cp.slices)
+    assert summary.result_slices == len(found) + len(cp.slices)
+    assert summary.flows > valid_flow_count(trace)  # the critical path's own links
+
+
+def test_size_is_well_under_the_json(tmp_path: Path) -> None:
+    src = write_scenario("launch_bound", tmp_path / "lb.json", steps=6)
+    trace = explorer.load(src, use_cache=False)
+    out = tmp_path / "lb.pftrace"
+    to_perfetto(trace, out, results=Results())
+    assert out.stat().st_size <= 0.5 * src.stat().st_size
+
+
+def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
+    trace = trace_from_events([], {"synthetic": True}, cls=explorer.Trace)
+    out = tmp_path / "empty.pftrace"
+    summary = to_perfetto(trace, out)
+    parsed = check(out)
+    assert summary.slices == parsed.slices == 0
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PERFETTO_TP_BIN"),
+    reason="PERFETTO_TP_BIN does not point to a trace_processor_shell (none can be installed here)",
+)
+def test_trace_processor_agrees(torch_trace, tmp_path: Path) -> None:
+    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
+    out = tmp_path / "tp.pftrace"
+    summary = to_perfetto(torch_trace, out)
+    tp = TraceProcessor(
+        trace=str(out), config=TraceProcessorConfig(bin_path=os.environ["PERFETTO_TP_BIN"])
+    )
+    try:
+        slices = tp.query("select count(*) as n from slice").as_pandas_dataframe()["n"].iat[0]
+        flows = tp.query("select count(*) as n from flow").as_pandas_dataframe()["n"].iat[0]
+        counters = tp.query("select count(*) as n from counter").as_pandas_dataframe()["n"].iat[0]
+    finally:
+        tp.close()
+    expected = summary.slices + summary.instants + summary.result_slices
+    assert int(slices) == expected
+    assert int(flows) == summary.flows
+    assert int(counters) == summary.counter_samples
+    assert np.isfinite(expected)
