@@ -1,0 +1,210 @@
+"""The headless report: one document of analysis results, rendered in four formats.
+
+:func:`document` runs the analyses and gathers their results into plain data (the JSON
+schema in :mod:`explorer.report.json_report`); :func:`render` hands that document to one
+renderer module per format (``text``, ``markdown``, ``json``, ``html``). Renderers only
+format: every number they show is already in the document, so the four formats always
+agree with each other and with ``trace.findings()``/``trace.breakdown()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from explorer.analysis.breakdown import CATEGORIES, breakdown
+from explorer.analysis.by_source import by_source
+from explorer.analysis.findings import findings
+from explorer.analysis.steps import select_steps
+from explorer.errors import UsageError
+from explorer.trace.model import TraceData
+
+SCHEMA_VERSION = 1
+FORMATS: tuple[str, ...] = ("text", "markdown", "json", "html")
+#: Memory curves are thinned to at most this many points per device for the report.
+MEMORY_POINTS = 600
+
+
+def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[str, Any]:
+    """Everything a report shows, as JSON-able data (schema: :mod:`explorer.report.json_report`).
+
+    ``step`` restricts steps and summary to that step and keeps the findings that touch it;
+    ``top`` caps findings and source lines.
+    """
+    from explorer import __version__
+
+    st = select_steps(trace, step)
+    bd = breakdown(trace, step)
+    steps_out = []
+    for row in st.itertuples(index=False):
+        part = bd[bd["step"] == row.step]
+        per_dev: dict[str, dict[str, int]] = {}
+        for dev, g in part.groupby("device", sort=True):
+            per_dev[str(dev)] = {
+                str(c): int(n) for c, n in zip(g["category"], g["ns"], strict=True)
+            }
+        steps_out.append(
+            {
+                "step": int(row.step),
+                "name": str(row.name),
+                "start_ns": int(row.start_ns),
+                "dur_ns": int(row.dur_ns),
+                "breakdown": per_dev,
+            }
+        )
+    summary: dict[str, dict[str, int]] = {}
+    for dev, g in bd.groupby("device", sort=True):
+        sums = g.groupby("category", observed=False)["ns"].sum()
+        summary[str(dev)] = {c: int(sums.get(c, 0)) for c in CATEGORIES}
+    all_findings = findings(trace)
+    if step is not None:
+        all_findings = [f for f in all_findings if int(step) in f.steps]
+    total = int(st["dur_ns"].sum())
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "explorer_version": __version__,
+        "trace": _trace_info(trace),
+        "synthetic": bool(trace.synthetic),
+        "selected_step": None if step is None else int(step),
+        "categories": list(CATEGORIES),
+        "summary": {
+            "steps": len(st),
+            "total_ns": total,
+            "mean_step_ns": int(total // len(st)) if len(st) else 0,
+            "breakdown": summary,
+            "time_lost_by_kind": _lost_by_kind(all_findings),
+        },
+        "steps": steps_out,
+        "findings": [f.to_dict() for f in all_findings[:top]],
+        "findings_total": len(all_findings),
+        "by_source": _by_source(trace, top),
+        "memory": _memory(trace),
+    }
+    return doc
+
+
+def _lost_by_kind(found: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in found:
+        out[f.kind] = out.get(f.kind, 0) + int(f.time_lost_ns)
+    return out
+
+
+def _trace_info(trace: TraceData) -> dict[str, Any]:
+    meta = trace.metadata
+    return {
+        "path": trace.path,
+        "format": str(meta.get("format", "")),
+        "rank": int(meta.get("rank", -1) or -1),
+        "world_size": int(meta.get("world_size", -1) or -1),
+        "events": len(trace.slices),
+        "span_ns": int(trace.span_ns),
+        "warnings": [str(w) for w in meta.get("warnings", []) or []],
+    }
+
+
+def _by_source(trace: TraceData, top: int) -> list[dict[str, Any]]:
+    rows = by_source(trace).head(top)
+    return [
+        {k: (int(v) if isinstance(v, (int, np.integer)) else str(v)) for k, v in r.items()}
+        for r in rows.to_dict(orient="records")
+    ]
+
+
+def _memory(trace: TraceData) -> dict[str, Any]:
+    """Peaks and a thinned allocated/reserved curve per device (empty without memory events)."""
+    if len(trace.memory) == 0:
+        return {"peaks": [], "timeline": {}}
+    from explorer.analysis import memory
+
+    peaks = memory.peaks(trace)
+    tl = memory.memory_timeline(trace)
+    curves: dict[str, dict[str, list[int]]] = {}
+    for dev, g in tl.groupby("device", sort=True):
+        if len(g) > MEMORY_POINTS:
+            # keep the extremes of each bucket so peaks survive thinning
+            idx = np.linspace(0, len(g) - 1, MEMORY_POINTS).astype(np.int64)
+            g = g.iloc[
+                np.unique(np.concatenate([idx, [int(np.argmax(g["allocated"].to_numpy()))]]))
+            ]
+        curves[str(dev)] = {
+            "ts": [int(x) for x in g["ts"]],
+            "allocated": [int(x) for x in g["allocated"]],
+            "reserved": [int(x) for x in g["reserved"]],
+        }
+    return {
+        "peaks": [
+            {"device": str(r.device), "peak_bytes": int(r.peak_bytes), "ts": int(r.ts)}
+            for r in peaks.itertuples(index=False)
+        ],
+        "timeline": curves,
+    }
+
+
+def critical_path_sections(trace: TraceData, step: int | None) -> tuple[Any, str | None]:
+    """(critical path object, error) — (None, None) when that analysis is not installed.
+
+    The critical path is another module's analysis; a failure there is reported in the
+    report (as the section's text) rather than hiding the rest of the report.
+    """
+    try:
+        importlib.import_module("explorer.report.critical_path_section")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("explorer.report.critical_path_section", "explorer.analysis.critical_path"):
+            return None, None
+        raise
+    try:
+        return trace.critical_path(step) if hasattr(trace, "critical_path") else None, None
+    except Exception as exc:  # another analysis' bug must not hide ours
+        return None, f"critical path unavailable: {type(exc).__name__}: {exc}"
+
+
+def render(
+    trace: TraceData,
+    format: str = "text",
+    step: int | None = None,
+    top: int = 10,
+    color: bool = False,
+) -> str:
+    """The report of ``trace`` as a string in ``format`` (text, markdown, json or html)."""
+    if format not in FORMATS:
+        raise UsageError(f"unknown report format {format!r} (choose from {', '.join(FORMATS)})")
+    doc = document(trace, step=step, top=top)
+    cp, cp_error = critical_path_sections(trace, step)
+    section: str | None = cp_error
+    if cp is not None:
+        from explorer.report import critical_path_section as cps
+
+        doc["critical_path"] = cps.to_dict(cp)
+        section = {
+            "text": cps.render_text,
+            "markdown": cps.render_markdown,
+            "html": cps.render_html,
+            "json": lambda _cp: None,
+        }[format](cp)
+    elif cp_error:
+        doc["critical_path"] = {"error": cp_error}
+        if format == "html":
+            import html as _html
+
+            section = f"<p class='note'>{_html.escape(cp_error)}</p>"
+    if format == "text":
+        from explorer.report import text
+
+        return text.render(doc, color=color, critical_path=section)
+    if format == "markdown":
+        from explorer.report import markdown
+
+        return markdown.render(doc, critical_path=section)
+    if format == "json":
+        from explorer.report import json_report
+
+        return json_report.render(doc)
+    from explorer.report import html
+
+    return html.render(doc, critical_path=section)
+
+
+__all__ = ["FORMATS", "SCHEMA_VERSION", "document", "render"]

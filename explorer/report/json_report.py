@@ -1,0 +1,53 @@
+"""The JSON report: the report document itself, serialised. Versioned schema below.
+
+Schema version 1 (``schema_version: 1``; a field is only ever added within a version)::
+
+    {
+      "schema_version": 1,
+      "explorer_version": "0.1.0",
+      "trace": {"path": str, "format": str, "rank": int, "world_size": int,
+                "events": int, "span_ns": int, "warnings": [str]},
+      "synthetic": bool,              # true: made by explorer.scenarios, not measured
+      "selected_step": int | null,    # --step N, else null
+      "categories": ["compute", "data_movement", "communication", "host_bound",
+                     "sync_stall", "compile", "other_idle"],
+      "summary": {"steps": int, "total_ns": int, "mean_step_ns": int,
+                  "breakdown": {device: {category: ns}},    # over the listed steps
+                  "time_lost_by_kind": {kind: ns}},         # all findings, before --top
+      "steps": [{"step": int, "name": str, "start_ns": int, "dur_ns": int,
+                 "breakdown": {device: {category: ns}}}],  # categories sum to dur_ns
+      "findings": [  # ranked by time_lost_ns, at most --top
+        {"kind": str, "title": str, "time_lost_ns": int, "share": float (0-1),
+         "steps": [int], "ranges": [[start_ns, end_ns]], "evidence": [slice id],
+         "source_lines": [{"file": str, "line": int, "function": str}],
+         "explanation": str, "recommendation": str, "device": str, "details": {...}}],
+      "findings_total": int,          # before the --top cut
+      "by_source": [{"file", "line", "function", "host_ns", "device_ns", "stall_ns",
+                     "copy_bytes", "fallback_count", "sync_count", "count"}],
+      "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],
+                 "timeline": {device: {"ts": [int], "allocated": [int], "reserved": [int]}}},
+      "critical_path": {...}          # when the critical-path analysis is installed:
+                                      # its to_dict(), or {"error": str}
+    }
+
+All times are int64 nanoseconds; ``start_ns``/``ts``/``ranges`` are relative to the trace's
+start (``metadata["start_ns"]``), like ``slices.ts``. See also ``docs/report_schema.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The document as indented JSON (numpy scalars, if any slipped in, become numbers)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=_default) + "\n"
+
+
+def _default(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
