@@ -1,0 +1,126 @@
+"""The main window: loading off the UI thread, title, banner, errors, recent files,
+drag-and-drop, the saved layout and the ``explorer view`` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PyQt6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PyQt6.QtGui import QDropEvent, QImage
+from PyQt6.QtWidgets import QMessageBox
+
+from explorer.cli.main import main as cli_main
+from explorer.ui.loader import TraceLoader
+from explorer.ui.main_window import MainWindow
+
+
+def test_open_shows_the_trace_with_file_rank_and_device_in_the_title(
+    window, open_trace, small_trace_file
+) -> None:
+    trace = open_trace(window, small_trace_file)
+    assert len(trace) == 30
+    title = window.windowTitle()
+    assert "small.pt.trace.json" in title and "rank 0" in title and "cuda:0" in title
+    assert not window.banner.isVisible()
+    assert not window.progress.isVisible()
+    assert window.timeline.trace is trace
+    assert window.timeline.steps is not None and len(window.timeline.steps) == 3
+    assert window.recent_files()[0] == str(small_trace_file)
+    assert window.recent_menu.actions()[0].text() == str(small_trace_file)
+
+
+def test_progress_is_reported_while_loading(qtbot, small_trace_file) -> None:
+    loader = TraceLoader(str(small_trace_file), use_cache=False)
+    seen: list[int] = []
+    loader.progress.connect(lambda pct, msg: seen.append(pct))
+    with qtbot.waitSignal(loader.loaded, timeout=30000):
+        loader.start()
+    loader.wait()
+    assert seen and seen[-1] == 100 and seen == sorted(seen)
+
+
+def test_cancel_stops_the_load(qtbot, small_trace_file) -> None:
+    loader = TraceLoader(str(small_trace_file), use_cache=False)
+    loaded = []
+    loader.loaded.connect(loaded.append)
+    loader.cancel()
+    with qtbot.waitSignal(loader.cancelled, timeout=30000):
+        loader.start()
+    loader.wait()
+    assert not loaded
+
+
+def test_a_bad_file_shows_the_readers_message_and_the_window_survives(
+    window, open_trace, tmp_path, qtbot, small_trace_file
+) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text("{ this is not json")
+    window.open_path(str(bad))
+    qtbot.waitUntil(lambda: window.error_box is not None, timeout=30000)
+    box = window.error_box
+    assert isinstance(box, QMessageBox) and box.isVisible()
+    assert "broken.json" in box.text() and "\n" not in box.text().strip()
+    assert window.trace is None
+    box.accept()
+    # Still usable: the next open works.
+    trace = open_trace(window, small_trace_file)
+    assert trace is not None and window.timeline.trace is trace
+
+
+def test_synthetic_traces_carry_a_visible_banner(window, open_trace, write_trace) -> None:
+    open_trace(window, write_trace("scenario.json", synthetic=True))
+    assert window.banner.isVisible() and "SYNTHETIC" in window.banner.text()
+    assert "[synthetic]" in window.windowTitle()
+
+
+def test_drop_a_file_opens_it(window, qtbot, small_trace_file) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(small_trace_file))])
+    event = QDropEvent(
+        QPointF(50, 50),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dropEvent(event)
+    qtbot.waitUntil(lambda: window.trace is not None, timeout=30000)
+    assert window.trace.path == str(small_trace_file)
+
+
+def test_dock_layout_is_remembered(qtbot, settings) -> None:
+    first = MainWindow(settings=settings, restore=False)
+    qtbot.addWidget(first)
+    first.show()
+    assert set(first.docks) >= {"details", "findings"}
+    first.docks["details"].hide()
+    first.close()  # saves the layout
+    second = MainWindow(settings=settings, restore=True)
+    qtbot.addWidget(second)
+    second.show()
+    assert not second.docks["details"].isVisible()
+    assert second.docks["findings"].isVisible()
+
+
+def test_all_installed_panels_are_docked(window) -> None:
+    from explorer.ui.main_window import load_panels
+
+    for name, _title, _cls in load_panels():
+        assert name in window.docks and window.docks[name].widget() is window.panels[name]
+
+
+def test_cli_screenshot_and_errors(tmp_path: Path, small_trace_file: Path) -> None:
+    out = tmp_path / "shot.png"
+    assert (
+        cli_main(["view", str(small_trace_file), "--screenshot", str(out), "--size", "900x600"])
+        == 0
+    )
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (900, 600)
+    assert cli_main(["view", str(tmp_path / "missing.json"), "--screenshot", str(out)]) == 2
+    assert (
+        cli_main(
+            ["view", str(small_trace_file), "--screenshot", str(out), "--select", "no-such-op"]
+        )
+        == 2
+    )

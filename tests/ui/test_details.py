@@ -1,0 +1,63 @@
+"""Selecting an event shows what it is, its args, its source line and what it relates to."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import QUrl
+
+from explorer.ui.details import DetailsPanel, related_events
+
+AMD = "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+def test_related_events_follow_launch_flows(small_trace) -> None:
+    rel = related_events(small_trace, 2)  # the first cudaLaunchKernel
+    assert (2, 21, "launch") in rel
+    assert (2, 21, "launch") in related_events(small_trace, 21)
+
+
+def test_details_show_name_kind_times_args_and_related(qtbot, small_trace) -> None:
+    panel = DetailsPanel()
+    qtbot.addWidget(panel)
+    panel.set_trace(small_trace)
+    panel.on_selection(1)  # aten::linear with Input Dims
+    text = panel.text()
+    assert "aten::linear" in text
+    assert "cpu_op" in text
+    assert "40.0 µs" in text  # duration
+    assert "Input Dims" in text and "[64, 128]" in text
+    assert "ProfilerStep#1" in text  # the parent
+    panel.on_selection(21)
+    text = panel.text()
+    assert "ampere_sgemm_64x64_nn" in text and "120 µs" in text
+    assert "launch ← cudaLaunchKernel" in text
+    with qtbot.waitSignal(panel.slice_requested) as sig:
+        panel._link(QUrl("slice:2"))
+    assert sig.args == [2]
+    panel.on_selection(-1)
+    assert "Click an event" in panel.text()
+
+
+def test_window_selection_fills_details_and_draws_arrows(
+    window, open_trace, small_trace_file
+) -> None:
+    open_trace(window, small_trace_file)
+    window.reveal(2)
+    assert window.timeline.selected == 2
+    assert "cudaLaunchKernel" in window.details.text()
+    assert (2, 21) in window.timeline.related
+    # Following the related link selects the kernel on the timeline.
+    window.details._link(QUrl("slice:21"))
+    assert window.timeline.selected == 21
+    assert "ampere_sgemm" in window.details.text()
+
+
+def test_details_on_a_real_amd_trace(window, open_trace, shared_trace) -> None:
+    trace = open_trace(window, shared_trace(AMD))
+    names = trace.slices["name"].astype(str)
+    sid = int(names[names == "hipLaunchKernel"].index[0])
+    window.reveal(sid)
+    text = window.details.text()
+    assert "hipLaunchKernel" in text and "runtime" in text and "correlation" in text
+    # The launch points at its kernel on the GPU stream.
+    kernel = [b for a, b, rel in window.details.related if a == sid and rel == "launch"]
+    assert kernel and trace.slices["kind"].iat[kernel[0]] in ("kernel", "memcpy", "memset")

@@ -1,0 +1,68 @@
+"""Clicking a finding zooms the timeline to its evidence and explains it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.ui.findings_panel import FindingsPanel
+
+
+def test_findings_are_listed_ranked_with_time_lost_and_share(
+    window, open_trace, small_trace_file
+) -> None:
+    trace = open_trace(window, small_trace_file)
+    expected = trace.findings()
+    assert expected, "the small trace has a sync stall and unoverlapped copies"
+    table = window.findings.table
+    assert table.rowCount() == len(expected)
+    assert table.item(0, 1).text() == expected[0].title
+    lost = [f.time_lost_ns for f in window.findings.findings]
+    assert lost == sorted(lost, reverse=True)
+    assert table.item(0, 3).text().endswith("%")
+
+
+def test_clicking_a_finding_zooms_to_and_highlights_its_evidence(
+    window, open_trace, small_trace_file, qtbot
+) -> None:
+    trace = open_trace(window, small_trace_file)
+    window.timeline.zoom(0.01)  # start far from the evidence
+    for row, finding in enumerate(window.findings.findings):
+        window.findings.select(row)
+        qtbot.wait(10)
+        evidence = np.asarray(finding.evidence)
+        assert len(evidence)
+        ts = trace.slices["ts"].to_numpy()[evidence]
+        end = ts + trace.slices["dur"].to_numpy()[evidence]
+        a, b = window.timeline.visible_range()
+        assert a <= ts.min() and end.max() <= b, f"{finding.kind}: evidence outside the view"
+        assert set(evidence) <= set(window.timeline.highlights)
+        text = window.findings.text.toPlainText()
+        assert finding.title in text
+        assert finding.recommendation[:40] in text
+
+
+def test_a_finding_with_ranges_but_no_events_asks_for_its_range(qtbot) -> None:
+    from explorer.analysis.finding import Finding
+
+    panel = FindingsPanel()
+    qtbot.addWidget(panel)
+    f = Finding(
+        kind="input_stall",
+        title="Input stall",
+        time_lost_ns=5000,
+        share=0.5,
+        ranges=[(100, 200), (400, 900)],
+        source_lines=[("train.py", 42, "loop")],
+        explanation="The device waited for the data loader.",
+        recommendation="More workers.",
+    )
+    panel.set_findings([f])
+    with qtbot.waitSignal(panel.range_requested) as sig:
+        panel.select(0)
+    assert sig.args == [100, 900]
+    assert "train.py:42" in panel.text.toPlainText()
+    with qtbot.waitSignal(panel.source_requested) as src:
+        from PyQt6.QtCore import QUrl
+
+        panel._link(QUrl("source:42:train.py"))
+    assert src.args == ["train.py", 42]

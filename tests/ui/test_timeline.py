@@ -1,0 +1,216 @@
+"""The timeline: level-of-detail bucketing against a brute-force rasteriser, the row
+layout, and the real widget driven by keys and the mouse (offscreen)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PyQt6.QtCore import QPoint, QPointF, Qt
+from PyQt6.QtGui import QWheelEvent
+
+from explorer.ui.timeline.axis import format_duration, ticks
+from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, STEP_H
+from explorer.ui.timeline.layout import TrackLayout
+from explorer.ui.timeline.lod import build_lanes, counter_pixels, lane_rects, pixel_edges
+from explorer.ui.timeline.view import TimelineView
+
+
+def random_lane(n: int, seed: int) -> pd.DataFrame:
+    """Non-overlapping slices on one lane with gaps, widths from 1 ns to 10 µs."""
+    rng = np.random.default_rng(seed)
+    dur = rng.integers(1, 10_000, n)
+    gap = rng.integers(0, 5_000, n)
+    ts = np.cumsum(gap + np.r_[0, dur[:-1]])
+    return pd.DataFrame(
+        {"ts": ts, "dur": dur, "track": np.zeros(n, np.int32), "depth": np.zeros(n, np.int16)}
+    )
+
+
+def coverage_brute(ts: np.ndarray, dur: np.ndarray, t0: float, t1: float, width: int) -> np.ndarray:
+    """Pixel p is covered when any slice overlaps [edge_p, edge_p+1) — one loop per slice."""
+    edges = pixel_edges(t0, t1, width)
+    out = np.zeros(width, bool)
+    for s, d in zip(ts, dur, strict=True):
+        e = s + d
+        lo = np.searchsorted(edges, s, "right") - 1
+        hi = np.searchsorted(edges, e, "left")
+        out[max(lo, 0) : min(hi, width)] = True
+    return out
+
+
+@pytest.mark.parametrize("zoom", [1.0, 0.1, 0.001, 0.00001])
+def test_lane_rects_cover_exactly_the_pixels_that_have_events(zoom: float) -> None:
+    df = random_lane(20_000, seed=1)
+    lanes = build_lanes(df, np.zeros(len(df), np.int16))
+    span = float(df["ts"].iat[-1] + df["dur"].iat[-1])
+    t0 = span * 0.3
+    t1 = t0 + span * zoom
+    width = 800
+    rects = lane_rects(lanes, 0, t0, t1, width)
+    drawn = np.zeros(width, bool)
+    for a, b in zip(rects.x0, rects.x1, strict=True):
+        drawn[int(np.floor(a)) : int(np.ceil(b))] = True
+    expected = coverage_brute(df["ts"].to_numpy(), df["dur"].to_numpy(), t0, t1, width)
+    # Exact edges of wide slices may round into a neighbouring pixel: allow 1 px per rect.
+    assert (drawn & ~expected).sum() <= len(rects)
+    assert not (expected & ~drawn).any(), "a pixel with an event was left empty"
+    # Rectangles never exceed the pixels (the whole point of level of detail).
+    assert len(rects) <= width
+
+
+def test_lane_rects_keep_exact_edges_and_ids_of_wide_slices() -> None:
+    df = pd.DataFrame(
+        {"ts": [100, 400], "dur": [200, 50], "track": [0, 0], "depth": [0, 0]}
+    ).astype({"track": np.int32, "depth": np.int16})
+    lanes = build_lanes(df, np.array([3, 5], np.int16))
+    r = lane_rects(lanes, 0, 0, 1000, 1000)  # 1 ns per pixel
+    assert list(r.slice_id) == [0, 1]
+    assert np.allclose(r.x0, [100, 400]) and np.allclose(r.x1, [300, 450])
+    assert list(r.color) == [3, 5]
+
+
+def test_counter_pixels_take_the_max_and_hold_the_last_value() -> None:
+    ts = np.array([0, 5, 9, 30])
+    values = np.array([1.0, 5.0, 2.0, 7.0])
+    v, valid = counter_pixels(ts, values, 0, 40, 4)  # pixels of 10 ns
+    assert valid.all()
+    assert list(v) == [5.0, 2.0, 2.0, 7.0]
+
+
+def test_axis_ticks_and_units() -> None:
+    times, step = ticks(0, 1e9, 1000)
+    assert step == 100_000_000 and times[0] == 0 and times[-1] == 1e9
+    assert format_duration(812) == "812 ns"
+    assert format_duration(3410) == "3.41 µs"
+    assert format_duration(12_345_678) == "12.3 ms"
+
+
+def test_layout_groups_devices_first_and_collapses_and_pins(small_trace) -> None:
+    from explorer.ui.timeline.colors import color_ids
+
+    s = small_trace.slices
+    lanes = build_lanes(s, color_ids(s["kind"], s["name"]))
+    lay = TrackLayout(small_trace, lanes)
+    kinds = [(r.kind, r.label) for r in lay.rows]
+    assert kinds[0] == ("group", "GPU 0")
+    assert ("track", "stream 7") in kinds and ("track", "main") in kinds
+    assert any(r.kind == "counter" and "allocated cuda:0" in r.label for r in lay.rows)
+    host_group = next(r.group for r in lay.rows if r.label == "main")
+    lay.toggle_collapsed(host_group)
+    assert all(r.label != "main" for r in lay.rows)
+    lay.toggle_collapsed(host_group)
+    key = next(r.key for r in lay.rows if r.label == "main")
+    lay.toggle_pinned(key)
+    assert lay.rows[0].label == "Pinned" and lay.rows[1].label == "main"
+    assert lay.row_at(lay.rows[1].y + 1).label == "main"
+
+
+@pytest.fixture
+def view(qtbot, small_trace) -> TimelineView:
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(1200, 600)
+    v.show()
+    v.set_trace(small_trace)
+    qtbot.waitExposed(v)
+    return v
+
+
+def test_keys_zoom_pan_and_fit(view: TimelineView, qtbot) -> None:
+    t0, t1 = view.visible_range()
+    qtbot.keyClick(view, Qt.Key.Key_W)
+    a0, a1 = view.visible_range()
+    assert (a1 - a0) < 0.85 * (t1 - t0)
+    qtbot.keyClick(view, Qt.Key.Key_S)
+    b0, b1 = view.visible_range()
+    assert abs((b1 - b0) - (t1 - t0)) <= 2
+    qtbot.keyClick(view, Qt.Key.Key_W)
+    c0, c1 = view.visible_range()
+    qtbot.keyClick(view, Qt.Key.Key_D)
+    d0, d1 = view.visible_range()
+    assert d0 > c0 and abs((d1 - d0) - (c1 - c0)) <= 2
+    qtbot.keyClick(view, Qt.Key.Key_A)
+    qtbot.keyClick(view, Qt.Key.Key_A)
+    assert view.visible_range()[0] < c0
+    qtbot.keyClick(view, Qt.Key.Key_0)
+    assert view.visible_range() == (t0, t1)
+    view.select_slice(22, emit=False)  # a 30 µs kernel
+    qtbot.keyClick(view, Qt.Key.Key_F)
+    f0, f1 = view.visible_range()
+    ts, dur = int(view.trace.slices["ts"].iat[22]), int(view.trace.slices["dur"].iat[22])
+    assert f0 <= ts and ts + dur <= f1 and (f1 - f0) < 2 * dur
+
+
+def test_wheel_zooms_at_the_pointer(view: TimelineView) -> None:
+    x = LABEL_W + 300.0
+    t_before = view._t_of(x)
+    span = view.t1 - view.t0
+    ev = QWheelEvent(
+        QPointF(x, 200),
+        QPointF(view.mapToGlobal(QPoint(int(x), 200))),
+        QPoint(0, 0),
+        QPoint(0, 120),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    view.wheelEvent(ev)
+    assert view.t1 - view.t0 < span
+    assert abs(view._t_of(x) - t_before) < span * 1e-6
+
+
+def test_click_selects_the_slice_under_the_pointer(view: TimelineView, qtbot) -> None:
+    rect = view.slice_rect(21)  # the first sgemm kernel
+    assert rect is not None and rect.width() >= 3
+    with qtbot.waitSignal(view.slice_selected) as sig:
+        qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
+    assert sig.args == [21]
+    assert view.selected == 21
+    assert "ampere_sgemm" in view.describe(21)
+
+
+def test_drag_pans_and_axis_drag_selects_a_range(view: TimelineView, qtbot) -> None:
+    t0, t1 = view.visible_range()
+    y = AXIS_H + STEP_H + 60
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(700, y))
+    qtbot.mouseMove(view, QPoint(600, y))
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=QPoint(600, y))
+    p0, _ = view.visible_range()
+    assert p0 > t0  # dragged left = later times
+    with qtbot.waitSignal(view.range_selected) as sig:
+        qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(400, 10))
+        qtbot.mouseMove(view, QPoint(500, 10))
+        qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=QPoint(500, 10))
+    a, b = sig.args
+    assert a < b and abs(a - view._t_of(400)) < 1e3 and abs(b - view._t_of(500)) < 1e3
+
+
+def test_click_on_a_step_zooms_to_it(view: TimelineView, small_trace, qtbot) -> None:
+    steps = small_trace.steps()
+    view.set_steps(steps, small_trace.breakdown())
+    step2 = steps.iloc[1]
+    x = view._x_of((step2["start_ns"] + step2["end_ns"]) / 2)
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), AXIS_H + 5))
+    a, b = view.visible_range()
+    assert a <= step2["start_ns"] and step2["end_ns"] <= b
+    assert (b - a) < 1.1 * step2["dur_ns"]
+
+
+def test_group_header_click_collapses(view: TimelineView, qtbot) -> None:
+    header = view.rows()[0]
+    assert header.kind == "group"
+    n = len(view.rows())
+    y = AXIS_H + STEP_H + header.y + 5
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(20, y))
+    assert len(view.rows()) < n
+    assert header.group in view.layout_.collapsed
+
+
+def test_paint_batches_by_colour(view: TimelineView) -> None:
+    view.grab()
+    stats = view.last_paint_stats
+    assert stats["rects"] > 0
+    assert stats["draw_calls"] <= len(view._palette)
+    assert stats["labels"] > 0
