@@ -138,3 +138,31 @@ def test_trace_without_memory_says_so(qtbot, shared_traces):
     assert p.show_live_at(1000).empty
     p.set_trace(None)
     assert p.status.text() == "No trace"
+
+
+def test_synthetic_memory_growth_ground_truth(qtbot, tmp_path):
+    """SYNTHETIC trace (Explorer's scenario generator): the leak it injects is exactly what
+    the "Never freed" tab lists for that device and op; every device gets a curve and a peak."""
+    from explorer import scenarios
+
+    trace = explorer.load(scenarios.write("memory_growth", tmp_path / "memory_growth.json"))
+    assert trace.synthetic
+    truth = trace.metadata["explorer_injected"][0]
+    p = MemoryPanel()
+    qtbot.addWidget(p)
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(trace)
+    leaks = p.leak_model.frame
+    mine = leaks[(leaks["device"] == truth["device"]) & (leaks["op"] == truth["op"])]
+    assert int(mine["bytes"].sum()) == truth["leaked_bytes"]
+    assert len(mine) == truth["allocations"]
+    file, line = truth["source_line"]
+    assert set(mine["source"]) == {f"{file}:{line}"}
+    devices = set(p.data.curves["device"])
+    assert truth["device"] in devices
+    assert set(p.data.peaks["device"]) == devices
+    markers = {i.objectName() for i in p.plot.plotItem.items if isinstance(i, pg.ScatterPlotItem)}
+    assert markers == {f"peak:{d}" for d in devices}
+    for device, curve in p.data.curves.groupby("device"):
+        peak = p.data.peaks.set_index("device").loc[device]
+        assert int(peak["peak_bytes"]) == int(curve["allocated"].max())

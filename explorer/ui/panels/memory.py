@@ -90,9 +90,22 @@ def allocation_lifetimes(trace: Any) -> pd.DataFrame:
     """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
     slice (the op that allocated, -1 if none), op, source``.
 
-    Pairs each allocation with the next event on the same device and address, which is its
-    free when it has negative bytes — a sort and a shift, no loop over events.
+    Uses :func:`explorer.analysis.memory.allocations` when installed (it also moves the op
+    up past allocator primitives to the caller and knows the source line). Otherwise pairs
+    each allocation with the next event on the same device and address, which is its free
+    when it has negative bytes — a sort and a shift, no loop over events.
     """
+    try:
+        from explorer.analysis.memory import allocations
+    except ImportError:
+        allocations = None
+    if allocations is not None:
+        a = allocations(trace)
+        out = a[["device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op"]].copy()
+        files = a["file"].astype(str)
+        text = files + ":" + a["line"].astype(np.int64).astype(str)
+        out["source"] = text.where(files != "", "").to_numpy(dtype=object)
+        return out.reset_index(drop=True)
     m = trace.memory
     if m is None or len(m) == 0:
         return pd.DataFrame(
@@ -150,10 +163,9 @@ def _slice_source_text(trace: Any, ids: np.ndarray) -> np.ndarray:
         return out
     frames = user_frames(trace)
     ok = (ids >= 0) & (ids < len(frames))
-    files = frames["file"].to_numpy()[ids[ok]].astype(str)
-    lines = frames["line"].to_numpy()[ids[ok]]
-    text = np.where(files != "", np.char.add(np.char.add(files, ":"), lines.astype(str)), "")
-    out[ok] = text
+    files = pd.Series(frames["file"].to_numpy()[ids[ok]]).astype(str)
+    text = files + ":" + pd.Series(frames["line"].to_numpy()[ids[ok]]).astype(np.int64).astype(str)
+    out[ok] = text.where(files != "", "").to_numpy(dtype=object)
     return out
 
 
