@@ -118,7 +118,11 @@ def memcpy_stall(sim: Simulator) -> dict[str, Any]:
     device idle gap right after it, until the next device op starts). The host is blocked
     in ``cudaMemcpyAsync`` for each copy and no other device work overlaps them."""
     busy = DeviceBusy(sim.device_ops)
-    copies = [o for o in sim.device_ops if o.tag == "input_copy" and o.src_mem == "Pageable"]
+    copies = [
+        o
+        for o in sim.device_ops
+        if o.tag == "input_copy" and o.src_mem == "Pageable" and o.step >= 0
+    ]
     per: dict[int, int] = {}
     copy_ns = idle_ns = 0
     for o in copies:

@@ -390,11 +390,15 @@ class Simulator:
         self.host_spans.append(span)
         return span
 
-    def wait_stream(self, waiter: int, producer: int) -> None:
-        """``cudaEventRecord`` on ``producer`` + ``cudaStreamWaitEvent`` on ``waiter``."""
+    def record_event(self, stream: int) -> int:
+        """``cudaEventRecord`` on ``stream``: returns when the event completes on the device."""
         self.runtime_call("cudaEventRecord", 2_000)
+        return self.stream_free[stream]
+
+    def wait_event(self, waiter: int, ready_ns: int) -> None:
+        """``cudaStreamWaitEvent``: later work on ``waiter`` starts after ``ready_ns``."""
         self.runtime_call("cudaStreamWaitEvent", 2_000)
-        self.stream_free[waiter] = max(self.stream_free[waiter], self.stream_free[producer])
+        self.stream_free[waiter] = max(self.stream_free[waiter], ready_ns)
 
     # -- memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int, device_type: int = DEVICE_TYPE_CUDA) -> int:

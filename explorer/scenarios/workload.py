@@ -82,7 +82,7 @@ class Pathologies:
 @dataclass
 class Sizes:
     layers: int = 8
-    batch_bytes: int = 12 << 20
+    batch_bytes: int = 6 << 20
     activation_bytes: int = 4 << 20
     grad_bytes: int = 1 << 20
     gemm_ns: float = 120_000
@@ -130,17 +130,22 @@ class TrainingLoop:
             for _ in range(sim.queue_depth):
                 with sim.op("aten::mm"):
                     sim.launch(_GEMM, 150_000)
+        self._next = self.to_device(self.load_batch())
 
     def step(self, n: int) -> None:
-        batch = self.load_batch()
-        self.to_device(batch)
+        """One iteration. The loop prefetches: it loads and copies the *next* batch first
+        (on the copy stream when pinned), then trains on the batch copied one step earlier."""
+        batch, ready = self._next
+        self._next = self.to_device(self.load_batch())
         with self.py("train_step"):
+            if ready is not None:
+                self.sim.wait_event(COMPUTE_STREAM, ready)
             acts = self.forward(n)
             self.compute_loss()
             if self.p.tiny_ops_per_step:
                 self.compute_metrics()
             self.backward(acts)
-            self.optimizer_step()
+            self.optimizer_step(batch)
             if self.p.leak_bytes_per_step:
                 self.remember()
 
@@ -159,14 +164,17 @@ class TrainingLoop:
             sim.span("dataloader", start, sim.t)
         return batch
 
-    def to_device(self, cpu_batch: int) -> None:
+    def to_device(self, cpu_batch: int) -> tuple[int, int | None]:
+        """Copy a batch to the device: (device address, when the copy is done on the copy
+        stream — None when the copy ran on the compute stream itself)."""
         sim = self.sim
+        ready = None
         sim.tag = "input_copy"
         nbytes = self.z.batch_bytes
         with self.py("to_device"):
             with sim.op("aten::to"), sim.op("aten::_to_copy"):
                 with sim.op("aten::empty_strided"):
-                    self._batch = sim.alloc(nbytes)
+                    batch = sim.alloc(nbytes)
                 with sim.op("aten::copy_"):
                     if self.p.pageable_copies:
                         sim.launch(
@@ -188,8 +196,9 @@ class TrainingLoop:
                             nbytes=nbytes,
                             src_mem="Pinned",
                         )
-                        sim.wait_stream(COMPUTE_STREAM, COPY_STREAM)
+                        ready = sim.record_event(COPY_STREAM)
             sim.free(cpu_batch)
+        return batch, ready
 
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, n: int) -> list[tuple[int, int]]:
@@ -383,7 +392,7 @@ class TrainingLoop:
                 ):
                     sim.launch(_ELEMENTWISE.format(op="threshold_backward"), self.z.relu_ns)
 
-    def optimizer_step(self) -> None:
+    def optimizer_step(self, batch: int) -> None:
         sim = self.sim
         sim.tag = "optimizer"
         with sim.py("torch/optim/optimizer.py", 487, "wrapper"):
@@ -395,7 +404,7 @@ class TrainingLoop:
                 sim.work(3_000)
                 for g in self._grads:
                     sim.free(g)
-                sim.free(self._batch)
+                sim.free(batch)
                 sim.free(self._loss)
                 if self.p.fallback:
                     sim.free(self._fallback_out)
