@@ -18,8 +18,10 @@ host_compile    compile          device idle, host compiling (dynamo/inductor/co
 host_fallback   host_bound       device idle, host running an op's CPU fallback
 host_input      host_bound       device idle, host in the DataLoader / input code
 host_busy       host_bound       device idle, host running Python, ops or launches
-sync_refill     sync_stall       a host_busy run that starts the instant a sync returns:
-                                 the queue the sync drained is being refilled
+sync_refill     sync_stall       device idle from the instant a host sync returns until
+                                 the next device work: the drained queue being refilled
+fallback_refill host_bound       the same after a CPU-fallback slice returns
+copy_refill     data_movement    the same after a blocking (pageable) copy ends
 (none)          other_idle       device idle and the host idle too
 ==============  ===============  ======================================================
 
@@ -71,6 +73,8 @@ DEVICE_REASONS: tuple[tuple[str, str], ...] = (
     ("host_input", "host_bound"),
     ("host_busy", "host_bound"),
     ("sync_refill", "sync_stall"),
+    ("fallback_refill", "host_bound"),
+    ("copy_refill", "data_movement"),
 )
 HOST_REASONS: tuple[tuple[str, str], ...] = (
     ("host_sync", "sync_stall"),
@@ -223,19 +227,22 @@ def host_reason_intervals(
 
 def device_reason_intervals(
     trace: TraceData, track_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, reason index) of the device slices on ``track_ids``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, reason index, blocking) of the device slices on ``track_ids``;
+    ``blocking`` marks copies from/to pageable memory (the host waits for them)."""
     s = trace.slices
     on = np.isin(s["track"].to_numpy(), track_ids)
     kind = s["kind"].to_numpy().astype(object)
     code = np.full(len(s), -1, np.int64)
     code[on & ((kind == "kernel") | (kind == "fallback"))] = 0
     code[on & (kind == "collective")] = 1
-    code[on & np.isin(kind, ["memcpy", "memset", "copy"])] = 2
+    copy = on & np.isin(kind, ["memcpy", "memset", "copy"])
+    code[copy] = 2
     code[on & (kind == "sync")] = 3
     keep = code >= 0
+    pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
     ts = s["ts"].to_numpy()[keep]
-    return ts, ts + s["dur"].to_numpy()[keep], code[keep]
+    return ts, ts + s["dur"].to_numpy()[keep], code[keep], (copy & pageable)[keep]
 
 
 def sweep(
@@ -318,34 +325,36 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
         for tid, label in labels.items():
             by_label.setdefault(label, []).append(tid)
         for label in sorted(by_label, key=_label_order):
-            ds, de, dc = device_reason_intervals(trace, np.array(by_label[label]))
+            ds, de, dc, blocking = device_reason_intervals(trace, np.array(by_label[label]))
             bounds, seg = sweep(
                 np.concatenate([ds, hs]),
                 np.concatenate([de, he]),
                 np.concatenate([dc, hc]),
                 len(DEVICE_REASONS),
             )
-            _relabel_refill(bounds, seg, he[hc == _HOST_SYNC])
+            _relabel_refill(bounds, seg, he[hc == _R["host_sync"]], _R["sync_refill"])
+            _relabel_refill(bounds, seg, he[hc == _R["host_fallback"]], _R["fallback_refill"])
+            _relabel_refill(bounds, seg, de[blocking], _R["copy_refill"])
             out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
     trace.cache["reason_timelines"] = out
     return out
 
 
-_HOST_SYNC = [r for r, _ in DEVICE_REASONS].index("host_sync")
-_HOST_BUSY = [r for r, _ in DEVICE_REASONS].index("host_busy")
-_SYNC_REFILL = [r for r, _ in DEVICE_REASONS].index("sync_refill")
+_R = {r: i for i, (r, _) in enumerate(DEVICE_REASONS)}
 
 
-def _relabel_refill(bounds: np.ndarray, seg: np.ndarray, sync_ends: np.ndarray) -> None:
-    """host_busy runs that begin exactly when a host sync returns become sync_refill."""
-    busy = seg == _HOST_BUSY
-    if not busy.any() or len(sync_ends) == 0:
+def _relabel_refill(bounds: np.ndarray, seg: np.ndarray, after: np.ndarray, code: int) -> None:
+    """Idle runs (device idle, host busy or idle) that begin exactly at one of the ``after``
+    instants become ``code``: the device waits because the blocking call that just returned
+    had drained its queue."""
+    idle = (seg == _R["host_busy"]) | (seg == -1)
+    if not idle.any() or len(after) == 0:
         return
-    first = busy & ~np.concatenate([[False], busy[:-1]])
-    run = np.cumsum(first)  # run number (1-based) of each busy segment
+    first = idle & ~np.concatenate([[False], idle[:-1]])
+    run = np.cumsum(first)  # run number (1-based) of each idle segment
     starts = bounds[:-1][first]
-    refill = np.concatenate([[False], np.isin(starts, sync_ends)])
-    seg[busy & refill[run]] = _SYNC_REFILL
+    hit = np.concatenate([[False], np.isin(starts, after)])
+    seg[idle & hit[run]] = code
 
 
 def _label_order(label: str) -> tuple[str, int]:

@@ -30,12 +30,13 @@ MAX_RANGES = 200
 
 @dataclass
 class Measured:
-    """A reason's time on one device: total, per step, and the windows it covers."""
+    """Reasons' time on one device: total, per step, and the windows they cover."""
 
     device: str
     reason: str
     per_step: np.ndarray
     ranges: np.ndarray  # n x 2, clipped to steps
+    reasons: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -91,26 +92,46 @@ class Context:
         return mask & ~inner
 
     # -- measuring ------------------------------------------------------------------------
-    def measure(self, reason: str) -> Measured | None:
-        """The reason's time per step on the device where its total is largest."""
+    def measure(self, *reasons: str) -> Measured | None:
+        """The reasons' summed time per step on the device where that total is largest
+        (None when no timeline has these reasons)."""
         starts = self.steps["start_ns"].to_numpy(np.int64)
         ends = self.steps["end_ns"].to_numpy(np.int64)
         best: Measured | None = None
         for label, tl in self.timelines.items():
-            if reason not in [r for r, _ in tl.reasons]:
+            have = [r for r in reasons if r in [name for name, _ in tl.reasons]]
+            if not have:
                 continue
-            per = tl.reason_ns(reason, starts, ends)
+            per = sum(tl.reason_ns(r, starts, ends) for r in have)
             if best is None or per.sum() > best.per_step.sum():
-                best = Measured(label, reason, per, np.zeros((0, 2), np.int64))
+                best = Measured(label, have[0], per, np.zeros((0, 2), np.int64), tuple(have))
         if best is None or best.total == 0:
             return best
         tl = self.timelines[best.device]
-        runs = [tl.ranges(reason, int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
-        best.ranges = np.concatenate(runs) if runs else np.zeros((0, 2), np.int64)
+        runs = [
+            tl.ranges(r, int(s), int(e))
+            for r in best.reasons
+            for s, e in zip(starts, ends, strict=True)
+        ]
+        rng = np.concatenate(runs) if runs else np.zeros((0, 2), np.int64)
+        best.ranges = rng[np.argsort(rng[:, 0], kind="stable")]
         return best
 
+    def in_windows(self, device: str, reason: str, ids: np.ndarray) -> np.ndarray:
+        """Per step, ns of ``reason`` inside the slices ``ids`` (their union, clipped to the
+        step). ``ids`` should not nest (pass outermost slices)."""
+        tl = self.timelines[device]
+        per = np.zeros(len(self.steps), np.int64)
+        for j, (s, e) in enumerate(zip(self.steps["start_ns"], self.steps["end_ns"], strict=True)):
+            a = np.maximum(self.ts[ids], s)
+            b = np.minimum(self.end[ids], e)
+            ok = b > a
+            if ok.any():
+                per[j] = int(tl.reason_ns(reason, a[ok], b[ok]).sum())
+        return per
+
     def overlap(self, m: Measured, ids: np.ndarray) -> np.ndarray:
-        """ns each slice in ``ids`` overlaps the measured reason (inside steps)."""
+        """ns each slice in ``ids`` overlaps the measured reasons (inside steps)."""
         tl = self.timelines[m.device]
         inside = np.zeros(len(ids), np.int64)
         for s, e in zip(self.steps["start_ns"], self.steps["end_ns"], strict=True):
@@ -118,7 +139,8 @@ class Context:
             b = np.minimum(self.end[ids], e)
             ok = b > a
             if ok.any():
-                inside[ok] += tl.reason_ns(m.reason, a[ok], b[ok])
+                for r in m.reasons or (m.reason,):
+                    inside[ok] += tl.reason_ns(r, a[ok], b[ok])
         return inside
 
     def share(self, ns: int) -> float:

@@ -61,54 +61,62 @@ def _pattern_ops(ctx: Context) -> np.ndarray:
     return first.loc[first["dtoh"], "op"].to_numpy(np.int64)
 
 
-def detect(ctx: Context) -> list[Finding]:
+def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(labelled, pattern): outermost collector fallback slices, and unlabelled host ops
+    that look like a fallback. The memcpy detector leaves their copies to this one."""
     if not ctx.device_mode:
-        return []
-    labelled = ctx.kind == "fallback"
-    m = ctx.measure("host_fallback") if labelled.any() else None
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    labelled = np.flatnonzero(ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device))
     pattern = _pattern_ops(ctx)
-    mp = None
-    if len(pattern):
-        busy = ctx.measure("host_busy")
-        if busy is not None:
-            per = np.zeros(len(ctx.steps), np.int64)
-            tl = ctx.timelines[busy.device]
-            for j, (s, e) in enumerate(
-                zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True)
-            ):
-                a = np.maximum(ctx.ts[pattern], s)
-                b = np.minimum(ctx.end[pattern], e)
-                ok = b > a
-                per[j] = int(tl.reason_ns("host_busy", a[ok], b[ok]).sum())
-            mp = Measured(busy.device, "host_busy", per, np.zeros((0, 2), np.int64))
-    if m is None and mp is None:
+    if len(labelled) and len(pattern):
+        # a pattern op inside a labelled fallback is the same fallback
+        inside = np.zeros(len(pattern), bool)
+        for i in labelled:
+            inside |= (ctx.ts[pattern] >= ctx.ts[i]) & (ctx.end[pattern] <= ctx.end[i])
+        pattern = pattern[~inside]
+    return labelled, pattern
+
+
+def detect(ctx: Context) -> list[Finding]:
+    """Time lost per fallback: its copies out and back, the device idle while the CPU
+    computes, and the idle after it returns until the next device work."""
+    labelled, pattern = fallback_windows(ctx)
+    if len(labelled) == 0 and len(pattern) == 0:
         return []
-    if m is None:
-        m = mp
-    elif mp is not None and mp.device == m.device:
-        m = Measured(m.device, m.reason, m.per_step + mp.per_step, m.ranges)
-    assert m is not None
+    m = ctx.measure("host_fallback", "fallback_refill")
+    device = m.device if m is not None and m.total else next(iter(ctx.timelines))
+    ids = np.concatenate([labelled, pattern])
+    per = (
+        np.zeros(len(ctx.steps), np.int64) if m is None or m.device != device else m.per_step.copy()
+    )
+    per += ctx.in_windows(device, "dev_copy", ids)
+    if len(pattern):
+        per += ctx.in_windows(device, "copy_refill", pattern)
+        per += ctx.in_windows(device, "host_busy", pattern)
+    ranges = (
+        np.stack([ctx.ts[ids], ctx.end[ids]], axis=1) if len(ids) else np.zeros((0, 2), np.int64)
+    )
+    m = Measured(device, "host_fallback", per, ranges, ("host_fallback", "dev_copy", "host_busy"))
     if not ctx.significant(m):
         return []
-    cand = labelled.copy()
-    cand[pattern] = True
-    ids = np.flatnonzero(cand)
     ops = sorted(
         {str(ctx.trace.args(i).get("op") or ctx.trace.slices["name"].iat[i]) for i in ids[:200]}
     )
     title = f"CPU fallback: {len(ids)} operator call(s) ran on the CPU ({', '.join(ops[:3])})"
     explanation = (
-        f"These operators have no {m.device.split(':')[0]} kernel (or were forced to the CPU): the "
-        f"inputs are copied to the host, computed there, and copied back, while the device idles "
-        f"for {fmt_ns(m.total)}."
+        f"These operators have no {device.split(':')[0]} kernel (or were forced to the CPU): the "
+        "inputs are copied to the host, computed there and copied back, and the device waits "
+        f"for all of it — {fmt_ns(m.total)} in all."
     )
     recommendation = (
-        "Use an operator the backend implements (check the fallback message), upgrade the "
-        "backend/torch version, or move this computation out of the step; avoid "
-        "PYTORCH_ENABLE_MPS_FALLBACK-style silent fallbacks in hot loops."
+        "Use an operator the backend implements (the fallback message names it), upgrade the "
+        "backend/torch version, or move this computation out of the training step (e.g. into "
+        "the DataLoader workers)."
     )
+    candidates = np.zeros(len(ctx.kind), bool)
+    candidates[ids] = True
     f = ctx.finding(
-        "cpu_fallback", m, cand, title, explanation, recommendation,
+        "cpu_fallback", m, candidates, title, explanation, recommendation,
         details={"calls": len(ids), "ops": ops[:20], "from_pattern": int(len(pattern))},
     )  # fmt: skip
     if not f.evidence:

@@ -1,7 +1,9 @@
 """``memcpy_stall``: copies the device spends time on that nothing overlaps.
 
-Measured as the breakdown's ``dev_copy`` reason: a memcpy/memset runs and no kernel does
-(on CPU-only traces, ``host_copy``: the collector's copy events). Details say how much was
+Measured as the breakdown's ``dev_copy`` reason (a memcpy/memset runs and no kernel does)
+plus ``copy_refill`` (the device idle right after a blocking pageable copy until the host
+launches again); on CPU-only traces ``host_copy`` (the collector's copy events). Copies made
+by a CPU fallback are left to the ``cpu_fallback`` finding. Details say how much was
 pageable (which makes ``cudaMemcpyAsync`` synchronous), device→host, and small (< 64 KiB,
 dominated by per-copy latency).
 """
@@ -11,19 +13,28 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.detectors.context import Context, fmt_bytes, fmt_ns
+from explorer.analysis.detectors.cpu_fallback import fallback_windows
 from explorer.analysis.finding import Finding
 
 SMALL_COPY_BYTES = 64 * 1024
 
 
 def detect(ctx: Context) -> list[Finding]:
-    m = ctx.measure("dev_copy" if ctx.device_mode else "host_copy")
+    m = ctx.measure("dev_copy", "copy_refill") if ctx.device_mode else ctx.measure("host_copy")
+    if m is None:
+        return []
+    labelled, pattern = fallback_windows(ctx)
+    fb = np.concatenate([labelled, pattern])
+    if len(fb):  # a CPU fallback's copies belong to the cpu_fallback finding
+        m.per_step = m.per_step - ctx.in_windows(m.device, "dev_copy", fb)
+        m.per_step -= ctx.in_windows(m.device, "copy_refill", fb)
     if not ctx.significant(m):
         return []
-    assert m is not None
     s = ctx.trace.slices
     copies = np.isin(ctx.kind, ["memcpy", "memset", "copy"])
     copies &= ctx.on_device if ctx.device_mode else ~ctx.on_device
+    for i in fb:  # drop the fallbacks' copies from the evidence too
+        copies &= ~((ctx.ts >= ctx.ts[i]) & (ctx.end <= ctx.end[i]))
     ids = np.flatnonzero(copies)
     src_mem = s["src_mem"].to_numpy().astype(object)[ids]
     dst_mem = s["dst_mem"].to_numpy().astype(object)[ids]

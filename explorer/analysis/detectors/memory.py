@@ -42,7 +42,7 @@ def detect(ctx: Context) -> list[Finding]:
             continue
         suspects = memory.leak_suspects(ctx.trace)
         suspects = suspects[suspects["device"] == device]
-        lines = _lines(suspects)
+        lines = _lines(ctx, suspects)
         per_step = total / (len(alloc) - 1)
         title = f"Memory grows by {fmt_bytes(per_step)} per step on {device} (possible leak)"
         explanation = (
@@ -67,15 +67,19 @@ def detect(ctx: Context) -> list[Finding]:
     return out
 
 
-def _lines(suspects: pd.DataFrame) -> list[tuple[str, int, str]]:
+def _lines(ctx: Context, suspects: pd.DataFrame) -> list[tuple[str, int, str]]:
+    """The user lines holding the most never-freed bytes, with their function names."""
     if suspects.empty or "file" not in suspects:
         return []
     known = suspects[suspects["file"].astype(str) != ""]
     if known.empty:
         return []
     g = known.groupby(["file", "line"], sort=False)["bytes"].sum().sort_values(ascending=False)
-    ops = known.drop_duplicates(["file", "line"]).set_index(["file", "line"])["op"]
-    return [(str(f), int(ln), str(ops.get((f, ln), ""))) for (f, ln) in g.index[:5]]
+    from explorer.analysis.attribution import frame_codes
+
+    _, frames = frame_codes(ctx.trace)
+    func = {(str(f), int(ln)): str(fn) for f, ln, fn in frames.itertuples(index=False)}
+    return [(str(f), int(ln), func.get((str(f), int(ln)), "")) for (f, ln) in g.index[:5]]
 
 
 def _evidence(ctx: Context, suspects: pd.DataFrame) -> list[int]:

@@ -13,22 +13,15 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.breakdown import SYNC_OPS, name_flags
-from explorer.analysis.detectors.context import Context, Measured, fmt_ns
+from explorer.analysis.detectors.context import Context, fmt_ns
 from explorer.analysis.finding import Finding
 
 
 def detect(ctx: Context) -> list[Finding]:
-    parts = [m for m in (ctx.measure("host_sync"), ctx.measure("sync_refill")) if m is not None]
-    if not parts:
-        return []
-    device = max(parts, key=lambda p: p.total).device
-    parts = [p for p in parts if p.device == device]
-    per = sum(p.per_step for p in parts)
-    ranges = np.concatenate([p.ranges for p in parts])
-    ranges = ranges[np.argsort(ranges[:, 0], kind="stable")] if len(ranges) else ranges
-    m = Measured(device, parts[0].reason, per, ranges)
+    m = ctx.measure("host_sync", "sync_refill")
     if not ctx.significant(m):
         return []
+    assert m is not None
     ops = name_flags(ctx.trace, SYNC_OPS) if ctx.device_mode else np.zeros(len(ctx.kind), bool)
     sync = ctx.outermost(((ctx.kind == "sync") | ops) & ~ctx.on_device)
     in_steps = np.zeros(len(sync), bool)
