@@ -29,6 +29,7 @@ class TimelinePainting:
     """``paintEvent`` and its parts; reads the view state of ``TimelineView``."""
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.paint_count = getattr(self, "paint_count", 0) + 1
         p = QPainter(self)
         try:
             self._paint(p)
