@@ -24,8 +24,13 @@ class ArgsStore:
     offsets (from the cache, loaded from disk on first use).
     """
 
-    def __init__(self, items: Sequence[Any] | None = None, *, blob_path: Path | None = None,
-                 offsets_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        items: Sequence[Any] | None = None,
+        *,
+        blob_path: Path | None = None,
+        offsets_path: Path | None = None,
+    ) -> None:
         self._items = items
         self._blob: bytes | None = None
         self._offsets: np.ndarray | None = None

@@ -44,7 +44,12 @@ def _entry(path: Path) -> Path:
 
 def _stamp(path: Path) -> dict[str, Any]:
     st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "version": CACHE_VERSION}
+    return {
+        "path": str(path.resolve()),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "version": CACHE_VERSION,
+    }
 
 
 def load_cached(path: Path, cls: type = TraceData) -> TraceData | None:
@@ -74,8 +79,11 @@ def save_cached(path: Path, trace: TraceData) -> bool:
         tables["execution_trace"] = trace.execution_trace
         with open(tmp / "tables.pkl", "wb") as f:
             pickle.dump(tables, f, protocol=pickle.HIGHEST_PROTOCOL)
-        blob, offsets = (trace.args_store.to_blob() if trace.args_store is not None
-                         else (b"", np.zeros(len(trace.slices) + 1, np.int64)))
+        blob, offsets = (
+            trace.args_store.to_blob()
+            if trace.args_store is not None
+            else (b"", np.zeros(len(trace.slices) + 1, np.int64))
+        )
         (tmp / "args.bin").write_bytes(blob)
         np.save(tmp / "args_offsets.npy", offsets)
         (tmp / "stamp.json").write_text(json.dumps(_stamp(path)))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from explorer.errors import TraceError
 
@@ -20,7 +21,9 @@ INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
 
 
-def floats(values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]) -> np.ndarray:
+def floats(
+    values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]
+) -> np.ndarray:
     """float64 column; None → NaN. A value that is not a number is an error."""
     try:
         return np.asarray(values, dtype=np.float64)
@@ -35,23 +38,30 @@ def floats(values: Sequence[Any], *, path: object, what: str, where: Callable[[i
             out[i] = float(v)
         except (TypeError, ValueError):
             raise TraceError(
-                path, f"{where(i)} has {what} {v!r}, which is not a number",
+                path,
+                f"{where(i)} has {what} {v!r}, which is not a number",
                 "the file is damaged or was not written by a profiler",
             ) from None
     return out
 
 
-def ints(values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]) -> np.ndarray:
+def ints(
+    values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]
+) -> np.ndarray:
     """int64 column; None or unparseable strings → -1; hex strings parsed; beyond int64 is an
     error (it cannot be an id any tool wrote, and silently wrapping it would link wrong events)."""
-    try:
-        arr = np.asarray(values)
-        if arr.dtype.kind in "iu" and (arr.dtype.kind == "i" or (len(arr) and arr.max() <= INT64_MAX)):
-            return arr.astype(np.int64, copy=False)
-        if arr.dtype.kind == "f" and not np.isnan(arr).any():
-            return arr.astype(np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
+    obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if obj.ndim == 1:
+        none = np.equal(obj, None)
+        if none.all():
+            return np.full(len(obj), -1, np.int64)
+        try:
+            filled = obj.copy()
+            filled[none] = -1
+            out = filled.astype(np.int64)
+            return out  # floats are truncated: ids are whole numbers in practice
+        except (TypeError, ValueError, OverflowError):
+            pass
     out = np.full(len(values), -1, np.int64)
     for i, v in enumerate(values):
         if v is None or v == "":
@@ -75,11 +85,29 @@ def ints(values: Sequence[Any], *, path: object, what: str, where: Callable[[int
             continue
         if not INT64_MIN <= v <= INT64_MAX:
             raise TraceError(
-                path, f"{where(i)} has {what} {v}, beyond the 64-bit range",
+                path,
+                f"{where(i)} has {what} {v}, beyond the 64-bit range",
                 "the file is damaged; re-capture it",
             )
         out[i] = v
     return out
+
+
+def categorical(values: Sequence[Any]) -> pd.Categorical:
+    """Strings (None → '') as a pandas Categorical, hashed once per value."""
+
+    obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    codes, uniques = pd.factorize(obj, use_na_sentinel=True)
+    cats = [u if isinstance(u, str) else _num_str(u) for u in uniques]
+    if (codes < 0).any():
+        if "" in cats:
+            codes = np.where(codes < 0, cats.index(""), codes)
+        else:
+            cats.append("")
+            codes = np.where(codes < 0, len(cats) - 1, codes)
+    if len(set(cats)) != len(cats):  # 1 and "1" both became "1"
+        return pd.Categorical([cats[c] for c in codes])
+    return pd.Categorical.from_codes(codes, categories=cats)
 
 
 def strings(values: Sequence[Any]) -> list[str]:

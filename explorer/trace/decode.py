@@ -87,7 +87,8 @@ def decode(path: Path, data: bytes) -> Decoded:
     if head not in (b"{", b"["):
         what = "empty" if not data.strip() else "not JSON"
         raise TraceError(
-            path, f"this file is {what}, not a trace",
+            path,
+            f"this file is {what}, not a trace",
             "give a Kineto/Chrome trace (.json or .json.gz) written by torch.profiler or explorer.collect",
         )
     warnings: list[str] = []
@@ -100,7 +101,9 @@ def decode(path: Path, data: bytes) -> Decoded:
         if "truncated" not in str(exc):
             if b"NaN" in data or b"Infinity" in data:
                 return _decode_generic(path, data)
-            raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+            raise TraceError(
+                path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+            ) from None
         return _recover_truncated_document(path, data)
     if "traceEvents" not in top:
         if "nodes" in top and "schema" in top:
@@ -108,7 +111,8 @@ def decode(path: Path, data: bytes) -> Decoded:
             return Decoded([], {}, True, [], execution_trace=et)
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceError(
-            path, f"no 'traceEvents' in this JSON (top-level keys: {keys})",
+            path,
+            f"no 'traceEvents' in this JSON (top-level keys: {keys})",
             "this is not a Kineto/Chrome trace; give the .pt.trace.json written by torch.profiler",
         )
     metadata: dict[str, Any] = {}
@@ -133,13 +137,19 @@ def _decode_events(path: Path, data: bytes | msgspec.Raw) -> tuple[list[Any], bo
             events, n_lost = _recover_events(bytes(data))
             return events, True, [_truncation_warning(len(events))]
         if b"NaN" not in bytes(data) and b"Infinity" not in bytes(data):
-            raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+            raise TraceError(
+                path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+            ) from None
     try:
         events = json.loads(bytes(data))
     except ValueError as exc:
-        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+        ) from None
     if not isinstance(events, list):
-        raise TraceError(path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it")
+        raise TraceError(
+            path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
+        )
     return events, False, []
 
 
@@ -147,12 +157,16 @@ def _decode_generic(path: Path, data: bytes) -> Decoded:
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+        ) from None
     if isinstance(doc, list):
         return Decoded(doc, {}, False)
     events = doc.pop("traceEvents", None)
     if not isinstance(events, list):
-        raise TraceError(path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace")
+        raise TraceError(
+            path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace"
+        )
     return Decoded(events, doc, False)
 
 

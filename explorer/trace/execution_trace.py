@@ -25,7 +25,7 @@ from explorer.trace.model import TraceData
 def is_execution_trace(path: Path) -> bool:
     """True when the file's first bytes look like an Execution Trace."""
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
             head = f.read(4096)
     except (OSError, EOFError):
         return False
@@ -39,7 +39,13 @@ def _tensor_ids(values: Any, types: Any) -> list[int]:
     if not isinstance(values, list) or not isinstance(types, list):
         return out
     for v, t in zip(values, types, strict=False):
-        if isinstance(t, str) and t.startswith("Tensor(") and isinstance(v, list) and v and isinstance(v[0], int):
+        if (
+            isinstance(t, str)
+            and t.startswith("Tensor(")
+            and isinstance(v, list)
+            and v
+            and isinstance(v[0], int)
+        ):
             out.append(v[0])
         elif isinstance(t, str) and t.startswith("GenericList[Tensor") and isinstance(v, list):
             out.extend(x[0] for x in v if isinstance(x, list) and x and isinstance(x[0], int))
@@ -53,19 +59,31 @@ def read_execution_trace(path: Path) -> pd.DataFrame:
     try:
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise TraceError(path, f"the execution trace is not valid JSON ({exc})", "re-capture it") from None
+        raise TraceError(
+            path, f"the execution trace is not valid JSON ({exc})", "re-capture it"
+        ) from None
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(nodes, list):
         raise TraceError(path, "no 'nodes' list: not a PyTorch Execution Trace")
-    return pd.DataFrame({
-        "et_id": np.array([n.get("id", -1) for n in nodes], np.int64),
-        "name": [str(n.get("name", "")) for n in nodes],
-        "rf_id": np.array([n.get("rf_id", -1) if isinstance(n.get("rf_id"), int) else -1 for n in nodes], np.int64),
-        "parent": np.array([n.get("parent", -1) if isinstance(n.get("parent"), int) else -1 for n in nodes], np.int64),
-        "tid": np.array([n.get("tid", -1) if isinstance(n.get("tid"), int) else -1 for n in nodes], np.int64),
-        "inputs": [_tensor_ids(n.get("inputs"), n.get("input_types")) for n in nodes],
-        "outputs": [_tensor_ids(n.get("outputs"), n.get("output_types")) for n in nodes],
-    })
+    return pd.DataFrame(
+        {
+            "et_id": np.array([n.get("id", -1) for n in nodes], np.int64),
+            "name": [str(n.get("name", "")) for n in nodes],
+            "rf_id": np.array(
+                [n.get("rf_id", -1) if isinstance(n.get("rf_id"), int) else -1 for n in nodes],
+                np.int64,
+            ),
+            "parent": np.array(
+                [n.get("parent", -1) if isinstance(n.get("parent"), int) else -1 for n in nodes],
+                np.int64,
+            ),
+            "tid": np.array(
+                [n.get("tid", -1) if isinstance(n.get("tid"), int) else -1 for n in nodes], np.int64
+            ),
+            "inputs": [_tensor_ids(n.get("inputs"), n.get("input_types")) for n in nodes],
+            "outputs": [_tensor_ids(n.get("outputs"), n.get("output_types")) for n in nodes],
+        }
+    )
 
 
 def attach_execution_trace(trace: TraceData, path: Path) -> None:

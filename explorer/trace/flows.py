@@ -22,15 +22,25 @@ _HOST_LAUNCH_KINDS = ("runtime", "sync")
 
 
 def empty_flows() -> pd.DataFrame:
-    return pd.DataFrame({
-        "src": np.empty(0, np.int64), "dst": np.empty(0, np.int64),
-        "type": pd.Categorical([], categories=FLOW_TYPES), "flow_id": np.empty(0, np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "src": np.empty(0, np.int64),
+            "dst": np.empty(0, np.int64),
+            "type": pd.Categorical([], categories=FLOW_TYPES),
+            "flow_id": np.empty(0, np.int64),
+        }
+    )
 
 
 def build_flows(
-    ph: np.ndarray, cats: Sequence[str], ids: Sequence[str], bps: Sequence[str],
-    track: np.ndarray, ts: np.ndarray, slices: pd.DataFrame, ends: np.ndarray,
+    ph: np.ndarray,
+    cats: Sequence[str],
+    ids: Sequence[str],
+    bps: Sequence[str],
+    track: np.ndarray,
+    ts: np.ndarray,
+    slices: pd.DataFrame,
+    ends: np.ndarray,
 ) -> pd.DataFrame:
     """The flows table: explicit flows from the file plus launches from correlation ids."""
     s_track = slices["track"].to_numpy()
@@ -54,12 +64,20 @@ def build_flows(
         pairs = pairs[pairs["slice_s"] != pairs["slice_d"]]
         if len(pairs):
             cat = pairs["cat"].str.lower()
-            ftype = np.where(cat.isin(_LAUNCH_CATS), "launch", np.where(cat == "fwdbwd", "fwdbwd", "other"))
+            ftype = np.where(
+                cat.isin(_LAUNCH_CATS), "launch", np.where(cat == "fwdbwd", "fwdbwd", "other")
+            )
             fid = pd.to_numeric(pairs["id"], errors="coerce").fillna(-1).astype(np.int64)
-            parts.append(pd.DataFrame({
-                "src": pairs["slice_s"].to_numpy(np.int64), "dst": pairs["slice_d"].to_numpy(np.int64),
-                "type": ftype, "flow_id": fid.to_numpy(),
-            }))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "src": pairs["slice_s"].to_numpy(np.int64),
+                        "dst": pairs["slice_d"].to_numpy(np.int64),
+                        "type": ftype,
+                        "flow_id": fid.to_numpy(),
+                    }
+                )
+            )
     parts.append(_launches_from_correlation(slices))
     flows = pd.concat(parts, ignore_index=True) if parts else empty_flows()
     flows = flows.drop_duplicates(["src", "dst"], keep="first")
@@ -73,17 +91,25 @@ def _launches_from_correlation(slices: pd.DataFrame) -> pd.DataFrame:
     corr = slices["correlation"].to_numpy()
     kind = slices["kind"]
     has = corr >= 0
-    host = np.flatnonzero(has & np.asarray(kind.isin(_HOST_LAUNCH_KINDS)) & (slices["device"].to_numpy() < 0)
-                          | has & np.asarray(kind == "runtime"))
+    host = np.flatnonzero(
+        has & np.asarray(kind.isin(_HOST_LAUNCH_KINDS)) & (slices["device"].to_numpy() < 0)
+        | has & np.asarray(kind == "runtime")
+    )
     dev_kinds = ("kernel", "memcpy", "memset", "collective", "sync", "device_annotation")
-    device = np.flatnonzero(has & np.asarray(kind.isin(dev_kinds)) & (slices["device"].to_numpy() >= 0))
+    device = np.flatnonzero(
+        has & np.asarray(kind.isin(dev_kinds)) & (slices["device"].to_numpy() >= 0)
+    )
     device = np.setdiff1d(device, host)
     if len(host) == 0 or len(device) == 0:
         return empty_flows()
     h = pd.DataFrame({"c": corr[host], "src": host})
     d = pd.DataFrame({"c": corr[device], "dst": device})
     m = h.merge(d, on="c")
-    return pd.DataFrame({
-        "src": m["src"].to_numpy(np.int64), "dst": m["dst"].to_numpy(np.int64),
-        "type": "launch", "flow_id": np.full(len(m), -1, np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "src": m["src"].to_numpy(np.int64),
+            "dst": m["dst"].to_numpy(np.int64),
+            "type": "launch",
+            "flow_id": np.full(len(m), -1, np.int64),
+        }
+    )

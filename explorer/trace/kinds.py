@@ -69,15 +69,23 @@ SYNC_CALL = re.compile(
 )
 
 #: Device work that is a collective (NCCL/RCCL/gloo) rather than compute.
-COLLECTIVE = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|c10d::", re.I)
+COLLECTIVE = re.compile(
+    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|c10d::", re.I
+)
 
 #: MTIA command-processor events that are waits, not compute.
 DEVICE_WAIT = re.compile(r"^event_wait$|wait", re.I)
 
-_COPY = re.compile(r"Memcpy\s*(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD)\s*(?:\((\w+)\s*->\s*(\w+)\))?", re.I)
+_COPY = re.compile(
+    r"Memcpy\s*(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD)\s*(?:\((\w+)\s*->\s*(\w+)\))?", re.I
+)
 _MEM_KINDS = {
-    "pageable": "Pageable", "pinned": "Pinned", "device": "Device", "managed": "Managed",
-    "host": "Pageable", "array": "Device",
+    "pageable": "Pageable",
+    "pinned": "Pinned",
+    "device": "Device",
+    "managed": "Managed",
+    "host": "Pageable",
+    "array": "Device",
 }
 
 

@@ -72,7 +72,8 @@ def _read_one(path: Path, cls: type, use_cache: bool, progress: Progress | None)
     del data
     if decoded.execution_trace is not None:
         raise TraceError(
-            path, "this is a PyTorch Execution Trace, not a timeline trace",
+            path,
+            "this is a PyTorch Execution Trace, not a timeline trace",
             "load the Kineto trace captured with it (explorer.load(kineto, execution_trace=this_file))",
         )
     decoded.warnings[:0] = warnings
@@ -87,8 +88,12 @@ def _read_one(path: Path, cls: type, use_cache: bool, progress: Progress | None)
 
 
 def load_trace(
-    path: str | Path, *, cls: type = TraceData, use_cache: bool = True,
-    progress: Progress | None = None, execution_trace: str | Path | None = None,
+    path: str | Path,
+    *,
+    cls: type = TraceData,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    execution_trace: str | Path | None = None,
 ) -> Any:
     """One trace from a file or directory (the lowest rank of a rank directory)."""
     p = Path(path)
@@ -100,8 +105,11 @@ def load_trace(
         ets = [f for f in files if is_execution_trace(f)]
         kineto = [f for f in files if f not in ets]
         if not kineto:
-            raise TraceError(p, "this directory holds no trace files (*.json, *.json.gz)",
-                             "point at a trace file, a TensorBoard log dir or a directory of rank traces")
+            raise TraceError(
+                p,
+                "this directory holds no trace files (*.json, *.json.gz)",
+                "point at a trace file, a TensorBoard log dir or a directory of rank traces",
+            )
         if len(kineto) > 1:
             ranked = sorted(kineto, key=lambda f: (rank_of(f), f.name))
             trace = _read_one(ranked[0], cls, use_cache, progress)
@@ -120,7 +128,9 @@ def load_trace(
     return trace
 
 
-def load_rank_traces(path: str | Path, *, cls: type = TraceData, use_cache: bool = True) -> dict[int, Any]:
+def load_rank_traces(
+    path: str | Path, *, cls: type = TraceData, use_cache: bool = True
+) -> dict[int, Any]:
     """Every rank's trace in a directory, keyed by rank (file order when ranks are unknown)."""
     p = Path(path)
     if not p.is_dir():

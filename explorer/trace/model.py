@@ -100,7 +100,17 @@ def empty_slices() -> pd.DataFrame:
     """A slices table with no rows and every column typed, for traces without events."""
     ints = {
         c: np.empty(0, np.int64)
-        for c in ("ts", "dur", "parent", "correlation", "external_id", "stream", "device", "bytes", "seq")
+        for c in (
+            "ts",
+            "dur",
+            "parent",
+            "correlation",
+            "external_id",
+            "stream",
+            "device",
+            "bytes",
+            "seq",
+        )
     }
     df = pd.DataFrame(ints)
     df["track"] = np.empty(0, np.int32)
@@ -112,8 +122,23 @@ def empty_slices() -> pd.DataFrame:
 
 
 SLICE_COLUMNS: list[str] = [
-    "ts", "dur", "name", "cat", "kind", "track", "depth", "parent", "correlation",
-    "external_id", "stream", "device", "bytes", "seq", "copy_kind", "src_mem", "dst_mem",
+    "ts",
+    "dur",
+    "name",
+    "cat",
+    "kind",
+    "track",
+    "depth",
+    "parent",
+    "correlation",
+    "external_id",
+    "stream",
+    "device",
+    "bytes",
+    "seq",
+    "copy_kind",
+    "src_mem",
+    "dst_mem",
 ]
 
 

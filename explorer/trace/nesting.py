@@ -55,8 +55,12 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
 
 
 def enclosing(
-    track: np.ndarray, ts: np.ndarray, end: np.ndarray, parent: np.ndarray,
-    q_track: np.ndarray, q_ts: np.ndarray,
+    track: np.ndarray,
+    ts: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    q_track: np.ndarray,
+    q_ts: np.ndarray,
 ) -> np.ndarray:
     """For each query (track, time), the deepest slice on that track containing the time
     (``ts <= t <= end``), or -1. Slices sorted by (track, ts) as in the model."""

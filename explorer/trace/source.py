@@ -5,12 +5,18 @@ Torch writes ``with_stack=True`` frames as ``python_function`` slices named
 ``Call stack`` arg instead, and Explorer's collector writes ``source_file``/``source_line``
 args on its own events. The *user* frame is the innermost one that is not torch, another
 library, the standard library or Explorer itself — the line a person can change.
+
+Note on precision: torch's Python tracer names each frame by the line where its function
+*starts* (the code object's first line), not the line executing. So a ``python_function``
+frame locates the user function; Explorer's collector events carry the exact line.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,16 +26,61 @@ from explorer.trace.model import TraceData
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 
 #: Top-level packages whose frames are never "user code".
-LIBRARY_PACKAGES = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "pandas",
-    "transformers", "accelerate", "deepspeed", "apex", "lightning", "pytorch_lightning",
-    "lightning_fabric", "torchmetrics", "timm", "datasets", "fairscale", "megatron", "xformers",
-    "flash_attn", "torch_xla", "torch_neuronx", "torch_mlir", "intel_extension_for_pytorch",
-    "habana_frameworks", "jax", "scipy", "sklearn", "PIL", "cv2", "tqdm", "einops", "hydra",
-    "omegaconf", "wandb", "tensorboard", "explorer", "pydevd", "debugpy", "IPython", "ipykernel",
-    "runpy", "pkg_resources", "setuptools", "_pytest", "pytest", "pluggy",
-})
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__", "<frozen", "<string>"}
+LIBRARY_PACKAGES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "functorch",
+        "triton",
+        "numpy",
+        "pandas",
+        "transformers",
+        "accelerate",
+        "deepspeed",
+        "apex",
+        "lightning",
+        "pytorch_lightning",
+        "lightning_fabric",
+        "torchmetrics",
+        "timm",
+        "datasets",
+        "fairscale",
+        "megatron",
+        "xformers",
+        "flash_attn",
+        "torch_xla",
+        "torch_neuronx",
+        "torch_mlir",
+        "intel_extension_for_pytorch",
+        "habana_frameworks",
+        "jax",
+        "scipy",
+        "sklearn",
+        "PIL",
+        "cv2",
+        "tqdm",
+        "einops",
+        "hydra",
+        "omegaconf",
+        "wandb",
+        "tensorboard",
+        "explorer",
+        "pydevd",
+        "debugpy",
+        "IPython",
+        "ipykernel",
+        "runpy",
+        "pkg_resources",
+        "setuptools",
+        "_pytest",
+        "pytest",
+        "pluggy",
+    }
+)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+_STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"])
 
 
 def parse_frame(text: str) -> tuple[str, int, str] | None:
@@ -45,7 +96,12 @@ def is_user_file(path: str) -> bool:
     if not path or path.startswith("<"):
         return False
     p = path.replace("\\", "/")
-    if "site-packages/" in p or "dist-packages/" in p or "/lib/python3" in p or "/lib64/python3" in p:
+    if (
+        "site-packages/" in p
+        or "dist-packages/" in p
+        or "/lib/python3" in p
+        or "/lib64/python3" in p
+    ):
         return False
     if "/explorer/collect/" in p or p.startswith("explorer/"):
         return False
@@ -55,7 +111,11 @@ def is_user_file(path: str) -> bool:
     if p.startswith("/"):
         return True  # absolute paths outside the library prefixes above are the user's
     top = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    return top not in LIBRARY_PACKAGES and top not in _STDLIB
+    if top in LIBRARY_PACKAGES:
+        return False
+    # A stdlib name is only the stdlib when the file is one: a user's ``trace/run.py`` or
+    # ``test/x.py`` shares a name with a stdlib module but is theirs.
+    return not (top in _STDLIB and (_STDLIB_DIR / p).exists())
 
 
 def user_frames(trace: TraceData) -> pd.DataFrame:
@@ -115,11 +175,13 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         sel = np.flatnonzero((depth == d) & (frame == 0) & (parent >= 0))
         if len(sel):
             frame[sel] = frame[parent[sel]]
-    out = pd.DataFrame({
-        "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
-        "line": np.asarray(lines, np.int64)[frame],
-        "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
-    })
+    out = pd.DataFrame(
+        {
+            "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
+            "line": np.asarray(lines, np.int64)[frame],
+            "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
+        }
+    )
     trace.cache["user_frames"] = out
     return out
 
@@ -141,7 +203,13 @@ def stack_of(trace: TraceData, slice_id: int) -> list[tuple[str, int, str]]:
     if not out:
         a = trace.args(slice_id)
         if a.get("source_file"):
-            out.append((str(a["source_file"]), int(a.get("source_line", -1)), str(a.get("source_function", ""))))
+            out.append(
+                (
+                    str(a["source_file"]),
+                    int(a.get("source_line", -1)),
+                    str(a.get("source_function", "")),
+                )
+            )
         for frame_text in str(a.get("Call stack", "")).split(";"):
             f = parse_frame(frame_text.strip())
             if f:

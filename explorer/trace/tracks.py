@@ -17,10 +17,20 @@ import pandas as pd
 from explorer.trace.columns import strings
 
 #: Categories whose events run on a device (the track they sit on is a device stream).
-DEVICE_CATEGORIES = frozenset({
-    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "mtia_ccp_events",
-    "memcpy", "memset", "cuda_profiler_range", "gpu_kernel",
-})
+DEVICE_CATEGORIES = frozenset(
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "cuda_sync",
+        "mtia_ccp_events",
+        "memcpy",
+        "memset",
+        "cuda_profiler_range",
+        "gpu_kernel",
+    }
+)
 
 TRACK_TYPE_CATEGORIES = ["host_thread", "device_stream", "counter", "other"]
 
@@ -29,8 +39,12 @@ class TrackKeys:
     """Provisional track codes for events, from their (pid, tid) exactly as written."""
 
     def __init__(self, pids: Sequence[Any], tids: Sequence[Any]) -> None:
-        self._pid_codes, self._pid_uniques = pd.factorize(pd.Series(pids, dtype=object), use_na_sentinel=False)
-        tid_codes, self._tid_uniques = pd.factorize(pd.Series(tids, dtype=object), use_na_sentinel=False)
+        self._pid_codes, self._pid_uniques = pd.factorize(
+            pd.Series(pids, dtype=object), use_na_sentinel=False
+        )
+        tid_codes, self._tid_uniques = pd.factorize(
+            pd.Series(tids, dtype=object), use_na_sentinel=False
+        )
         self._tid_codes = tid_codes
         pair = self._pid_codes.astype(np.int64) * max(len(self._tid_uniques), 1) + tid_codes
         self.codes, uniq = pd.factorize(pair)
@@ -112,7 +126,11 @@ def build_tracks(
     key_device = _mode_per_key(s_key, device, n_keys)
     key_stream = _mode_per_key(s_key, stream, n_keys)
 
-    rank = meta.get("distributedInfo", {}).get("rank", -1) if isinstance(meta.get("distributedInfo"), dict) else -1
+    rank = (
+        meta.get("distributedInfo", {}).get("rank", -1)
+        if isinstance(meta.get("distributedInfo"), dict)
+        else -1
+    )
     rows = []
     for k in used:
         pid_v, tid_v = keys.pid_of_key(k), keys.tid_of_key(k)
@@ -127,34 +145,62 @@ def build_tracks(
             if tname.lower().startswith("stream") and tname.lower() == tname.lower().strip():
                 tname = tname.strip()
             label = f"{process} / {tname}"
-            order_key = (1, proc_sort.get(pid, 1e12 + dev), thread_sort.get((pid, tid), stm if stm is not None else 0))
+            order_key = (
+                1,
+                proc_sort.get(pid, 1e12 + dev),
+                thread_sort.get((pid, tid), stm if stm is not None else 0),
+            )
             ttype = "device_stream"
         else:
             dev, stm = -1, -1
             pname = proc_name.get(pid)
-            process = f"{pname} ({pid})" if pname and pid_i is not None else (pname or (f"process {pid}" if pid else "process"))
+            process = (
+                f"{pname} ({pid})"
+                if pname and pid_i is not None
+                else (pname or (f"process {pid}" if pid else "process"))
+            )
             tname = thread_name.get((pid, tid)) or (f"thread {tid}" if tid else "thread")
             label = f"{process} / {tname}"
             host_first = 0 if pid_i is not None else 2
             main_first = 0 if pid == tid else 1
-            order_key = (host_first, proc_sort.get(pid, float(pid_i) if pid_i is not None else 1e15),
-                         thread_sort.get((pid, tid), main_first * 1e15 + (tid_i if tid_i is not None else 0)))
+            order_key = (
+                host_first,
+                proc_sort.get(pid, float(pid_i) if pid_i is not None else 1e15),
+                thread_sort.get(
+                    (pid, tid), main_first * 1e15 + (tid_i if tid_i is not None else 0)
+                ),
+            )
             ttype = "host_thread" if pid_i is not None else "other"
-        rows.append((k, pid, tid, process, tname, label, ttype, dev, stm if stm is not None else -1, order_key))
+        rows.append(
+            (
+                k,
+                pid,
+                tid,
+                process,
+                tname,
+                label,
+                ttype,
+                dev,
+                stm if stm is not None else -1,
+                order_key,
+            )
+        )
     rows.sort(key=lambda r: (r[9][0], r[9][1], r[3], r[9][2], r[2]))
-    tracks = pd.DataFrame({
-        "id": np.arange(len(rows), dtype=np.int32),
-        "pid": [r[1] for r in rows],
-        "tid": [r[2] for r in rows],
-        "process": [r[3] for r in rows],
-        "thread": [r[4] for r in rows],
-        "label": [r[5] for r in rows],
-        "type": pd.Categorical([r[6] for r in rows], categories=TRACK_TYPE_CATEGORIES),
-        "device": np.array([r[7] for r in rows], np.int64),
-        "stream": np.array([r[8] for r in rows], np.int64),
-        "rank": np.full(len(rows), rank if isinstance(rank, int) else -1, np.int64),
-        "order": np.arange(len(rows), dtype=np.int64),
-    })
+    tracks = pd.DataFrame(
+        {
+            "id": np.arange(len(rows), dtype=np.int32),
+            "pid": [r[1] for r in rows],
+            "tid": [r[2] for r in rows],
+            "process": [r[3] for r in rows],
+            "thread": [r[4] for r in rows],
+            "label": [r[5] for r in rows],
+            "type": pd.Categorical([r[6] for r in rows], categories=TRACK_TYPE_CATEGORIES),
+            "device": np.array([r[7] for r in rows], np.int64),
+            "stream": np.array([r[8] for r in rows], np.int64),
+            "rank": np.full(len(rows), rank if isinstance(rank, int) else -1, np.int64),
+            "order": np.arange(len(rows), dtype=np.int64),
+        }
+    )
     for new_id, r in enumerate(rows):
         keys.final[r[0]] = new_id
     return tracks, keys.final[s_key]
@@ -167,7 +213,12 @@ def _mode_per_key(key: np.ndarray, value: np.ndarray, n_keys: int) -> np.ndarray
     if not ok.any():
         return out
     df = pd.DataFrame({"k": key[ok], "v": value[ok]})
-    counts = df.groupby(["k", "v"]).size().reset_index(name="n").sort_values(["k", "n"], ascending=[True, False])
+    counts = (
+        df.groupby(["k", "v"])
+        .size()
+        .reset_index(name="n")
+        .sort_values(["k", "n"], ascending=[True, False])
+    )
     first = counts.drop_duplicates("k")
     out[first["k"].to_numpy()] = first["v"].to_numpy()
     return out

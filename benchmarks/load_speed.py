@@ -1,0 +1,108 @@
+"""Load speed and memory: Explorer's first load and cached reopen of a ≥1M-event trace,
+against Holistic Trace Analysis' ``TraceAnalysis`` parse of the same file in the same run.
+
+Each measurement runs in a fresh subprocess so peak RSS is the load's own (minus the
+interpreter's baseline, measured the same way with the imports done and nothing loaded).
+
+    python benchmarks/load_speed.py [--events 1000000] [--repeat 3] [--hta-python PATH]
+
+HTA is optional: give ``--hta-python`` (a Python with ``HolisticTraceAnalysis`` installed,
+kept in its own venv because it pins its own dependencies) or set ``HTA_PYTHON``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from big_trace import make_big_trace  # noqa: E402
+
+_EXPLORER = r"""
+import json, os, resource, sys, time
+import explorer
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+tr = explorer.load(sys.argv[1], use_cache=sys.argv[2] == "cache")
+dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"s": dt, "peak_mb": peak / 1024, "base_mb": base / 1024, "slices": len(tr.slices)}))
+"""
+
+_HTA = r"""
+import json, resource, sys, time
+from hta.trace_analysis import TraceAnalysis
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+ta = TraceAnalysis(trace_dir=sys.argv[1])
+dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"s": dt, "peak_mb": peak / 1024, "base_mb": base / 1024}))
+"""
+
+
+def _run(python: str, code: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run(
+        [python, "-c", code, *args], capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", ""))
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "explorer-bench"))
+    a = ap.parse_args()
+    work = Path(a.work)
+    (work / "trace").mkdir(parents=True, exist_ok=True)
+    trace = make_big_trace(work / "trace" / "rank-0.json", a.events)
+    size_mb = trace.stat().st_size / 1e6
+    n_events = int((work / "trace" / "rank-0.json.events").read_text())
+    print(f"trace: {trace} ({size_mb:.0f} MB uncompressed JSON, >= {n_events:,} events requested)")
+    env = dict(os.environ, EXPLORER_CACHE_DIR=str(work / "cache"))
+    first = [
+        _run(sys.executable, _EXPLORER, str(trace), "nocache", env=env) for _ in range(a.repeat)
+    ]
+    _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)  # writes the cache
+    reopen = [
+        _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)
+        for _ in range(max(a.repeat, 3))
+    ]
+    f_s = statistics.median(r["s"] for r in first)
+    r_s = statistics.median(r["s"] for r in reopen)
+    growth = statistics.median(r["peak_mb"] - r["base_mb"] for r in first)
+    print(
+        f"explorer first load:   median {f_s:.2f} s over {len(first)} runs ({first[0]['slices']:,} slices)"
+    )
+    print(
+        f"explorer cached reopen: median {r_s:.3f} s over {len(reopen)} runs -> {f_s / r_s:.0f}x faster than first load"
+    )
+    print(
+        f"explorer peak memory during load: +{growth:.0f} MB over the interpreter = {growth / size_mb:.2f}x the JSON size"
+        f" (process peak {statistics.median(r['peak_mb'] for r in first):.0f} MB)"
+    )
+    if a.hta_python:
+        try:
+            h = _run(a.hta_python, _HTA, str(trace.parent))
+            print(
+                f"HTA TraceAnalysis parse: {h['s']:.2f} s, +{h['peak_mb'] - h['base_mb']:.0f} MB"
+                f" -> explorer first load is {h['s'] / f_s:.1f}x faster"
+            )
+        except RuntimeError as exc:
+            print(f"HTA: could not run ({exc})")
+    else:
+        print("HTA: not measured (give --hta-python or HTA_PYTHON)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from explorer.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The ``explorer`` command: one module per verb, each with ``add_parser`` and ``run``."""

@@ -1,0 +1,67 @@
+"""Entry point of the ``explorer`` command.
+
+Thin by design: each verb lives in its own module (``explorer/cli/<verb>.py``) exposing
+``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``. This module
+parses, dispatches, and turns :class:`~explorer.errors.ExplorerError` into one line on stderr
+and exit status 2 — a user never sees a traceback for a problem they can fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from explorer import __version__
+from explorer.errors import ExplorerError
+
+#: Verbs in the order ``--help`` lists them.
+VERBS: tuple[str, ...] = ("demo", "info", "report", "diff", "export", "view")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="explorer",
+        description="Why is this training step slow, and which line of my code is responsible?",
+        epilog="Run 'explorer VERB --help' for a verb's options. 'explorer TRACE' opens the viewer.",
+    )
+    parser.add_argument("--version", action="version", version=f"explorer {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb in VERBS:
+        try:
+            module = importlib.import_module(f"explorer.cli.{verb}")
+        except ModuleNotFoundError as exc:  # a verb whose module is not there yet
+            if exc.name == f"explorer.cli.{verb}":
+                continue
+            raise
+        p = module.add_parser(sub)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # 'explorer TRACE' is short for 'explorer view TRACE'.
+    if argv and argv[0] not in VERBS and not argv[0].startswith("-") and os.path.exists(argv[0]):
+        argv = ["view", *argv]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args._run(args) or 0)
+    except ExplorerError as exc:
+        print(f"explorer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("explorer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

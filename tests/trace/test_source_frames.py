@@ -1,0 +1,74 @@
+"""Source lines from a real torch.profiler run on CPU (with_stack=True)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer.trace.source import is_user_file, parse_frame, user_frames
+
+torch = pytest.importorskip("torch")
+
+
+def _train_step(model, x):
+    y = model(x).relu().sum()
+    y.backward()
+    return y
+
+
+def test_ops_resolve_to_the_user_line(tmp_path: Path) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Linear(16, 16)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True, profile_memory=True) as prof:
+        for _ in range(2):
+            _train_step(model, torch.randn(8, 16))
+    out = tmp_path / "cpu.json"
+    prof.export_chrome_trace(str(out))
+    t = explorer.load(out, use_cache=False)
+    frames = user_frames(t)
+    names = t.slices["name"].astype(str)
+    relu = (names == "aten::relu").to_numpy().nonzero()[0]
+    assert len(relu) == 2
+    # torch's python tracer names each frame by its function's first line (co_firstlineno),
+    # so the user frame of an op is the line where the enclosing user function starts.
+    line = next(
+        i
+        for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if text.startswith("def _train_step")
+    )
+    for i in relu:
+        f = t.user_frame(int(i))
+        assert (
+            f is not None
+            and f[0].endswith("test_source_frames.py")
+            and f[1] == line
+            and f[2] == "_train_step"
+        )
+    # The full stack includes torch's frames; the user frame skips them.
+    assert frames["file"].iat[int(relu[0])].endswith("test_source_frames.py")
+    assert len(t.stack(int(relu[0]))) >= 2
+    # Memory events are read, with the op that allocated.
+    assert len(t.memory) > 0 and (t.memory["slice"] >= 0).any()
+
+
+def test_frame_parsing_and_user_code_rules() -> None:
+    assert parse_frame("train.py(42): step") == ("train.py", 42, "step")
+    assert parse_frame("<built-in method item of Tensor object at 0x7f>") is None
+    assert (
+        is_user_file("train.py")
+        and is_user_file("/home/me/proj/model.py")
+        and is_user_file("mypkg/model.py")
+    )
+    assert is_user_file("trace/test_x.py")  # shares a name with the stdlib trace module
+    for lib in (
+        "torch/nn/modules/module.py",
+        "typing.py",
+        "logging/__init__.py",
+        "<frozen os>",
+        "/usr/lib/python3.11/site-packages/transformers/x.py",
+        "numpy/core/x.py",
+    ):
+        assert not is_user_file(lib), lib
