@@ -189,7 +189,7 @@ def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarra
     for t, who in (("launch", src), ("sync", dst), ("cross_stream", dst), ("runtime_lock", dst)):
         owner[etype == t] = who[etype == t]
     cat = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
-    by_kind = (etype == "duration") | nest | sib | (etype == "collector")
+    by_kind = (etype == "duration") | nest | sib
     kinds = arrays.kind[np.where(owner >= 0, owner, 0)]
     cat[by_kind] = [KIND_CATEGORY.get(k, "host_compute") for k in kinds[by_kind]]
     return cat, owner

@@ -5,7 +5,9 @@ another and says the second could not happen before the first (see
 :mod:`explorer.analysis.graph.edges` for the types and what their weights mean). The edge
 families come from :mod:`explorer.analysis.graph`: host nesting and thread order, launches
 and stream order, host syncs and cross-stream events, forward -> backward, Execution Trace
-data dependencies and the runtime lock between launching threads.
+data dependencies and the runtime lock between launching threads. The collector's own
+copy, sync and fallback events sit on the thread that made them, around the ops they serve,
+so nesting ties them in.
 
 Built vectorised (sorts, ``searchsorted``, merges); cached on the trace per step.
 """

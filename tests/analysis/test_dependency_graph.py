@@ -177,3 +177,77 @@ def test_a_step_graph_holds_the_step_and_the_work_it_launched(shared_traces: Pat
     assert {"kernel", "memcpy", "cpu_op", "runtime"} <= kinds
     with pytest.raises(explorer.ExplorerError, match="step 3 is not in"):
         dependency_graph(trace, step=3)
+
+
+def test_launches_from_two_threads_serialised_by_the_runtime_lock() -> None:
+    # synthetic: thread 2's launch starts the moment thread 1's returns (it was blocked on
+    # the runtime's lock); thread 1's next launch, 50 us later, is not tied to anything
+    events = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 2,
+            "ts": 10.5,
+            "dur": 10,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 70,
+            "dur": 10,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGetDevice",
+            "pid": 1,
+            "tid": 2,
+            "ts": 80.2,
+            "dur": 1,
+        },
+    ]
+    trace = _synthetic(events)
+    g = dependency_graph(trace)
+    lock = g.edges[g.edges["type"] == "runtime_lock"]
+    assert len(lock) == 1
+    ts = trace.slices["ts"].to_numpy()
+    assert (ts[lock["src"].iat[0]], ts[lock["dst"].iat[0]]) == (0, 10_500)
+    assert lock["weight"].iat[0] == 500
+
+
+def test_collector_events_from_a_real_cpu_run_join_the_graph(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    with explorer.collect(tmp_path) as run:
+        x = torch.randn(32, 32)
+        for _ in range(2):
+            (x @ x).sum().item()
+            run.step()
+    trace = explorer.load(run.trace_path)
+    g = dependency_graph(trace)
+    s = trace.slices
+    syncs = np.flatnonzero(s["cat"].astype(str).to_numpy() == "explorer_sync")
+    assert len(syncs) >= 2 and np.isin(syncs, g.nodes).all()
+    e = g.edges
+    # Each .item() sync is reached from the slice it ran inside and leads back out of it.
+    into = e[e["dst"].isin(syncs) & (e["type"] != "duration")]
+    out_of = e[e["src"].isin(syncs) & (e["type"] != "duration")]
+    assert set(into["dst"]) == set(syncs) and set(out_of["src"]) == set(syncs)
+    from explorer.analysis.critical_path import critical_path
+
+    for step in trace.steps()["step"]:
+        cp = critical_path(trace, int(step))
+        assert cp.length_ns == int(cp.edges["weight"].sum()) > 0

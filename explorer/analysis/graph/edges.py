@@ -35,8 +35,10 @@ EDGE_TYPES: tuple[str, ...] = (
     "fwdbwd",  # forward op -> its backward op (autograd)
     "data",  # Execution Trace tensor: producer op -> consumer op
     "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
-    "collector",  # Explorer's copy/fallback/sync events -> the op they serve
 )
+# Explorer's collector records its copy, sync and fallback events on the thread that made
+# them, around (or, for fallbacks, at) the ops they serve, so they join the graph through
+# nesting and thread order like any host slice; an ``explorer_sync`` is a host sync call.
 
 #: Edge types whose time is waiting, not work: they cost their weight on the critical path.
 WAIT_TYPES: frozenset[str] = frozenset(
