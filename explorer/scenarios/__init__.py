@@ -28,7 +28,7 @@ from typing import Any
 
 from explorer.errors import UsageError
 from explorer.scenarios.catalog import CATALOG, Scenario
-from explorer.scenarios.document import kineto_document
+from explorer.scenarios.document import ORIGIN_NS, kineto_document
 from explorer.scenarios.simulator import Simulator
 from explorer.scenarios.workload import TrainingLoop
 
@@ -68,6 +68,8 @@ def generate(name: str, steps: int = 8, seed: int = 0, scale: int = 1) -> dict[s
     sc = _scenario(name)
     sim = simulate(name, steps=steps, seed=seed, scale=scale)
     injected = [sc.truth(sim)] if sc.truth else []
+    for entry in injected:  # ranges relative to the file's earliest timestamp (a loader's 0)
+        entry["ranges"] = [[a - ORIGIN_NS, b - ORIGIN_NS] for a, b in entry["ranges"]]
     meta = {
         "name": name,
         "summary": sc.summary,

@@ -33,6 +33,9 @@ DEVICE_PROPERTIES = [
         "sharedMemPerBlockOptin": 166912,
     }
 ]
+#: The earliest timestamp in every generated file (its metadata events), a whole µs: a
+#: reader that puts ``ts == 0`` at the earliest event puts it here.
+ORIGIN_NS = BASE_NS - 50_000
 #: Wall-clock ns of ``BASE_NS`` on the trace clock, as Kineto writes it.
 BASE_TIME_NANOSECONDS = 1_764_000_000_000_000_000
 
@@ -97,7 +100,7 @@ def kineto_document(
 ) -> dict[str, Any]:
     """The whole file: ``traceEvents`` plus the top-level keys torch writes, and Explorer's
     ``synthetic`` / ``explorer_injected`` / ``explorer_scenario`` labels."""
-    start = BASE_NS - 50_000
+    start = ORIGIN_NS
     return {
         "schemaVersion": 1,
         "deviceProperties": DEVICE_PROPERTIES,

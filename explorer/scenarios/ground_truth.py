@@ -1,8 +1,9 @@
 """Exact sizes of what a simulated run injected, measured on the simulator's own records.
 
 The detectors are checked against these numbers, so each function states precisely what it
-sums. All times are ns on the trace's absolute clock (the file's ``ts`` × 1000); ``ranges``
-are absolute too — subtract ``trace.metadata["start_ns"]`` to compare with a loaded trace.
+sums. All times here are ns on the simulator's clock (the file's ``ts`` × 1000);
+:func:`explorer.scenarios.generate` makes ``ranges`` relative to the file's earliest
+timestamp, which is where a loaded trace's ``ts == 0`` is.
 """
 
 from __future__ import annotations
