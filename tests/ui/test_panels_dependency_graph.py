@@ -8,7 +8,12 @@ import pytest
 from PyQt6.QtCore import Qt
 
 import explorer
-from explorer.ui.panels.dependency_graph import CRITICAL, DependencyGraphPanel, neighbourhood
+from explorer.ui.panels.dependency_graph import (
+    CRITICAL,
+    DependencyGraphPanel,
+    graph_layout,
+    neighbourhood,
+)
 
 ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 EVENT_SYNC = "critical_path__cuda_event_sync__event_sync_trace.json.gz"
@@ -142,3 +147,27 @@ def test_no_trace(qtbot, panel):
     panel.on_selection(0)
     panel.on_range(0, 1)
     assert not panel.node_items
+
+
+def test_device_op_running_in_the_next_step_is_found(tmp_path):
+    """SYNTHETIC trace (scenario generator, steady training loop with queued work): a kernel
+    launched at the end of one step that runs during the next belongs to its launcher's step,
+    so centring on it shows it with its launch edge instead of "not a node"."""
+    from explorer import scenarios
+
+    trace = explorer.load(scenarios.write("clean", tmp_path / "clean.json"))
+    assert trace.synthetic
+    steps = trace.steps()
+    starts = steps["start_ns"].to_numpy()
+    ts = trace.slices["ts"].to_numpy()
+    launch = trace.flows[trace.flows["type"] == "launch"]
+    src, dst = launch["src"].to_numpy(), launch["dst"].to_numpy()
+    crossing = np.searchsorted(starts, ts[src], "right") != np.searchsorted(
+        starts, ts[dst], "right"
+    )
+    assert crossing.any()
+    for launcher, kernel in list(zip(src[crossing], dst[crossing], strict=True))[:3]:
+        layout = graph_layout(trace, None, int(kernel), 1, 300)
+        ids = set(layout.nodes["id"].tolist())
+        assert {int(kernel), int(launcher)} <= ids, layout.notes
+        assert not layout.notes

@@ -101,11 +101,19 @@ def neighbourhood(edges: pd.DataFrame, center: int, hops: int) -> pd.Series:
 
 
 def step_of(trace: Any, slice_id: int) -> int | None:
-    """The step whose time range holds the slice's start, or None."""
+    """The step the slice belongs to, or None: the step whose range holds its start, or for
+    a device op, the start of the runtime call that launched it (a kernel launched at the end
+    of step 3 that runs during step 4 is step 3's work, as the dependency graph counts it)."""
     steps = trace_steps(trace)
     if not len(steps):
         return None
-    ts = int(trace.slices["ts"].iat[slice_id])
+    flows = trace.flows
+    anchor = int(slice_id)
+    if len(flows):
+        launch = flows[(flows["type"].astype(str) == "launch") & (flows["dst"] == anchor)]
+        if len(launch):
+            anchor = int(launch["src"].iat[0])
+    ts = int(trace.slices["ts"].iat[anchor])
     hit = steps[(steps["start_ns"] <= ts) & (steps["end_ns"] > ts)]
     return None if hit.empty else int(hit["step"].iat[0])
 
