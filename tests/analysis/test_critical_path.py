@@ -193,3 +193,33 @@ def test_host_bound_step_path_stays_on_the_host() -> None:
     assert s["device_compute"] <= 3_000
     assert cp.top_ops["name"].iat[0] == "aten::slow_host_op"
     assert cp.top_ops["count"].iat[0] == 4
+
+
+def test_report_section_in_every_format(shared_traces: Path) -> None:
+    import json
+
+    from explorer.report import critical_path_section as cps
+    from explorer.report import render
+
+    trace = explorer.load(
+        shared_traces / "critical_path__cuda_event_sync__event_sync_trace.json.gz"
+    )
+    cp = trace.critical_path()
+    text = cps.render_text(cp)
+    assert text.startswith("Critical path of the whole trace: 3.15 ms")
+    assert "spin_kernel" in text and "device compute" in text
+    md = cps.render_markdown(cp)
+    assert "| device compute | 36 µs | 1.1% |" in md
+    html = cps.render_html(cp)
+    assert "<table>" in html and "<script" not in html
+    d = json.loads(json.dumps(cps.to_dict(cp)))
+    assert d["length_ns"] == 3_154_000 and sum(d["summary"].values()) == d["length_ns"]
+    assert sum(s["ns"] for s in d["segments"]) == d["length_ns"]
+    # The report puts the section under its heading, in every format.
+    for fmt, marker in (
+        ("text", "Critical path of"),
+        ("markdown", "## Critical path"),
+        ("html", "Critical path"),
+    ):
+        assert marker in render(trace, format=fmt)
+    assert json.loads(render(trace, format="json"))["critical_path"]["length_ns"] == 3_154_000
