@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.steps import select_steps
+from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
 CATEGORIES: tuple[str, ...] = (
@@ -216,7 +217,7 @@ def host_reason_intervals(
     put("host_compile", (kind == "compile") | name_flags(trace, COMPILE_NAMES))
     put("host_fallback", kind == "fallback")
     put("host_input", _input_mask(trace, host))
-    put("host_comm", kind == "collective")
+    put("host_comm", (kind == "collective") | name_flags(trace, COLLECTIVE))  # gloo/c10d ops
     put("host_copy", kind == "copy")
     put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
     put("host_busy", np.ones(len(s), bool))
