@@ -59,7 +59,7 @@ def _sections(d: Any, top: int) -> list[tuple[str, list[str], list[list[str]]]]:
     bd = d.breakdown
     out.append(
         (
-            "Where step time went (median per step)",
+            "Where step time went (median per step, ± half the interquartile range)",
             ["category", "a", "b", "delta"],
             [
                 [
