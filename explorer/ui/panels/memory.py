@@ -13,7 +13,7 @@ When the memory analysis module is not installed the same tables are computed he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,8 @@ class MemoryData:
     allocations: pd.DataFrame
     leaks: pd.DataFrame
     peaks: pd.DataFrame
+    #: device → (x seconds, allocated, reserved or None): step-curve points, ready to plot.
+    lines: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(default_factory=dict)
 
 
 def memory_data(trace: Any) -> MemoryData:
@@ -197,7 +199,13 @@ def memory_data(trace: Any) -> MemoryData:
         )
     else:
         peaks = pd.DataFrame({"device": [], "peak_bytes": [], "ts": []})
-    return MemoryData(curves, allocations, leaks.reset_index(drop=True), peaks)
+    lines = {}
+    for device, curve in curves.groupby("device", sort=True):  # one per device
+        ts = curve["ts"].to_numpy(np.int64)
+        x, allocated = _steps_xy(ts, curve["allocated"].to_numpy(np.int64))
+        reserved = curve["reserved"].to_numpy(np.int64)
+        lines[str(device)] = (x, allocated, _steps_xy(ts, reserved)[1] if reserved.any() else None)
+    return MemoryData(curves, allocations, leaks.reset_index(drop=True), peaks, lines)
 
 
 def alive_at(allocations: pd.DataFrame, ts_ns: int) -> pd.DataFrame:
@@ -325,19 +333,16 @@ class MemoryPanel(TracePanel):
             self.updated.emit()
             return
         self.plot.setVisible(True)
-        for i, (device, curve) in enumerate(data.curves.groupby("device", sort=True)):
+        for i, (device, (x, allocated, reserved)) in enumerate(data.lines.items()):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
-            x, y = _steps_xy(curve["ts"].to_numpy(np.int64), curve["allocated"].to_numpy(np.int64))
-            item = self.plot.plot(x, y, pen=pg.mkPen(color, width=2), name=f"{device} allocated")
-            item.setDownsampling(auto=True, method="peak")
-            item.setClipToView(True)
-            reserved = curve["reserved"].to_numpy(np.int64)
-            if reserved.any():
-                x, y = _steps_xy(curve["ts"].to_numpy(np.int64), reserved)
-                pen = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
-                ritem = self.plot.plot(x, y, pen=pen, name=f"{device} reserved")
-                ritem.setDownsampling(auto=True, method="peak")
-                ritem.setClipToView(True)
+            curves = [(allocated, pg.mkPen(color, width=2), f"{device} allocated")]
+            if reserved is not None:
+                dashed = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
+                curves.append((reserved, dashed, f"{device} reserved"))
+            for y, pen, name in curves:
+                item = self.plot.plot(x, y, pen=pen, name=name)
+                item.setDownsampling(auto=True, method="peak")
+                item.setClipToView(True)
         for i, peak in enumerate(data.peaks.itertuples(index=False)):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
             x, y = peak.ts / 1e9, float(peak.peak_bytes)
