@@ -43,6 +43,11 @@ def _library_prefixes() -> tuple[str, ...]:
 _LIBRARY_PREFIXES = _library_prefixes()
 
 
+def is_library_file(filename: str) -> bool:
+    """Torch, the standard library, site-packages or this package: not the user's code."""
+    return filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<")
+
+
 def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:
     """(file, line, function) of the innermost user frame above ``frame`` (the caller's).
 

@@ -2,7 +2,7 @@
 
 Backends announce that an operator ran on the CPU instead of the accelerator in words
 ("... will fall back to run on the CPU", "executed via CPU fallback"). We listen where those
-words go — ``warnings.showwarning`` and a handler on the root logger — record an
+words go — ``warnings._showwarnmsg`` and a handler on the root logger — record an
 ``explorer_fallback`` event, and always pass the message on unchanged: the user sees exactly
 what they would have seen without Explorer.
 """
@@ -15,7 +15,13 @@ import sys
 import warnings
 from typing import Any
 
-from explorer.collect.event_buffer import EventBuffer, now_ns, source_args, user_frame
+from explorer.collect.event_buffer import (
+    EventBuffer,
+    is_library_file,
+    now_ns,
+    source_args,
+    user_frame,
+)
 
 #: Messages that say an operator left the accelerator for the CPU.
 FALLBACK_MESSAGE = re.compile(
@@ -39,6 +45,15 @@ def fallback_args(message: str) -> dict[str, Any]:
     }
 
 
+def _function_at(where: tuple[str, int], frame: Any) -> str:
+    """Name of the function on the current stack executing ``where`` ("" if not on it)."""
+    while frame is not None:
+        if frame.f_code.co_filename == where[0] and frame.f_lineno == where[1]:
+            return frame.f_code.co_name
+        frame = frame.f_back
+    return ""
+
+
 class FallbackCapture:
     """Listens to warnings and logging for fallback messages while installed."""
 
@@ -48,26 +63,34 @@ class FallbackCapture:
         self._handler: _FallbackLogHandler | None = None
         self._handled_loggers: list[logging.Logger] = []
 
-    def record(self, message: str, via: str) -> None:
+    def record(self, message: str, via: str, where: tuple[str, int] | None = None) -> None:
+        """One fallback event; ``where`` is the (file, line) the warning was attributed to,
+        preferred when it is user code (C++ warnings point at the Python line that called in)."""
         t = now_ns()
-        args = {**fallback_args(message), "via": via, **source_args(user_frame(sys._getframe(2)))}
+        frame = user_frame(sys._getframe(2))
+        if where and where[0] and not is_library_file(where[0]) and where != frame[:2]:
+            frame = (where[0], int(where[1]), _function_at(where, sys._getframe(1)))
+        args = {**fallback_args(message), "via": via, **source_args(frame)}
         name = f"CPU fallback {args['op']}".rstrip()
         self.buffer.slice("explorer_fallback", name, t, t, args)
 
     def install(self) -> None:
-        prev = warnings.showwarning
+        # ``warnings._showwarnmsg`` is where every warning that passes the filters goes —
+        # Python's ``warnings.warn`` and C++ ``TORCH_WARN`` alike — and, unlike
+        # ``showwarning``, ``catch_warnings()`` does not replace it, so warnings recorded by
+        # the user's own code (or pytest) are seen too.
+        prev = getattr(warnings, "_showwarnmsg", None)
         self._prev_showwarning = prev
+        if prev is not None:
 
-        def showwarning(
-            message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any
-        ) -> None:
-            text = str(message)
-            if FALLBACK_MESSAGE.search(text):
-                self.record(text, "warning")
-            prev(message, category, filename, lineno, *a, **k)
+            def showwarnmsg(msg: Any) -> None:
+                text = str(msg.message)
+                if FALLBACK_MESSAGE.search(text):
+                    self.record(text, "warning", (msg.filename, msg.lineno))
+                prev(msg)
 
-        showwarning._explorer = True  # type: ignore[attr-defined]
-        warnings.showwarning = showwarning
+            showwarnmsg._explorer = True  # type: ignore[attr-defined]
+            warnings._showwarnmsg = showwarnmsg  # type: ignore[attr-defined]
         self._handler = _FallbackLogHandler(self)
         root = logging.getLogger()
         root.addHandler(self._handler)
@@ -78,8 +101,9 @@ class FallbackCapture:
             self._handled_loggers.append(torch_logger)
 
     def uninstall(self) -> None:
-        if self._prev_showwarning is not None and getattr(warnings.showwarning, "_explorer", False):
-            warnings.showwarning = self._prev_showwarning
+        current = getattr(warnings, "_showwarnmsg", None)
+        if self._prev_showwarning is not None and getattr(current, "_explorer", False):
+            warnings._showwarnmsg = self._prev_showwarning  # type: ignore[attr-defined]
         self._prev_showwarning = None
         for lg in self._handled_loggers:
             if self._handler is not None:
