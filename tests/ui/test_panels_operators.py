@@ -168,3 +168,37 @@ def test_no_trace_clears(qtbot, panel):
     assert panel.status.text() == "No trace"
     panel.on_range(0, 10)  # no trace: ignored, no crash
     panel.on_selection(3)
+
+
+def test_background_results_arrive_on_the_ui_thread_and_stale_ones_are_dropped(qtbot):
+    """The panels' runner: work runs in a pool thread, ``done`` runs on the UI thread, and
+    only the latest request's result is delivered."""
+    import threading
+    import time
+
+    p = OperatorsPanel()
+    qtbot.addWidget(p)
+    seen: list[tuple[str, bool]] = []
+    workers: list[bool] = []
+
+    def slow() -> str:
+        workers.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.3)
+        return "old"
+
+    def fast() -> str:
+        workers.append(threading.current_thread() is threading.main_thread())
+        return "new"
+
+    def done(result: str) -> None:
+        seen.append((result, threading.current_thread() is threading.main_thread()))
+
+    p.run_in_background(slow, done)
+    p.run_in_background(fast, done)
+    qtbot.waitUntil(lambda: not p.busy(), timeout=5_000)
+    assert workers == [False, False]
+    assert seen == [("new", True)]
+    errors: list[str] = []
+    p.run_in_background(lambda: 1 / 0, done, errors.append)
+    qtbot.waitUntil(lambda: bool(errors), timeout=5_000)
+    assert "ZeroDivisionError" in errors[0]
