@@ -128,9 +128,14 @@ def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
     type_code = e["type"].cat.codes.to_numpy()
     wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
     waiting = wait_type[type_code]
-    # A leaf's duration is waiting when the leaf is a wait (a sync call, an event wait).
+    # A leaf's duration is waiting when the leaf is a wait (a sync call, an event wait) or
+    # a call the graph shows blocked on the device (a synchronous or pageable copy): the
+    # route through the device work it waited for is then the critical one.
     is_dur = type_code == EDGE_TYPES.index("duration")
-    waiting[is_dur] = arrays.kind[e["src"].to_numpy()[is_dur]] == "sync"
+    blocked = np.zeros(arrays.n, bool)
+    blocked[e["dst"].to_numpy()[type_code == EDGE_TYPES.index("sync")]] = True
+    dur_src = e["src"].to_numpy()[is_dur]
+    waiting[is_dur] = (arrays.kind[dur_src] == "sync") | blocked[dur_src]
     cost = np.where(waiting, weight, 0).astype(np.float64)
 
     point_time = np.empty(2 * m, np.int64)

@@ -75,10 +75,18 @@ def test_event_sync_path_runs_through_the_kernel_the_host_waited_for(shared_trac
     # goes launch -> kernel -> sync edge rather than through the blocked call.
     spin = "at::cuda::(anonymous namespace)::spin_kernel(long)"
     assert spin in on_path
+    # Each device excursion of the path: launch -> device op -> the host call that waited.
     types = list(cp.edges["type"].astype(str))
-    i = types.index("launch")
-    assert types[i : i + 3] == ["launch", "duration", "sync"]
-    assert names[cp.edges["dst"].iat[i + 2]] == "cudaEventSynchronize"
+    trips = []
+    for i in (k for k, t in enumerate(types) if t == "launch"):
+        assert types[i : i + 3] == ["launch", "duration", "sync"]
+        trips.append((names[cp.edges["dst"].iat[i]], names[cp.edges["dst"].iat[i + 2]]))
+    # The DtoH copy of .item() blocks cudaMemcpyAsync (pageable memory); the spin kernel is
+    # what cudaEventSynchronize waited for.
+    assert trips == [
+        ("Memcpy DtoH (Device -> Pageable)", "cudaMemcpyAsync"),
+        (spin, "cudaEventSynchronize"),
+    ]
     summary = dict(zip(cp.summary["category"], cp.summary["ns"], strict=True))
     assert summary["device_compute"] == 36_000
     assert cp.top_ops["name"].iat[0] == "aten::empty"  # 2.2 ms of the 3.2 ms step
@@ -223,3 +231,35 @@ def test_report_section_in_every_format(shared_traces: Path) -> None:
     ):
         assert marker in render(trace, format=fmt)
     assert json.loads(render(trace, format="json"))["critical_path"]["length_ns"] == 3_154_000
+
+
+def _scenario_path(name: str):
+    from explorer import scenarios
+
+    # synthetic: the scenario generator's simulated training loop (steps 0-3, step 2 read)
+    doc = scenarios.generate(name, steps=4)
+    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
+    trace = trace_from_events(doc["traceEvents"], meta, cls=Trace)
+    cp = critical_path(trace, 2)
+    check_path(trace, cp)
+    share = {
+        c: ns / cp.length_ns for c, ns in zip(cp.summary["category"], cp.summary["ns"], strict=True)
+    }
+    return cp, share
+
+
+def test_scenarios_put_their_injected_cause_on_the_path() -> None:
+    cp, share = _scenario_path("clean")
+    assert share["device_compute"] > 0.8  # a healthy step is the device's kernels
+    cp, share = _scenario_path("input_stall")
+    assert share["host_compute"] > 0.3
+    assert any("_next_data" in n for n in cp.top_ops["name"].head(3))
+    assert "load_batch" in set(cp.top_lines["function"])
+    cp, share = _scenario_path("pageable_copies")
+    # The host blocks in cudaMemcpyAsync on a pageable copy: the path runs through the copy.
+    assert share["data_movement"] > 0.1
+    assert "Memcpy HtoD (Pageable -> Device)" in set(cp.top_ops["name"])
+    cp, share = _scenario_path("launch_bound")
+    assert share["launch_overhead"] > 0.25 and cp.top_ops["name"].iat[0] == "cudaLaunchKernel"
+    cp, share = _scenario_path("cpu_fallback")
+    assert "aten::_linalg_eig" in set(cp.top_ops["name"].head(3))
