@@ -46,27 +46,38 @@ def _scenario(name: str) -> Scenario:
 
 
 def simulate(
-    name: str, steps: int = 8, seed: int = 0, scale: int = 1, jitter: float = 0.08
+    name: str,
+    steps: int = 8,
+    seed: int = 0,
+    scale: int = 1,
+    jitter: float = 0.08,
+    collector_events: bool = True,
 ) -> Simulator:
     """Run a scenario's simulation and return the simulator (events and records)."""
     sc = _scenario(name)
     if steps < 1 or scale < 1:
         raise UsageError(f"steps and scale must be at least 1 (got steps={steps}, scale={scale})")
     sim = Simulator(seed=seed, jitter=jitter)
-    TrainingLoop(sim, sc.pathologies(steps, scale), scale=scale).run(steps)
+    pathologies = sc.pathologies(steps, scale)
+    pathologies.collector_events = collector_events
+    TrainingLoop(sim, pathologies, scale=scale).run(steps)
     return sim
 
 
-def generate(name: str, steps: int = 8, seed: int = 0, scale: int = 1) -> dict[str, Any]:
+def generate(
+    name: str, steps: int = 8, seed: int = 0, scale: int = 1, collector_events: bool = True
+) -> dict[str, Any]:
     """A Kineto JSON document (as a dict) of ``steps`` training steps of scenario ``name``.
 
     Deterministic for a given ``(name, steps, seed, scale)``. ``scale`` multiplies the model's
     depth (and so events per step). The top level carries ``"synthetic": true``,
     ``"explorer_injected"`` (one entry per injected pathology, none for ``clean``) and
     ``"explorer_scenario"`` (name, summary, parameters, definition of the time lost).
+    ``collector_events=False`` leaves out Explorer's own ``explorer_*`` events (the CPU
+    fallback and the compile are then visible only as torch.profiler shows them).
     """
     sc = _scenario(name)
-    sim = simulate(name, steps=steps, seed=seed, scale=scale)
+    sim = simulate(name, steps=steps, seed=seed, scale=scale, collector_events=collector_events)
     injected = [sc.truth(sim)] if sc.truth else []
     for entry in injected:  # ranges relative to the file's earliest timestamp (a loader's 0)
         entry["ranges"] = [[a - ORIGIN_NS, b - ORIGIN_NS] for a, b in entry["ranges"]]
@@ -76,6 +87,7 @@ def generate(name: str, steps: int = 8, seed: int = 0, scale: int = 1) -> dict[s
         "steps": steps,
         "seed": seed,
         "scale": scale,
+        "collector_events": collector_events,
         "definition": sc.definition,
         "source_file": "/synthetic/train.py",
     }

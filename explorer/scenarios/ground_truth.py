@@ -161,7 +161,9 @@ def sync_stall(sim: Simulator) -> dict[str, Any]:
 
 
 def cpu_fallback(sim: Simulator) -> dict[str, Any]:
-    """time_lost_ns = Σ per fallback of the device time from the start of its Device→Host
+    """time_lost_ns = Σ per fallback (one ``aten::linalg_eig`` per step, wrapped in an
+    ``explorer_fallback`` event unless generated with ``collector_events=False``) of the
+    device time from the start of its Device→Host
     copy to the start of the next device op after its Host→Device copy (the device did
     nothing else meanwhile: copy out, wait for the CPU, copy back, wait for the next launch).
     These two copies are part of the fallback, not a separate memcpy stall."""
@@ -214,8 +216,10 @@ def launch_bound(sim: Simulator) -> dict[str, Any]:
 
 def compile_pause(sim: Simulator) -> dict[str, Any]:
     """time_lost_ns = Σ duration of the ``explorer_compile`` slices with event ``compile`` or
-    ``recompile`` (graph-break markers inside them add nothing). ``device_idle_ns`` is the
-    device idle time inside them (smaller by the work queued before compiling began)."""
+    ``recompile`` (graph-break markers inside them add nothing); in a trace generated with
+    ``collector_events=False``, Σ duration of dynamo's ``_compile.compile_inner
+    (dynamo_timed)`` annotations instead. ``device_idle_ns`` is the device idle time inside
+    them (smaller by the work queued before compiling began)."""
     busy = DeviceBusy(sim.device_ops)
     spans = [s for s in sim.host_spans if s.tag == "compile"]
     per = {s.step: s.end - s.start for s in spans}

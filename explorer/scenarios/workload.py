@@ -11,6 +11,7 @@ the host, running ahead, is held back only by the launch queue.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from explorer.scenarios.simulator import (
@@ -77,6 +78,7 @@ class Pathologies:
     compile_step: int | None = None  #: the step in which ``torch.compile`` compiles
     compile_ns: float = 40e6
     leak_bytes_per_step: int = 0  #: memory kept alive every step and never freed
+    collector_events: bool = True  #: write Explorer's ``explorer_*`` events (else plain torch)
 
 
 @dataclass
@@ -264,7 +266,7 @@ class TrainingLoop:
             "source_line": LINES["augment"],
             "source_function": "augment",
         }
-        with self.py("augment"), sim.slice(FALLBACK_OP, "explorer_fallback", args, 1_000, 1_000):
+        with self.py("augment"), self._collector(FALLBACK_OP, "explorer_fallback", args):
             with sim.op(FALLBACK_OP):
                 with sim.op("aten::to"), sim.op("aten::_to_copy"):
                     with sim.op("aten::empty_strided"):
@@ -300,12 +302,12 @@ class TrainingLoop:
         sim.tag = "forward"
 
     def compiled_block(self, n: int) -> None:
-        """A ``torch.compile``d block: compiled (with a graph break) in one step, then run."""
+        """A ``torch.compile``d block: compiled (with a graph break) in one step, then run.
+        Without collector events the compile shows only as dynamo's own annotation."""
         sim = self.sim
         with self.py("compiled_block"):
             if n == self.p.compile_step:
                 sim.tag = "compile"
-                start = sim.t
                 args = {
                     "event": "compile",
                     "frame": "compiled_block",
@@ -314,9 +316,9 @@ class TrainingLoop:
                     "source_line": LINES["compiled_block"],
                     "source_function": "compiled_block",
                 }
-                with sim.slice(
-                    "torch.compile: compiled_block", "explorer_compile", args, 1_000, 1_000
-                ):
+                start = sim.t
+                with self._collector("torch.compile: compiled_block", "explorer_compile", args):
+                    inner = sim.t
                     with sim.annotation("_compile.compile_inner (dynamo_timed)"):
                         sim.work(self.p.compile_ns * 0.3)
                         brk = {
@@ -327,17 +329,26 @@ class TrainingLoop:
                             "source_line": GRAPH_BREAK_LINE,
                             "source_function": "compiled_block",
                         }
-                        with sim.slice(
-                            "torch.compile: graph break", "explorer_compile", brk, 500, 500
-                        ):
+                        with self._collector("torch.compile: graph break", "explorer_compile", brk):
                             pass
                         sim.work(self.p.compile_ns * 0.7)
-                sim.span("compile", start, sim.t)
+                    inner_end = sim.t
+                if self.p.collector_events:
+                    sim.span("compile", start, sim.t)
+                else:
+                    sim.span("compile", inner, inner_end)
             sim.tag = "compiled"
             with sim.annotation("Torch-Compiled Region: 0/0"), sim.annotation("CompiledFunction"):
                 for k in range(3):
                     with sim.op("triton_launch", pre_ns=4_000):
                         sim.launch(f"triton_poi_fused_add_mul_relu_{k}", 60_000)
+
+    def _collector(self, name: str, cat: str, args: dict):
+        """An Explorer collector event around the body, or nothing when the scenario
+        simulates a plain torch.profiler trace (``collector_events=False``)."""
+        if self.p.collector_events:
+            return self.sim.slice(name, cat, args, 1_000, 1_000)
+        return nullcontext()
 
     def compute_loss(self) -> None:
         sim = self.sim
@@ -347,6 +358,15 @@ class TrainingLoop:
                 self._loss = sim.alloc(1 << 18)
                 sim.launch(
                     "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", 30_000
+                )
+            with sim.op("aten::zeros"), sim.op("aten::zero_"):
+                self._acc = sim.alloc(1 << 12)
+                sim.launch(
+                    "Memset (Device)",
+                    2_000,
+                    kind="memset",
+                    runtime="cudaMemsetAsync",
+                    nbytes=1 << 12,
                 )
             with sim.op("aten::nll_loss_forward"):
                 sim.launch(
@@ -406,6 +426,7 @@ class TrainingLoop:
                     sim.free(g)
                 sim.free(batch)
                 sim.free(self._loss)
+                sim.free(self._acc)
                 if self.p.fallback:
                     sim.free(self._fallback_out)
         self._grads = []
