@@ -96,6 +96,7 @@ def open_headless(
     )
     window = MainWindow(settings=settings, restore=False)
     window.resize(*size)
+    window.show()  # laid out before any panel draws, as in an interactive session
     trace = explorer.load(path)
     window.set_trace(trace)
     if window.analysis is not None:
@@ -105,7 +106,6 @@ def open_headless(
     for name, value in run_analyses_now(trace).items():
         if not name.endswith("_error"):
             window.on_analysis(name, value)
-    window.show()
     wait_idle(window)
     window.timeline.fit_all()
     if select:

@@ -149,9 +149,17 @@ def draw_step_strip(
 
 
 def draw_legend(
-    painter: QPainter, left: int, top: int, width: int, height: int, kinds: list[str], font: QFont
+    painter: QPainter,
+    left: int,
+    top: int,
+    width: int,
+    height: int,
+    kinds: list[str],
+    font: QFont,
+    categories: bool = False,
 ) -> None:
-    """A swatch and a name for every kind present in the trace."""
+    """A swatch and a name for every kind present in the trace, then (when the step strip
+    has breakdown bars) the breakdown categories."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
@@ -162,3 +170,15 @@ def draw_legend(
         painter.setPen(QPen(TEXT))
         painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
         x += 14 + fm.horizontalAdvance(label) + 16
+    if not categories:
+        return
+    painter.setPen(QPen(MUTED))
+    x += 12
+    painter.drawText(x, int(top + height / 2 + fm.ascent() / 2 - 1), "step bars:")
+    x += fm.horizontalAdvance("step bars:") + 8
+    for cat, color in CATEGORY_COLORS.items():
+        label = cat.replace("_", " ")
+        painter.fillRect(QRectF(x, top + height / 2 - 3, 10, 6), QColor(color))
+        painter.setPen(QPen(TEXT))
+        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
+        x += 14 + fm.horizontalAdvance(label) + 12

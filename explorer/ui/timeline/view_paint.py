@@ -78,7 +78,16 @@ class TimelinePainting:
         p.setFont(self._font)
         p.drawText(QRectF(8, 0, LABEL_W - 8, AXIS_H), Qt.AlignmentFlag.AlignVCenter, "time")
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
-        paint.draw_legend(p, w - SCROLL_W, bottom, 0, LEGEND_H, self._kinds_present, self._font)
+        paint.draw_legend(
+            p,
+            w - SCROLL_W,
+            bottom,
+            0,
+            LEGEND_H,
+            self._kinds_present,
+            self._font,
+            categories=self.breakdown is not None and len(self.breakdown) > 0,
+        )
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
@@ -139,6 +148,8 @@ class TimelinePainting:
             elif r.kind == "counter":
                 s = self.layout_.series[r.series]
                 v, valid = counter_pixels(s.ts, s.values, self.t0, self.t1, width)
+                # A counter holds its last value only until the trace ends.
+                valid &= self._t_of(LABEL_W + np.arange(width)) <= self.trace.span_ns
                 vmax = self._series_max(r.series)
                 hpx = np.where(valid, v / vmax * (r.height - 8), 0.0)
                 keep = hpx > 0.5

@@ -1,0 +1,118 @@
+"""Render the README's screenshots of the desktop explorer, one per panel, headless.
+
+The trace is, in order of preference: ``--trace``, the largest trace in ``sample_traces/``,
+or a scenario from :mod:`explorer.scenarios` (synthetic — the window then shows its
+synthetic banner, and this script says so). Each image is the real window rendered
+offscreen, after the first finding has been selected so every panel has something to show.
+
+    python scripts/screenshots.py [--trace PATH | --scenario sync_storm] [--out docs/screenshots]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pick_trace(args: argparse.Namespace) -> tuple[Path, str]:
+    """The trace to show and a note on where it came from."""
+    if args.trace:
+        return Path(args.trace), "given trace"
+    samples = sorted(
+        (ROOT / "sample_traces").glob("*.json*"), key=lambda p: p.stat().st_size, reverse=True
+    )
+    if samples and not args.scenario:
+        return samples[0], "sample trace"
+    from explorer import scenarios
+
+    name = args.scenario or "sync_storm"
+    path = scenarios.write(name, Path(tempfile.gettempdir()) / f"explorer_{name}.json")
+    return path, f"SYNTHETIC scenario '{name}' (explorer.scenarios)"
+
+
+def stamp(pixmap, text: str) -> None:
+    """Label a picture in its bottom-right corner (synthetic data is always labelled)."""
+    from PyQt6.QtCore import QRectF, Qt
+    from PyQt6.QtGui import QColor, QPainter
+
+    p = QPainter(pixmap)
+    fm = p.fontMetrics()
+    w, h = fm.horizontalAdvance(text) + 16, fm.height() + 6
+    box = QRectF(pixmap.width() - w - 4, pixmap.height() - h - 4, w, h)
+    p.fillRect(box, QColor("#fff3bf"))
+    p.setPen(QColor("#5c4400"))
+    p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+    p.end()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", help="trace to show")
+    ap.add_argument("--scenario", help="synthetic scenario to show instead of a sample trace")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    ap.add_argument("--size", default="1600x1000")
+    args = ap.parse_args()
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path, origin = pick_trace(args)
+    print(f"trace: {path} ({origin})")
+
+    from PyQt6.QtWidgets import QApplication
+
+    from explorer.ui.app import open_headless, wait_idle
+
+    window = open_headless(str(path), size=(width, height))
+    findings = window.findings.findings
+    if findings:
+        window.findings.select(0)
+        wait_idle(window)
+        evidence = list(findings[0].evidence)
+        if evidence:
+            window.timeline.select_slice(int(evidence[0]))
+        if findings[0].source_lines:
+            f, line, _ = findings[0].source_lines[0]
+            window.show_source(str(f), int(line))
+    wait_idle(window)
+    saved = []
+
+    synthetic = bool(window.trace.synthetic)
+
+    def save(widget, name: str) -> None:
+        QApplication.processEvents()
+        file = out / f"{name}.png"
+        pixmap = widget.grab()
+        if synthetic and name != "window":  # the window shows its own banner
+            stamp(pixmap, "synthetic trace (explorer.scenarios)")
+        pixmap.save(str(file))
+        saved.append(file)
+
+    save(window, "window")
+    save(window.timeline, "timeline")
+    save(window.docks["findings"], "findings")
+    save(window.docks["details"], "details")
+    from PyQt6.QtCore import Qt
+
+    for name in window.panels:
+        dock = window.docks[name]
+        dock.raise_()
+        # Give the bottom panels half the window for their own picture.
+        window.resizeDocks([dock], [height // 2], Qt.Orientation.Vertical)
+        wait_idle(window)
+        save(dock, name)
+    if "operators" in window.docks:
+        window.docks["operators"].raise_()
+    window.close()
+    for file in saved:
+        print(f"wrote {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
