@@ -132,9 +132,6 @@ class Simulator:
         self._ids[which] += 1
         return self._ids[which]
 
-    def ids_snapshot(self) -> dict[str, int]:
-        return dict(self._ids)
-
     def dur(self, ns: float) -> int:
         """A duration with seeded jitter (never below 1 ns)."""
         if self.jitter:
@@ -244,21 +241,20 @@ class Simulator:
         nbytes: int | None = None,
         src_mem: str = "",
         blocking: bool = False,
-        after: int = 0,
         kernel_args: dict[str, Any] | None = None,
     ) -> DeviceOp:
         """A runtime call on the host that puts one op on a device stream.
 
-        The op starts when the call has reached the device, the stream is free and ``after``
-        (an event another stream recorded) has passed. ``blocking`` calls (pageable copies)
-        return only when the op has finished.
+        The op starts when the call has reached the device and the stream is free (a
+        :meth:`wait_event` moves the stream's free time past another stream's event).
+        ``blocking`` calls (pageable copies) return only when the op has finished.
         """
         ext = self._current_ext()
         corr = self.next_id("corr")
         rt_start = self.t
         self._wait_for_queue_slot()
         self.t += self.dur(runtime_ns)
-        dev_start = max(rt_start + self.launch_latency_ns, self.stream_free[stream], after)
+        dev_start = max(rt_start + self.launch_latency_ns, self.stream_free[stream])
         dev_end = dev_start + self.dur(dur_ns)
         self.stream_free[stream] = dev_end
         heapq.heappush(self._pending, dev_end)
@@ -457,6 +453,7 @@ class Simulator:
 
     # -- bookkeeping the ground truth needs ------------------------------------------------------
     def span(self, tag: str, start: int, end: int) -> HostSpan:
+        """Remember a host interval the ground truth measures (a DataLoader wait, a compile)."""
         s = HostSpan(tag, start, end, self.step)
         self.host_spans.append(s)
         return s
