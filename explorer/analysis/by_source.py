@@ -2,9 +2,9 @@
 
 Columns (ns are int64; a line only appears when something is attributed to it):
 
-- ``host_ns``: *self* time of host slices attributed to the line (a slice's duration
-  minus its children's), so nested ops are never counted twice and the column sums to
-  at most the host's busy time.
+- ``host_ns``: *exclusive* host time of the line: each instant of each host thread goes to
+  the deepest slice running then, and that slice's line gets it. Nested or overlapping
+  slices are never counted twice, so the column sums to at most the threads' busy time.
 - ``device_ns``: duration of the device work (kernels, copies, collectives) launched from
   the line — through the launching runtime call, see :mod:`explorer.analysis.attribution`.
 - ``stall_ns``: host time blocked in synchronisations called from the line (outermost sync
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
-from explorer.analysis.breakdown import SYNC_OPS, name_flags
+from explorer.analysis.breakdown import SYNC_OPS, name_flags, sweep
 from explorer.trace.model import TraceData
 
 BY_SOURCE_COLUMNS = [
@@ -51,9 +51,6 @@ def by_source(trace: TraceData) -> pd.DataFrame:
     on_dev = dev_track[s["track"].to_numpy()]
     has_parent = parent >= 0
 
-    child_sum = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=len(s))
-    self_ns = np.maximum(dur - child_sum.astype(np.int64), 0)
-
     def per_line(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         m = mask & (code >= 0)
         w = None if weights is None else weights[m].astype(float)
@@ -72,7 +69,7 @@ def by_source(trace: TraceData) -> pd.DataFrame:
 
     out = frames.copy()
     out["line"] = out["line"].astype(np.int64)
-    out["host_ns"] = per_line(~on_dev, self_ns)
+    out["host_ns"] = _exclusive_host_ns(trace, code, on_dev, nf)
     out["device_ns"] = per_line(on_dev & work_kinds, dur)
     out["stall_ns"] = per_line(outer_sync, dur)
     out["copy_bytes"] = per_line(copy_bytes_src, nbytes)
@@ -82,4 +79,38 @@ def by_source(trace: TraceData) -> pd.DataFrame:
     out = out.iloc[np.argsort(-(out["host_ns"] + out["device_ns"]).to_numpy(), kind="stable")]
     out = out.reset_index(drop=True)[BY_SOURCE_COLUMNS]
     trace.cache["by_source"] = out
+    return out
+
+
+def _exclusive_host_ns(
+    trace: TraceData, code: np.ndarray, on_dev: np.ndarray, nf: int
+) -> np.ndarray:
+    """Per frame code, host time during which a slice of that line was the deepest running
+    on its thread. One sweep over all host tracks (shifted apart in time), one pass per
+    nesting depth to find which slice of that depth holds each segment."""
+    s = trace.slices
+    ids = np.flatnonzero(~on_dev)
+    out = np.zeros(nf, np.int64)
+    if len(ids) == 0:
+        return out
+    ts = s["ts"].to_numpy(np.int64)[ids]
+    end = ts + s["dur"].to_numpy(np.int64)[ids]
+    track = s["track"].to_numpy(np.int64)[ids]
+    depth = s["depth"].to_numpy(np.int64)[ids]
+    shift = track * (int(end.max()) - int(min(ts.min(), 0)) + 1)
+    a, b = ts + shift, end + shift
+    top = int(depth.max())
+    bounds, seg = sweep(a, b, top - depth, top + 1)  # deeper slices win
+    seg_len = np.diff(bounds)
+    for d in range(top + 1):
+        mine = np.flatnonzero(seg == top - d)
+        if len(mine) == 0:
+            continue
+        at_d = np.flatnonzero(depth == d)
+        order = at_d[np.argsort(a[at_d], kind="stable")]
+        k = np.searchsorted(a[order], bounds[mine], side="right") - 1
+        owner = ids[order[np.clip(k, 0, None)]]
+        c = code[owner]
+        ok = (k >= 0) & (c >= 0)
+        out += np.bincount(c[ok], weights=seg_len[mine][ok], minlength=nf).astype(np.int64)
     return out

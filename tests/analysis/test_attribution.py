@@ -1,0 +1,79 @@
+"""Source attribution: host slices through their own or an ancestor's stack, device slices
+through the runtime call that launched them. Synthetic scenarios (which carry Python
+stacks and launch flows) give the known lines; real traces check the launch mapping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.analysis.attribution import launcher, slice_sources, top_lines
+from explorer.scenarios import generate
+from explorer.trace.build import trace_from_events
+from explorer.trace_api import Trace
+from tests.conftest import SHARED_TRACES
+
+TRAIN = "/synthetic/train.py"
+
+
+@pytest.fixture(scope="module")
+def sync_storm() -> Trace:
+    doc = generate("sync_storm", steps=3, seed=0)
+    return trace_from_events(
+        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    )
+
+
+def test_device_copies_get_the_line_of_their_launch(sync_storm: Trace) -> None:
+    t = sync_storm
+    src = slice_sources(t)
+    assert len(src) == len(t.slices)
+    on_device = np.isin(t.slices["track"].to_numpy(), t.device_tracks()["id"].to_numpy())
+    is_dtoh = (t.slices["name"].astype(str) == "Memcpy DtoH (Device -> Pageable)").to_numpy()
+    dtoh = np.flatnonzero(is_dtoh & on_device)
+    assert len(dtoh) == 8 * 3
+    assert set(zip(src["file"].to_numpy()[dtoh], src["line"].to_numpy()[dtoh], strict=True)) == {
+        (TRAIN, 75)
+    }
+    assert set(src["function"].to_numpy()[dtoh]) == {"check_finite"}
+
+
+def test_every_launched_device_slice_maps_to_a_host_runtime_call(sync_storm: Trace) -> None:
+    t = sync_storm
+    src = launcher(t)
+    dev = np.isin(t.slices["track"].to_numpy(), t.device_tracks()["id"].to_numpy())
+    kinds = t.slices["kind"].to_numpy().astype(str)
+    work = dev & np.isin(kinds, ["kernel", "memcpy", "memset"])
+    assert (src[work] >= 0).all()
+    assert not dev[src[work]].any()  # launchers are on the host
+    corr = t.slices["correlation"].to_numpy()
+    assert (corr[work] == corr[src[work]]).all()
+    assert (src[~dev] == -1).all()
+
+
+def test_ops_without_a_stack_inherit_their_ancestors_line(sync_storm: Trace) -> None:
+    t = sync_storm
+    src = slice_sources(t)
+    s = t.slices
+    item = np.flatnonzero((s["name"].astype(str) == "aten::_local_scalar_dense").to_numpy())
+    assert len(item) == 8 * 3
+    # aten::_local_scalar_dense sits under aten::item under check_finite's Python frame
+    assert set(src["line"].to_numpy()[item]) == {75}
+    assert top_lines(t, item) == [(TRAIN, 75, "check_finite")]
+
+
+def test_kernel_from_the_backward_thread_maps_to_its_launch() -> None:
+    path = SHARED_TRACES / "call_stack__backward_thread.json"
+    if not path.exists():
+        pytest.skip("../shared/traces is absent (it is not part of a user's clone)")
+    t = explorer.load(path)
+    s = t.slices
+    kernel = int(np.flatnonzero((s["kind"] == "kernel").to_numpy())[0])
+    src = launcher(t)[kernel]
+    assert (
+        s["kind"].iat[src] == "runtime"
+        and s["correlation"].iat[src] == s["correlation"].iat[kernel]
+    )
+    # this trace has no Python stacks: unknown, not invented
+    assert slice_sources(t)["file"].iat[kernel] == "" and slice_sources(t)["line"].iat[kernel] == -1
