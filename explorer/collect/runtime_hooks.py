@@ -65,8 +65,12 @@ def _non_blocking(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 class RuntimeHooks:
     """Installs and removes the sync/copy wrappers; records into an :class:`EventBuffer`."""
 
-    def __init__(self, buffer: EventBuffer) -> None:
+    def __init__(self, buffer: EventBuffer, cpu_syncs: bool = True) -> None:
         self.buffer = buffer
+        #: Record ``.item()`` & co. on CPU tensors too. On a CPU-only run they stand for the
+        #: syncs the same code makes on an accelerator; with an accelerator present they are
+        #: not syncs (a DataLoader's ``randperm().tolist()``) and are left out.
+        self.cpu_syncs = cpu_syncs
         self._saved: list[tuple[Any, str, Any]] = []
 
     # -- recording -----------------------------------------------------------------------
@@ -110,7 +114,9 @@ class RuntimeHooks:
             finally:
                 t1 = now_ns()
                 _local.busy = False
-                hooks._sync(reason, _device_str(args[0]) if args else "", t0, t1)
+                device = _device_str(args[0]) if args else ""
+                if hooks.cpu_syncs or device != "cpu":
+                    hooks._sync(reason, device, t0, t1)
 
         return wrapper
 

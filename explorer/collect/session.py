@@ -21,7 +21,7 @@ import torch
 from torch.profiler import ProfilerAction
 
 from explorer.collect.compile_events import CompileEvents
-from explorer.collect.environment import environment, rank_and_world_size
+from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
 from explorer.collect.fallback_capture import FallbackCapture
 from explorer.collect.profiler_setup import choose_activities, make_schedule
@@ -120,7 +120,7 @@ class Collector:
         self.trace_path: Path | None = None
         self.steps = 0
         self.buffer = EventBuffer()
-        self._runtime = RuntimeHooks(self.buffer)
+        self._runtime = RuntimeHooks(self.buffer, cpu_syncs=accelerator_type() is None)
         self._fallback = FallbackCapture(self.buffer)
         self._compile = CompileEvents(self.buffer)
         self._sampler: SystemSampler | None = None
@@ -145,9 +145,6 @@ class Collector:
             check_writable(self.out_dir)
             self._environment = environment(self.settings)
             self._install_sigterm()
-            if self.sampler_interval_s > 0:
-                self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
-                self._sampler.start()
             if "runtime" in self.hooks:
                 self._runtime.install()
             if "fallback" in self.hooks:
@@ -161,8 +158,11 @@ class Collector:
                 **self._profiler_kwargs,
             )
             self._profiler.start()
-            if self._sampler is not None:
-                self._sampler.sample_once()  # a first sample inside the recorded window
+            if self.sampler_interval_s > 0:
+                # started after the profiler so that its Python tracer (with_stack) does not
+                # follow the sampler thread: the trace shows the user's threads only
+                self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
+                self._sampler.start()
         except BaseException:
             self._teardown()
             raise

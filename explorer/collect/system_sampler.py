@@ -7,6 +7,7 @@ NVML, only when ``pynvml`` (nvidia-ml-py) imports and initialises — never requ
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -73,6 +74,7 @@ class SystemSampler:
         self._process.cpu_percent(None)  # the first call only sets the baseline
         psutil.cpu_percent(None)
         self._nvml = _Nvml()
+        self.sample_once()  # a first sample at once, so short runs have a start value
         self._thread = threading.Thread(target=self._run, name="explorer-sampler", daemon=True)
         self._thread.start()
 
@@ -98,6 +100,8 @@ class SystemSampler:
         self.samples += 1
 
     def _run(self) -> None:
+        sys.setprofile(None)  # never traced by the profiler's Python tracer
+        threading.setprofile(None)
         while not self._stop.wait(self.interval_s):
             try:
                 self.sample_once()

@@ -1,0 +1,102 @@
+"""The training script ``explorer demo`` profiles.
+
+``explorer demo`` copies this file into the output directory as ``demo_train.py`` and runs
+that copy, so the trace points at a script the user can open, edit and run again
+(``python demo_train.py``) — and so its lines count as user code, not as Explorer's.
+
+The data is synthetic (random images and labels): the point is the shape of a real training
+step — a DataLoader, host→device copies, forward/backward/optimizer, a loss logged with
+``.item()`` every step — not what the model learns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+import explorer
+
+
+class SyntheticImages(Dataset):
+    """Random 3×32×32 images with 10 classes (synthetic), with a little per-item work the
+    way real decoding/augmentation costs host time."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.images = torch.randn(n, 3, 32, 32, generator=g)
+        self.labels = torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        img = self.images[i]
+        if i % 2:
+            img = img.flip(-1)  # "augmentation"
+        return img, self.labels[i]
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(32 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def best_device(requested: str = "auto") -> torch.device:
+    """The accelerator torch would use, else the CPU (or exactly what was asked)."""
+    if requested != "auto":
+        return torch.device(requested)
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and acc.is_available():
+        return torch.device(acc.current_accelerator().type)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def main(out_dir: str, steps: int = 8, device: str = "auto", batch_size: int = 32) -> Path:
+    """Train for ``steps`` steps under ``explorer.collect``; return the trace path."""
+    dev = best_device(device)
+    torch.manual_seed(0)
+    model = SmallCNN().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(SyntheticImages(batch_size * steps), batch_size=batch_size, shuffle=True)
+    t0 = time.perf_counter()
+    with explorer.collect(out_dir, name=f"demo_{dev.type}") as c:
+        for images, labels in loader:
+            images, labels = images.to(dev), labels.to(dev)
+            with explorer.annotate("forward"):
+                loss = loss_fn(model(images), labels)
+            with explorer.annotate("backward"):
+                loss.backward()
+            with explorer.annotate("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            print(f"step {c.steps}: loss {loss.item():.3f}")  # .item() waits for the device
+            c.step()
+    print(f"trained {c.steps} steps on {dev} in {time.perf_counter() - t0:.1f} s")
+    return c.trace_path
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Explorer's demo training loop (synthetic data)")
+    parser.add_argument("--out", default="explorer-demo")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--device", default="auto")
+    a = parser.parse_args()
+    print(main(a.out, a.steps, a.device))
