@@ -129,3 +129,38 @@ def test_cli_reports_a_missing_trace_in_one_line(
     assert rc == 2
     err = capsys.readouterr().err
     assert err.startswith("explorer: error:") and err.count("\n") == 1
+
+
+def _collect_run(out: Path, workers: int) -> Path:
+    """A real CPU training loop recorded by the collector, loading batches with
+    ``num_workers`` worker processes."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.randn(96, 32), torch.randn(96, 1))
+    loader = DataLoader(data, batch_size=16, num_workers=workers)
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with explorer.collect(out) as run:
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            run.step()
+    return Path(run.trace_path)
+
+
+def test_real_collector_pair_num_workers_0_vs_2(tmp_path: Path) -> None:
+    a = explorer.load(_collect_run(tmp_path / "w0", 0))
+    b = explorer.load(_collect_run(tmp_path / "w2", 2))
+    d = diff(a, b)
+    assert d.steps["steps"].tolist() == [len(a.steps()), len(b.steps())] and len(a.steps()) >= 3
+    ops = d.ops.set_index("name")
+    single = [n for n in ops.index if "_SingleProcessDataLoaderIter" in n]
+    multi = [n for n in ops.index if "_MultiProcessingDataLoaderIter" in n]
+    assert single and (ops.loc[single, "status"] == "removed").all()
+    assert multi and (ops.loc[multi, "status"] == "added").all()
+    # The model's own ops run in both and are compared, not added or removed.
+    assert ops.loc["aten::linear", "status"] in ("changed", "same")
+    assert ops.loc["aten::linear", "a_count"] == ops.loc["aten::linear", "b_count"]
