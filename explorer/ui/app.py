@@ -137,7 +137,13 @@ def main(
     if path:
         window.open_path(path)
         if select:
-            window.loader.finished.connect(
-                lambda: window.trace is not None and select_event(window, select)
-            )
+
+            def select_when_loaded() -> None:
+                if window.trace is not None:
+                    try:
+                        select_event(window, select)
+                    except UsageError as exc:
+                        window.show_error(str(exc))
+
+            window.loader.finished.connect(select_when_loaded)
     return int(app.exec())

@@ -69,6 +69,13 @@ def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
     """The analyses the window shows, cheapest first. A module that is not installed is
     skipped (the window shows what it can)."""
 
+    def user_frames(t: Any) -> Any:
+        # Warms the trace's cache so the first click on an event does not pay for it.
+        from explorer.trace.source import user_frames as f
+
+        f(t)
+        return None
+
     def steps(t: Any) -> Any:
         from explorer.analysis.steps import steps as f
 
@@ -90,6 +97,7 @@ def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
         return f(t)
 
     return [
+        ("user_frames", user_frames),
         ("steps", steps),
         ("breakdown", breakdown),
         ("findings", findings),

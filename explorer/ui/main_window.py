@@ -285,6 +285,7 @@ class MainWindow(QMainWindow):
         self.banner.setVisible(bool(getattr(trace, "synthetic", False)))
         self.timeline.set_trace(trace)
         self.timeline.set_steps(None)
+        self.timeline.setFocus()  # W/A/S/D work right away
         self.details.set_trace(trace)
         self.findings.set_trace(trace)
         self.search.set_trace(trace)

@@ -124,3 +124,14 @@ def test_cli_screenshot_and_errors(tmp_path: Path, small_trace_file: Path) -> No
         )
         == 2
     )
+
+
+def test_a_range_dragged_on_the_axis_goes_to_the_operators_panel(
+    window, open_trace, small_trace_file, qtbot
+) -> None:
+    open_trace(window, small_trace_file)
+    operators = window.panels.get("operators")
+    assert operators is not None, "the Operators panel is installed in this project"
+    window.timeline.range_selected.emit(100_000, 500_000)
+    qtbot.waitUntil(lambda: not operators.busy(), timeout=10000)
+    assert operators.window() == (100_000, 500_000)

@@ -214,3 +214,60 @@ def test_paint_batches_by_colour(view: TimelineView) -> None:
     assert stats["rects"] > 0
     assert stats["draw_calls"] <= len(view._palette)
     assert stats["labels"] > 0
+
+
+def test_hover_shows_a_tooltip(view: TimelineView, qtbot) -> None:
+    from PyQt6.QtWidgets import QToolTip
+
+    rect = view.slice_rect(21)
+    qtbot.mouseMove(view, rect.center().toPoint())
+    qtbot.waitUntil(QToolTip.isVisible, timeout=3000)
+    assert "ampere_sgemm_64x64_nn" in QToolTip.text()
+
+
+def test_clicking_the_pin_mark_pins_a_row_to_the_top(view: TimelineView, qtbot) -> None:
+    from explorer.ui.timeline.geometry import PIN_W
+
+    row = next(r for r in view.rows() if r.label == "main")
+    y = AXIS_H + STEP_H + row.y + 8 - view.scroll_y
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(LABEL_W - PIN_W // 2, y))
+    rows = view.rows()
+    assert rows[0].label == "Pinned" and rows[1].label == "main"
+    assert view.layout_.pinned == [row.key]
+
+
+def test_every_real_trace_draws_and_hit_tests(qtbot, shared_trace) -> None:
+    """Each trace in ../shared/traces (NVIDIA, AMD, MTIA, CPU-only, old formats) indexes,
+    paints, and gives back the slice drawn under a point."""
+    import explorer
+
+    folder = shared_trace("README.md").parent
+    files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.name.endswith((".json", ".json.gz")) and not p.name.endswith("_et.json.gz")
+    )  # the Execution Trace is not a timeline
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(1200, 700)
+    v.show()
+    checked = 0
+    for path in files:
+        trace = explorer.load(path)
+        if len(trace) == 0:
+            continue
+        v.set_trace(trace)
+        v.grab()
+        assert v.last_paint_stats["rects"] > 0, path.name
+        # The longest slice on a visible row is found again by clicking its middle.
+        visible = {r.track for r in v.rows() if r.kind == "track"}
+        s = trace.slices
+        cand = s[s["track"].isin(visible)]
+        sid = int(cand["dur"].idxmax())
+        rect = v.slice_rect(sid)
+        if rect is None or rect.center().y() > v.height() - 30:
+            continue
+        hit = v.slice_at(rect.center().x(), rect.center().y())
+        assert hit == sid or int(s["depth"].iat[hit]) == int(s["depth"].iat[sid]), path.name
+        checked += 1
+    assert checked >= 10

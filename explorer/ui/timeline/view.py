@@ -233,6 +233,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     def highlight(self, ids: np.ndarray) -> None:
         """Outline these slices (search hits, a finding's evidence)."""
         self.highlights = np.unique(np.asarray(ids, dtype=np.int64))
+        self.highlight_version = getattr(self, "highlight_version", 0) + 1
         self.update()
 
     def set_related(self, pairs: list[tuple[int, int]]) -> None:

@@ -230,7 +230,7 @@ class TimelinePainting:
                     p.drawRect(QRectF(LABEL_W + a0, ly - 1, a1 - a0, LANE_H))
 
     def _highlight_positions(self) -> np.ndarray:
-        key = id(self.highlights)
+        key = (getattr(self, "highlight_version", 0), id(self.trace))
         if getattr(self, "_hl_key", None) != key:
             self._hl_key = key
             self._hl_pos = np.sort(self.lanes.pos[self.highlights].astype(np.int64))
