@@ -63,7 +63,9 @@ def test_curve_and_peak_match_memory_events(panel, profiled):
     items = panel.plot.listDataItems()
     curve_items = [i for i in items if isinstance(i, pg.PlotDataItem)]
     _, y = curve_items[0].getOriginalDataset()
-    assert y.max() == pytest.approx(float(mem["total_allocated"].max()))
+    assert y.max() * panel.y_scale == pytest.approx(float(mem["total_allocated"].max()))
+    unit = {1: "B", 1 << 10: "KiB", 1 << 20: "MiB", 1 << 30: "GiB"}[panel.y_scale]
+    assert 1 <= y.max() < 1024 and unit in panel.plot.getAxis("left").labelText
     markers = [i for i in panel.plot.plotItem.items if isinstance(i, pg.ScatterPlotItem)]
     assert any(m.objectName() == "peak:cpu" for m in markers)
     assert "peak" in panel.status.text()

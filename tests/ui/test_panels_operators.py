@@ -202,3 +202,13 @@ def test_background_results_arrive_on_the_ui_thread_and_stale_ones_are_dropped(q
     p.run_in_background(lambda: 1 / 0, done, errors.append)
     qtbot.waitUntil(lambda: bool(errors), timeout=5_000)
     assert "ZeroDivisionError" in errors[0]
+
+
+def test_table_starts_in_the_analysis_order(panel):
+    """Before the user sorts, rows stay largest total first (not alphabetical)."""
+    totals = [
+        panel.model.data(panel.model.index(r, 4), RAW_ROLE) for r in range(panel.model.rowCount())
+    ]
+    assert panel.model.frame.columns[4] == "total_ns"
+    assert totals == sorted(totals, reverse=True)
+    assert panel.table.horizontalHeader().sortIndicatorSection() == -1

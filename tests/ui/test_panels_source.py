@@ -80,9 +80,10 @@ def test_selection_opens_the_file_at_the_line_with_heat(qtbot, trace, settings):
     row = lines[(lines["file"] == panel.current_file) & (lines["line"] == line)].iloc[0]
     assert row["host_ns"] > 0
     assert "host" in panel.view.line_tooltip(line)
+    assert panel.view.times[line].endswith("s")  # the line's time, written in the gutter
     assert str(line) in panel.location.text()
     panel.metric.setCurrentText("device time")  # CPU run: no device time, so no heat
-    assert panel.view.heat == {}
+    assert panel.view.heat == {} and panel.view.times == {}
 
 
 def test_clicking_a_line_selects_its_events(qtbot, trace, settings):

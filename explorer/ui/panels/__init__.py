@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from PyQt6 import sip
-from PyQt6.QtCore import QObject, QRunnable, QThreadPool, pyqtSignal, pyqtSlot
-from PyQt6.QtWidgets import QWidget
+from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
+from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 
 class _JobSignals(QObject):
@@ -120,6 +120,35 @@ class TracePanel(QWidget):
         return bool(self._jobs)
 
 
+def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableView:
+    """A read-only, sortable, single-row-selection table as every panel shows results.
+
+    One line per row with long names elided in the middle (kernel names run to hundreds of
+    characters), fixed row heights and explicit column widths — sizing columns to their
+    contents would visit every row of a million-row table.
+    """
+    table = QTableView()
+    table.setModel(model)
+    # No sort until the user clicks a header: the analysis' own order (largest first) stands.
+    table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
+    table.setSortingEnabled(True)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setWordWrap(False)
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    table.verticalHeader().setVisible(False)
+    table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    header.setDefaultSectionSize(90)
+    header.setStretchLastSection(True)
+    for column, width in (widths or {}).items():
+        header.resizeSection(column, width)
+    return table
+
+
 def trace_steps(trace: Any) -> pd.DataFrame:
     """The trace's steps ``[step, name, start_ns, dur_ns, end_ns]``.
 
@@ -152,4 +181,4 @@ def trace_steps(trace: Any) -> pd.DataFrame:
     return frame.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
 
 
-__all__ = ["TracePanel", "trace_steps"]
+__all__ = ["TracePanel", "results_table", "trace_steps"]

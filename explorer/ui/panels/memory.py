@@ -21,8 +21,6 @@ import pandas as pd
 import pyqtgraph as pg
 from PyQt6.QtCore import Qt, pyqtSlot
 from PyQt6.QtWidgets import (
-    QAbstractItemView,
-    QHeaderView,
     QLabel,
     QSplitter,
     QTableView,
@@ -32,7 +30,7 @@ from PyQt6.QtWidgets import (
 )
 
 from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
-from explorer.ui.panels import TracePanel
+from explorer.ui.panels import TracePanel, results_table
 
 #: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
 DEVICE_TYPES: dict[int, str] = {
@@ -237,7 +235,9 @@ class MemoryPanel(TracePanel):
         self.status.setWordWrap(True)
         self.plot = pg.PlotWidget(background="w")
         self.plot.setLabel("bottom", "time", units="s")
-        self.plot.setLabel("left", "memory", units="B")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.setLabel("left", "memory")
+        self.y_scale = 1  # bytes per plotted unit (binary: KiB, MiB, GiB), set per trace
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.addLegend(offset=(10, 10))
@@ -268,14 +268,8 @@ class MemoryPanel(TracePanel):
         layout.addWidget(splitter, 1)
 
     def _table(self, model: DataFrameModel) -> QTableView:
-        table = QTableView()
-        table.setModel(model)
-        table.setSortingEnabled(True)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.verticalHeader().setVisible(False)
-        table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
+        table = results_table(model, {0: 70, 2: 200, 3: 240})
         table.selectionModel().selectionChanged.connect(
             lambda *_: self._allocation_selected(table, model)
         )
@@ -333,6 +327,11 @@ class MemoryPanel(TracePanel):
             self.updated.emit()
             return
         self.plot.setVisible(True)
+        top = float(data.peaks["peak_bytes"].max()) if len(data.peaks) else 0.0
+        for data_reserved in (r for _, _, r in data.lines.values() if r is not None):
+            top = max(top, float(data_reserved.max()))
+        self.y_scale, unit = _binary_unit(top)
+        self.plot.setLabel("left", f"memory ({unit})")
         for i, (device, (x, allocated, reserved)) in enumerate(data.lines.items()):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
             curves = [(allocated, pg.mkPen(color, width=2), f"{device} allocated")]
@@ -340,17 +339,20 @@ class MemoryPanel(TracePanel):
                 dashed = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
                 curves.append((reserved, dashed, f"{device} reserved"))
             for y, pen, name in curves:
-                item = self.plot.plot(x, y, pen=pen, name=name)
+                item = self.plot.plot(x, y / self.y_scale, pen=pen, name=name)
                 item.setDownsampling(auto=True, method="peak")
                 item.setClipToView(True)
         for i, peak in enumerate(data.peaks.itertuples(index=False)):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
-            x, y = peak.ts / 1e9, float(peak.peak_bytes)
+            x, y = peak.ts / 1e9, float(peak.peak_bytes) / self.y_scale
             marker = pg.ScatterPlotItem([x], [y], symbol="star", size=14, brush=pg.mkBrush(color))
             marker.setObjectName(f"peak:{peak.device}")
             self.plot.addItem(marker)
+            right_half = peak.ts > 0.6 * float(data.curves["ts"].max())
             label = pg.TextItem(
-                f"peak {format_bytes(peak.peak_bytes)} ({peak.device})", color=color, anchor=(0, 1)
+                f"peak {format_bytes(peak.peak_bytes)} ({peak.device})",
+                color=color,
+                anchor=(1, 1) if right_half else (0, 1),
             )
             label.setPos(x, y)
             self.plot.addItem(label)
@@ -413,6 +415,14 @@ class MemoryPanel(TracePanel):
         start = int(row["alloc_ts"])
         end = start + max(int(row["lifetime_ns"]), 1)
         self.range_requested.emit(start, end)
+
+
+def _binary_unit(top_bytes: float) -> tuple[int, str]:
+    """The binary unit to plot bytes in so that the largest value reads 1..1023."""
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if top_bytes >= scale:
+            return scale, unit
+    return 1, "B"
 
 
 def _steps_xy(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,19 +19,16 @@ import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QItemSelectionModel, QModelIndex, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from explorer.trace.model import DEVICE_KINDS
 from explorer.ui.dataframe_model import DataFrameModel, format_ns
-from explorer.ui.panels import TracePanel, trace_steps
+from explorer.ui.panels import TracePanel, results_table, trace_steps
 
 #: Kinds that run on a device, for the device-side share (collectives run on streams too).
 DEVICE_SIDE: frozenset[str] = DEVICE_KINDS | {"collective"}
@@ -220,14 +217,8 @@ class OperatorsPanel(TracePanel):
         self.status.setWordWrap(True)
 
         self.model = DataFrameModel(formats=_FORMATS, headers=_HEADERS)
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSortingEnabled(True)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.model.set_frame(pd.DataFrame(columns=COLUMNS))
+        self.table = results_table(self.model, {0: 380, 1: 80, 2: 60, 3: 70})
         self.table.doubleClicked.connect(self._double_clicked)
         self.table.selectionModel().selectionChanged.connect(self._row_selected)
 

@@ -178,7 +178,7 @@ class SourceView(QPlainTextEdit):
     """A read-only code view with a gutter heat map (the Qt "code editor" pattern)."""
 
     HEAT_WIDTH = 10
-    MARK_WIDTH = 26
+    MARK_WIDTH = 30
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -187,6 +187,7 @@ class SourceView(QPlainTextEdit):
         self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.heat: dict[int, float] = {}  # line → 0..1
         self.marks: dict[int, str] = {}  # line → "F2 S1"
+        self.times: dict[int, str] = {}  # line → "12.5 ms" (the heat metric, in words)
         self.tips: dict[int, str] = {}
         self.gutter = _Gutter(self)
         self.blockCountChanged.connect(self._update_margins)
@@ -196,7 +197,10 @@ class SourceView(QPlainTextEdit):
     def gutter_width(self) -> int:
         digits = len(str(max(1, self.blockCount())))
         number = self.fontMetrics().horizontalAdvance("9") * (digits + 1)
-        return number + self.HEAT_WIDTH + self.MARK_WIDTH + 6
+        return number + self.HEAT_WIDTH + self.time_width() + self.MARK_WIDTH + 8
+
+    def time_width(self) -> int:
+        return self.fontMetrics().horizontalAdvance("999 µs ") if self.times else 0
 
     def _update_margins(self, *_: Any) -> None:
         self.setViewportMargins(self.gutter_width(), 0, 0, 0)
@@ -208,7 +212,8 @@ class SourceView(QPlainTextEdit):
             self.gutter.update(0, rect.y(), self.gutter.width(), rect.height())
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
-        super().resizeEvent(event)
+        if event is not None:
+            super().resizeEvent(event)
         cr = self.contentsRect()
         self.gutter.setGeometry(QRect(cr.left(), cr.top(), self.gutter_width(), cr.height()))
 
@@ -218,7 +223,10 @@ class SourceView(QPlainTextEdit):
         block = self.firstVisibleBlock()
         top = round(self.blockBoundingGeometry(block).translated(self.contentOffset()).top())
         height = round(self.blockBoundingRect(block).height())
-        number_width = gutter.width() - self.HEAT_WIDTH - self.MARK_WIDTH - 6
+        time_width = self.time_width()
+        number_width = gutter.width() - self.HEAT_WIDTH - time_width - self.MARK_WIDTH - 8
+        time_x = number_width + self.HEAT_WIDTH + 5
+        mark_x = time_x + time_width + 2
         small = QFont(self.font())
         small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
         while block.isValid() and top <= event.rect().bottom():
@@ -234,12 +242,23 @@ class SourceView(QPlainTextEdit):
                     color = QColor(_HEAT)
                     color.setAlphaF(0.15 + 0.85 * min(1.0, heat))
                     painter.fillRect(number_width + 3, top, self.HEAT_WIDTH, height, color)
+                painter.setFont(small)
+                when = self.times.get(line)
+                if when:
+                    painter.setPen(QColor("#8a2a24"))
+                    painter.drawText(
+                        time_x,
+                        top,
+                        time_width,
+                        height,
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                        when,
+                    )
                 mark = self.marks.get(line)
                 if mark:
                     painter.setPen(QColor("#c2185b"))
-                    painter.setFont(small)
                     painter.drawText(
-                        number_width + self.HEAT_WIDTH + 5,
+                        mark_x,
                         top,
                         self.MARK_WIDTH,
                         height,
@@ -424,7 +443,7 @@ class SourcePanel(TracePanel):
 
     def _refresh_heat(self, *_: Any) -> None:
         view = self.view
-        view.heat, view.marks, view.tips = {}, {}, {}
+        view.heat, view.marks, view.tips, view.times = {}, {}, {}, {}
         if self.data is not None and self.current_file:
             lines = self.data.lines
             mine = lines[lines["file"] == self.current_file]
@@ -435,6 +454,7 @@ class SourcePanel(TracePanel):
                 line = int(row.line)
                 if top > 0 and value > 0:
                     view.heat[line] = float(value / top)
+                    view.times[line] = format_ns(value)
                 mark = " ".join(
                     f"{tag}{int(n)}"
                     for tag, n in (("F", row.fallback_count), ("S", row.sync_count))
@@ -448,6 +468,8 @@ class SourcePanel(TracePanel):
                     + (f" · {int(row.fallback_count)} fallbacks" if row.fallback_count else "")
                     + (f" · {int(row.sync_count)} syncs" if row.sync_count else "")
                 )
+        view._update_margins()
+        view.resizeEvent(None)
         view.gutter.update()
 
     # -- interaction -------------------------------------------------------------------------
