@@ -1,0 +1,108 @@
+"""The report in four formats, on synthetic scenarios written to disk and read back (so the
+SYNTHETIC label travels through the file) — the formats agree with the analyses."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer.analysis.breakdown import CATEGORIES
+from explorer.errors import UsageError
+from explorer.report import SCHEMA_VERSION, document, render
+from explorer.scenarios import write
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, explorer.Trace]:
+    d = tmp_path_factory.mktemp("scenarios")
+    names = ("input_stall", "memory_growth", "clean")
+    return {n: explorer.load(write(n, d / f"{n}.json.gz", steps=6)) for n in names}
+
+
+def test_json_follows_the_schema_and_matches_the_analyses(traces: dict) -> None:
+    t = traces["input_stall"]
+    doc = json.loads(render(t, "json"))
+    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["synthetic"] is True and doc["categories"] == list(CATEGORIES)
+    st = t.steps()
+    assert [s["step"] for s in doc["steps"]] == st["step"].tolist()
+    bd = t.breakdown()
+    for s in doc["steps"]:
+        assert set(s) == {"step", "name", "start_ns", "dur_ns", "breakdown"}
+        for dev, cats in s["breakdown"].items():
+            assert list(cats) == list(CATEGORIES) and sum(cats.values()) == s["dur_ns"]
+            rows = bd[(bd["step"] == s["step"]) & (bd["device"] == dev)]
+            assert dict(zip(rows["category"].astype(str), rows["ns"].tolist(), strict=True)) == cats
+    (f,) = doc["findings"]
+    want = t.findings()[0].to_dict()
+    assert f == json.loads(json.dumps(want))
+    keys = {"kind", "title", "time_lost_ns", "share", "steps", "ranges", "evidence", "source_lines",
+            "explanation", "recommendation"}  # fmt: skip
+    assert keys <= set(f)
+    assert doc["summary"]["time_lost_by_kind"] == {"input_stall": f["time_lost_ns"]}
+
+
+def test_text_is_aligned_labelled_and_coloured_only_when_asked(traces: dict) -> None:
+    t = traces["input_stall"]
+    plain = render(t, "text")
+    assert plain.startswith("*** SYNTHETIC TRACE")
+    assert "\x1b[" not in plain
+    assert "[input_stall]" in plain and "/synthetic/train.py:20" in plain
+    rows = [
+        ln
+        for ln in plain.splitlines()
+        if re.match(r"^ {4}(compute|data movement|host-bound idle) ", ln)
+    ]
+    assert len({ln.index("%") for ln in rows}) == 1  # the percentages line up
+    coloured = render(t, "text", color=True)
+    assert "\x1b[" in coloured and re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+def test_markdown_and_html_say_synthetic_and_hold_the_finding(traces: dict) -> None:
+    t = traces["input_stall"]
+    md = render(t, "markdown")
+    assert "SYNTHETIC TRACE" in md and "`input_stall`" in md and "| compute |" in md
+    html = render(t, "html")
+    assert "SYNTHETIC TRACE" in html and "input_stall" in html
+    # self-contained: no script, no external stylesheet or image
+    assert "<script" not in html and not re.search(r"(src|href)=['\"]?https?:", html)
+    assert html.count("<rect") >= 6  # stacked bars for every step
+
+
+def test_html_plots_memory_over_time_when_the_trace_has_memory(traces: dict) -> None:
+    html = render(traces["memory_growth"], "html")
+    assert "Memory over time" in html and "<polyline" in html
+    doc = document(traces["memory_growth"])
+    peaks = {p["device"]: p["peak_bytes"] for p in doc["memory"]["peaks"]}
+    assert peaks["cuda:0"] > peaks.get("cpu", 0) > 0  # the leak is on the device
+    assert [f["kind"] for f in doc["findings"]] == ["memory"]
+
+
+def test_clean_report_says_no_problem(traces: dict) -> None:
+    assert "No problem found" in render(traces["clean"], "text")
+    assert json.loads(render(traces["clean"], "json"))["findings"] == []
+
+
+def test_step_and_top_options(traces: dict) -> None:
+    t = traces["input_stall"]
+    doc = document(t, step=2, top=1)
+    assert [s["step"] for s in doc["steps"]] == [2] and doc["selected_step"] == 2
+    assert doc["summary"]["total_ns"] == doc["steps"][0]["dur_ns"]
+    assert len(doc["findings"]) == 1 and 2 in doc["findings"][0]["steps"]
+    assert len(document(t, top=1)["by_source"]) <= 1
+    with pytest.raises(UsageError):
+        render(t, "pdf")
+    with pytest.raises(UsageError, match="step 99"):
+        render(t, "text", step=99)
+
+
+def test_report_module_renders_without_analysis_in_renderers() -> None:
+    """Renderers format the document only: none of them imports an analysis."""
+    pkg = Path(explorer.__file__).parent / "report"
+    for name in ("text.py", "markdown.py", "json_report.py", "html.py"):
+        src = (pkg / name).read_text()
+        assert "explorer.analysis" not in src, name
