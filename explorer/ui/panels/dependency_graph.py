@@ -43,7 +43,7 @@ from explorer.ui.panels import TracePanel, trace_steps
 from explorer.ui.timeline.colors import kind_color
 
 NODE_W, NODE_H = 120.0, 26.0
-COL_GAP, LANE_GAP = 34.0, 22.0
+COL_GAP, LANE_GAP = 34.0, 30.0
 LABEL_W = 170.0
 CRITICAL = QColor("#d9453d")
 
@@ -229,10 +229,23 @@ class GraphView(QGraphicsView):
         self.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.lane_labels: list[QGraphicsSimpleTextItem] = []
 
     def wheelEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
         factor = 1.15 if event.angleDelta().y() > 0 else 1 / 1.15
         self.scale(factor, factor)
+        self.pin_lane_labels()
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 - Qt API
+        super().scrollContentsBy(dx, dy)
+        self.pin_lane_labels()
+
+    def pin_lane_labels(self) -> None:
+        """Keep the lane names at the left edge of what is visible, however far the user
+        scrolled along the graph."""
+        left = self.mapToScene(0, 0).x() + 4
+        for label in self.lane_labels:
+            label.setX(left)
 
 
 class DependencyGraphPanel(TracePanel):
@@ -249,6 +262,7 @@ class DependencyGraphPanel(TracePanel):
         self.mode.addItem("Around selection", "selection")
         self.mode.addItem("Whole step", "step")
         self.step = QComboBox()
+        self.step.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.hops = QSpinBox()
         self.hops.setRange(1, 12)
         self.hops.setValue(2)
@@ -326,7 +340,7 @@ class DependencyGraphPanel(TracePanel):
                 self.status.setText("Select an event on the timeline to see what it waited for.")
                 return
             center, step = self.selected_slice, None
-            what = f"around “{trace.slices['name'].iat[center]}” ({hops} hops)"
+            what = f"around “{_elide(str(trace.slices['name'].iat[center]), 60)}” ({hops} hops)"
         else:
             center, step = None, self.step.currentData()
             what = f"step {step}" if step is not None else "the whole trace"
@@ -384,14 +398,25 @@ class DependencyGraphPanel(TracePanel):
         try:
             self.scene.clear()
             self.node_items = {}
+            self.view.lane_labels = []
             if layout is None or not len(layout.nodes):
                 return
+            width = LABEL_W + len(layout.nodes) * (NODE_W + COL_GAP)
             for lane, label in enumerate(layout.lanes):  # one per lane
-                text = QGraphicsSimpleTextItem(label[:28])
+                y = lane * (NODE_H + LANE_GAP)
+                band = self.scene.addRect(
+                    QRectF(-20, y - LANE_GAP / 2, width + 40, NODE_H + LANE_GAP),
+                    QPen(Qt.PenStyle.NoPen),
+                    QBrush(QColor("#f3f5f7" if lane % 2 == 0 else "#ffffff")),
+                )
+                band.setZValue(-1)
+                text = QGraphicsSimpleTextItem(_elide(label, 40))
                 text.setBrush(QBrush(QColor("#555")))
-                text.setPos(0, lane * (NODE_H + LANE_GAP) + 5)
+                text.setPos(0, y - LANE_GAP / 2 + 1)
                 text.setToolTip(label)
+                text.setZValue(5)
                 self.scene.addItem(text)
+                self.view.lane_labels.append(text)
             rects: dict[int, QRectF] = {}
             for node in layout.nodes.itertuples(index=False):  # ≤ max_nodes
                 rect = self.node_rect(int(node.column), int(node.lane))
@@ -419,6 +444,7 @@ class DependencyGraphPanel(TracePanel):
         self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
         if self.selected_slice is not None and self.selected_slice in self.node_items:
             self.view.centerOn(self.node_items[self.selected_slice])
+        self.view.pin_lane_labels()
 
     def _mark_selected(self, slice_id: int) -> None:
         item = self.node_items.get(slice_id)
