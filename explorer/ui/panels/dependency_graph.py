@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from PyQt6 import sip
 from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSlot
 from PyQt6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PyQt6.QtWidgets import (
@@ -244,6 +245,8 @@ class GraphView(QGraphicsView):
         """Keep the lane names at the left edge of what is visible, however far the user
         scrolled along the graph."""
         left = self.mapToScene(0, 0).x() + 4
+        # The scene may already be gone while the panel is being destroyed.
+        self.lane_labels = [label for label in self.lane_labels if not sip.isdeleted(label)]
         for label in self.lane_labels:
             label.setX(left)
 
@@ -396,9 +399,9 @@ class DependencyGraphPanel(TracePanel):
     def _draw(self, layout: GraphLayout | None) -> None:
         self._placing = True
         try:
-            self.scene.clear()
+            self.view.lane_labels = []  # before clear(): clearing may scroll the view
             self.node_items = {}
-            self.view.lane_labels = []
+            self.scene.clear()
             if layout is None or not len(layout.nodes):
                 return
             width = LABEL_W + len(layout.nodes) * (NODE_W + COL_GAP)
