@@ -38,7 +38,7 @@ from explorer.export.results import Results, explorer_results
 from explorer.trace.model import TraceData
 
 SEQUENCE_ID = 1
-CHUNK_EVENTS = 1 << 17
+CHUNK_EVENTS = 1 << 16
 
 TYPE_BEGIN = pb.TrackEvent.Type.TYPE_SLICE_BEGIN
 TYPE_END = pb.TrackEvent.Type.TYPE_SLICE_END
@@ -52,6 +52,7 @@ _END, _BEGIN, _INSTANT, _COUNTER = 0, 1, 2, 3
 # Where an event row comes from.
 _FROM_SLICE, _FROM_INSTANT, _FROM_COUNTER = 0, 1, 2
 
+_TYPE_TAG = w.tag(9, w.VARINT) + b"\x00"  # the type byte is filled in per row
 _SEQ_FIELD = w.tag(10, w.VARINT) + w.varint_bytes(SEQUENCE_ID)
 _FLAGS_FIELD = w.tag(13, w.VARINT) + w.varint_bytes(NEEDS_STATE)
 _FLOW_TAG = np.frombuffer(w.tag(47, w.FIXED64), np.uint8)
@@ -386,31 +387,66 @@ def _encode_chunk(
         ],
         0,
     )
-    fields = [
-        w.field_varint(9, ev_type),
-        w.field_varint(11, uuid),
-        w.field_varint(10, name_iid, named),
-        w.field_varint(3, cat_iid, named),
-    ]
+    type_and_track = w.field_varint(11, uuid, prefix=_TYPE_TAG)
+    type_and_track.bytes[:, 1] = ev_type  # every type fits in the one byte after its tag
+    inner = w.Block([type_and_track])
+    if named.any():
+        inner.append(w.field_varint(10, name_iid, named))
+        inner.append(w.field_varint(3, cat_iid, named))
     if is_ctr.any():
-        fields.append(w.field_fixed64(44, counters.value[cidx].astype(np.float64), is_ctr))
-    fields.extend(annotations.encode(sid, opening))
-    inner = w.join(*fields)
-    tail, tail_lens = _flow_tail(sid, opening, flow_csr)
-    te_len = inner.lens + tail_lens
-    packet = w.join(
-        w.field_varint(8, time),
-        w.constant(_SEQ_FIELD, np.ones(m, bool)),
-        w.constant(_FLAGS_FIELD, named),
-        w.constant(w.tag(11, w.LEN), np.ones(m, bool)),
-        w.varints(te_len),
-        inner,
-    )
+        inner.append(w.field_fixed64(44, counters.value[cidx].astype(np.float64), is_ctr))
+    inner.extend(annotations.encode(sid, opening))
+    slots = _flow_slots(sid, opening, flow_csr)
+    if slots is not None:
+        inner.extend(slots)
+        tail, tail_lens = np.zeros(0, np.uint8), np.zeros(m, np.int64)
+    else:  # some slice has many flows (a graph launch): append them as raw bytes
+        tail, tail_lens = _flow_tail(sid, opening, flow_csr)
+    packet = w.Block([w.field_varint(8, time, prefix=_SEQ_FIELD)])
+    if named.any():
+        packet.append(w.constant(_FLAGS_FIELD, named))
+    packet.extend(w.message(11, inner, extra_len=tail_lens))
+    if not len(tail):
+        return w.frame(packet)
     flat, lens = packet.flat(), packet.lens
-    if len(tail):
-        flat = w.interleave(flat, lens, tail, tail_lens)
-        lens = lens + tail_lens
-    return w.frame_ragged(flat, lens)
+    flat = w.interleave(flat, lens, tail, tail_lens)
+    return w.frame_ragged(flat, lens + tail_lens)
+
+
+#: Up to this many flow ids per packet are laid out as fixed columns; more fall back to the
+#: slower byte-level tail (only for chunks holding such a packet).
+_MAX_FLOW_SLOTS = 8
+
+
+def _flow_slots(
+    sid: np.ndarray,
+    opening: np.ndarray,
+    flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> w.Block | None:
+    """``flow_ids`` then ``terminating_flow_ids`` of each packet as fixed-width parts;
+    None when a packet of this chunk has more than :data:`_MAX_FLOW_SLOTS` of them."""
+    out_ptr, out_ids, in_ptr, in_ids = flow_csr
+    block = w.Block()
+    if len(out_ids) == 0:
+        return block
+    n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
+    n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
+    k_out, k_in = int(n_out.max(initial=0)), int(n_in.max(initial=0))
+    if k_out + k_in > _MAX_FLOW_SLOTS:
+        return None
+    for count, ptr, ids, tag_bytes in (
+        (k_out, out_ptr, out_ids, _FLOW_TAG),
+        (k_in, in_ptr, in_ids, _TERMINATING_FLOW_TAG),
+    ):
+        have_n = n_out if tag_bytes is _FLOW_TAG else n_in
+        for k in range(count):
+            have = have_n > k
+            value = ids[np.clip(ptr[sid] + k, 0, len(ids) - 1)]
+            rows = np.empty((len(sid), 10), np.uint8)
+            rows[:, :2] = tag_bytes
+            rows[:, 2:] = value.astype("<u8").view(np.uint8).reshape(len(sid), 8)
+            block.append(w.Part(rows, have))
+    return block
 
 
 def _flow_tail(

@@ -11,6 +11,7 @@ annotation costs a few bytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -52,8 +53,12 @@ class StringTable:
         return self._iid[s]
 
     def iids(self, column: pd.Series | np.ndarray) -> np.ndarray:
-        """iid of every row, looked up once per distinct value."""
-        codes, uniques = pd.factorize(pd.Series(column), use_na_sentinel=True)
+        """iid of every row (0 where missing), looked up once per distinct value."""
+        col = pd.Series(column)
+        if col.dtype.name == "category":
+            codes, uniques = col.cat.codes.to_numpy(), col.cat.categories
+        else:
+            codes, uniques = pd.factorize(col, use_na_sentinel=True)
         table = np.array([self.iid(str(u)) for u in uniques] + [0], np.int64)
         return table[codes]
 
@@ -82,17 +87,18 @@ class Annotations:
         iid = self.names.index(name) + 1
         self.columns.append(_Column(iid, string, np.asarray(values, np.int64), present))
 
-    def encode(self, sid: np.ndarray, present: np.ndarray) -> list[w.Block]:
-        """``debug_annotations`` fields of packets for slices ``sid`` (where ``present``)."""
+    def encode(self, sid: np.ndarray, present: np.ndarray) -> list[w.Part]:
+        """``debug_annotations`` fields of packets for slices ``sid`` (where ``present``):
+        one part each, holding the field's tag and length, the name iid and the value."""
         out = []
         for c in self.columns:
             have = present & c.present[sid] if len(sid) else present
             if not have.any():
                 continue
-            head = w.tag(1, w.VARINT) + w.varint_bytes(c.name_iid)
             value_field = 17 if c.string else 4  # string_value_iid / int_value
-            inner = w.join(w.constant(head, have), w.field_varint(value_field, c.values[sid], have))
-            out.append(w.field_message(4, inner, have))
+            head = w.tag(1, w.VARINT) + w.varint_bytes(c.name_iid)
+            inner = w.field_varint(value_field, c.values[sid], have, prefix=head)
+            out.append(w.message_part(4, inner))
         return out
 
 
@@ -102,7 +108,7 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
     sl = trace.slices
     if len(sl) == 0:
         return ann
-    ann.add("kind", strings.iids(sl["kind"].astype(str)), np.ones(len(sl), bool), string=True)
+    ann.add("kind", strings.iids(sl["kind"]), np.ones(len(sl), bool), string=True)
     for col, label in (
         ("correlation", "correlation"),
         ("external_id", "External id"),
@@ -111,27 +117,45 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
     ):
         v = sl[col].to_numpy(np.int64)
         ann.add(label, v, v >= 0, string=False)
-    copy_kind = sl["copy_kind"].astype(str)
-    has_copy = (copy_kind != "").to_numpy()
-    if has_copy.any():
-        text = (
-            copy_kind + " (" + sl["src_mem"].astype(str) + " → " + sl["dst_mem"].astype(str) + ")"
-        )
-        text = text.where(~sl["src_mem"].astype(str).eq("").to_numpy(), copy_kind)
-        ann.add("copy", strings.iids(text.where(has_copy)), has_copy, string=True)
+    copy = _copy_text(sl)
+    if copy is not None and copy.notna().any():
+        ann.add("copy", strings.iids(copy), copy.notna().to_numpy(), string=True)
     source = _source_lines(trace)
     if source is not None:
-        has = (source != "").to_numpy()
-        ann.add("source", strings.iids(source.where(has)), has, string=True)
+        ann.add("source", strings.iids(source), source.notna().to_numpy(), string=True)
     for name, values in _shape_args(trace).items():
         has = values.notna().to_numpy()
         ann.add(name, strings.iids(values), has, string=True)
     return ann
 
 
+def _copy_text(sl: pd.DataFrame) -> pd.Series | None:
+    """``"HtoD (Pageable → Device)"`` for copies, missing elsewhere; formatted once per
+    distinct (direction, source, destination)."""
+    parts = sl[["copy_kind", "src_mem", "dst_mem"]].reset_index(drop=True)
+    return _per_distinct(
+        parts, lambda k, s, d: (f"{k} ({s} → {d})" if s or d else str(k)) if str(k) else None
+    )
+
+
+def _per_distinct(frame: pd.DataFrame, fmt: Callable[..., str | None]) -> pd.Series | None:
+    """``fmt(*row)`` for every row, computed once per distinct row (None: missing)."""
+    if len(frame) == 0:
+        return None
+    codes = frame.groupby(list(frame.columns), sort=False, observed=True, dropna=False).ngroup()
+    codes = codes.to_numpy()
+    first_rows = pd.Series(np.arange(len(frame))).groupby(codes).first().to_numpy()
+    text = np.array([fmt(*row) for row in frame.iloc[first_rows].itertuples(index=False)], object)
+    if all(t is None for t in text):
+        return None
+    return pd.Series(text[codes], dtype=object)
+
+
 def _source_lines(trace: TraceData) -> pd.Series | None:
-    """``file:line (function)`` of the user code behind each slice, "" when unknown."""
-    frames = None
+    """``file:line (function)`` of the user code behind each slice, missing when unknown.
+
+    Formatted once per distinct frame, then spread over the slices by group code.
+    """
     fn = _optional_function("explorer.analysis.attribution", "slice_sources")
     if fn is None:
         fn = _optional_function("explorer.trace.source", "user_frames")
@@ -140,11 +164,8 @@ def _source_lines(trace: TraceData) -> pd.Series | None:
     frames = fn(trace)
     if frames is None or len(frames) != len(trace.slices):
         return None
-    file = frames["file"].astype(str).reset_index(drop=True)
-    line = frames["line"].astype(np.int64).astype(str).reset_index(drop=True)
-    function = frames["function"].astype(str).reset_index(drop=True)
-    text = file + ":" + line + " (" + function + ")"
-    return text.where(file != "", "")
+    frames = frames[["file", "line", "function"]].reset_index(drop=True)
+    return _per_distinct(frames, lambda f, ln, fn_: f"{f}:{int(ln)} ({fn_})" if str(f) else None)
 
 
 def _optional_function(module: str, attr: str) -> Callable[..., pd.DataFrame] | None:
@@ -160,48 +181,74 @@ def _optional_function(module: str, attr: str) -> Callable[..., pd.DataFrame] | 
 
 
 def _shape_args(trace: TraceData) -> dict[str, pd.Series]:
-    """The :data:`SHAPE_ARGS` of every slice that has args, as JSON text (NaN if absent).
+    """The :data:`SHAPE_ARGS` of every slice that has them, as JSON text (None if absent).
 
-    One msgspec call decodes the args of all slices at once into a struct that keeps only
-    these keys (as raw JSON, never building the other values), so the cost is one pass of
-    C over the bytes rather than a Python dict per slice.
+    A regex over all args bytes finds the slices that mention one of these keys; only
+    those are decoded, in one msgspec call, into a struct that keeps just these keys as
+    raw JSON — never a Python dict per slice.
     """
-    store = trace.args_store
     n = len(trace.slices)
-    if store is None or n == 0 or not hasattr(store, "to_blob"):
+    arrays = args_arrays(trace)
+    if arrays is None or n == 0:
         return {}
-    blob, offsets = store.to_blob()
-    if len(offsets) != n + 1:
+    blob, offsets, index = arrays
+    hits = np.fromiter((m.start() for m in _KEY_PATTERN.finditer(blob)), np.int64)
+    if len(hits) == 0:
         return {}
-    wanted = [
-        (key, attr)
-        for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True)
-        if blob.find(b'"' + key.encode() + b'"') >= 0
-    ]
-    if not wanted:
-        return {}
-    lens = np.diff(offsets)
-    data = np.frombuffer(blob, np.uint8)
-    comma = np.full(n, ord(","), np.uint8)
-    joined = w.interleave(data, lens, comma, np.ones(n, np.int64))
-    array = b"[" + joined[:-1].tobytes() + b"]"
+    rows_with = np.unique(np.searchsorted(offsets, hits, side="right") - 1)
+    view = memoryview(blob)
+    starts, ends = offsets[rows_with].tolist(), offsets[rows_with + 1].tolist()
+    array = b"[" + b",".join(map(view.__getitem__, map(slice, starts, ends))) + b"]"
     try:
-        rows = _ARGS_DECODER.decode(array)
+        decoded = _ARGS_DECODER.decode(array)
     except msgspec.DecodeError:
         return {}
+    # slice i's args are row index[i]; k is its position among the decoded rows
+    k = np.searchsorted(rows_with, index)
+    has = (k < len(rows_with)) & (rows_with[np.clip(k, 0, len(rows_with) - 1)] == index)
     out: dict[str, pd.Series] = {}
-    for key, attr in wanted:
-        raw = pd.Series(list(map(bytes, map(attrgetter(attr), rows))), dtype=object)
+    for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True):
+        raw = pd.Series(list(map(bytes, map(attrgetter(attr), decoded))), dtype=object)
         codes, uniques = pd.factorize(raw)
-        text = np.array(
-            [u.decode("utf-8", "replace") if u else None for u in uniques] + [None], object
-        )
-        values = pd.Series(text[codes], dtype=object)
-        if values.notna().any():
-            out[key] = values
+        text = np.array([u.decode("utf-8", "replace") if u else None for u in uniques], object)
+        if all(t is None for t in text):
+            continue
+        values = np.full(n, None, object)
+        values[has] = text[codes[k[has]]]
+        out[key] = pd.Series(values, dtype=object)
     return out
 
 
+def args_arrays(trace: TraceData) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """All slices' raw args JSON as ``(blob, offsets, index)``: slice ``i``'s args are
+    ``blob[offsets[index[i]]:offsets[index[i] + 1]]``. None when the trace keeps no args.
+
+    The args store has no public accessor for its arrays yet, so this reads them from
+    the store's fields (falling back to per-slice ``raw()`` for stores without them).
+    """
+    store = trace.args_store
+    n = len(trace.slices)
+    if store is None or n == 0:
+        return None
+    if hasattr(store, "arrays"):
+        blob, offsets, index = store.arrays()
+    elif hasattr(store, "to_blob"):
+        blob, offsets = store.to_blob()
+        index = np.arange(n, dtype=np.int64)
+    elif hasattr(store, "_blob") and hasattr(store, "_load"):
+        store._load()
+        blob, offsets, index = store._blob, store._offsets, store._index
+    else:
+        parts = [store.raw(i) for i in range(n)]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum([len(p) for p in parts], out=offsets[1:])
+        blob, index = b"".join(parts), np.arange(n, dtype=np.int64)
+    if blob is None or offsets is None or index is None or len(index) != n:
+        return None
+    return bytes(blob), np.asarray(offsets, np.int64), np.asarray(index, np.int64)
+
+
+_KEY_PATTERN = re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in SHAPE_ARGS) + b')"')
 _ABSENT = msgspec.Raw(b"")
 _ARG_FIELDS = tuple(f"a{i}" for i in range(len(SHAPE_ARGS)))
 _ShapeArgs = msgspec.defstruct(

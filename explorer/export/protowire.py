@@ -6,15 +6,20 @@ miss the export's speed target, and keeping them all would double the trace in m
 Every slice packet has the same handful of fields, so we encode a whole column of them in
 a few vectorised operations instead and write the bytes straight to the file.
 
-A batch of ``n`` messages is built as a :class:`Block`: an ``(n, width)`` byte matrix and
-a same-shaped mask of which bytes are real. Each field is a block a few columns wide
-(a tag and a varint of at most ten bytes); a message is its fields' blocks side by side,
-and a nested message is a tag and length block followed by its fields. Reading the matrix
-through the mask row by row (one boolean index) gives every message's bytes back to back.
+A batch of ``n`` messages is a :class:`Block`: a list of :class:`Part` s, each an
+``(n, width)`` byte matrix holding one field (or a few fields that always go together)
+for every message, and whether each message has it. A message is its parts side by side;
+a nested message is a tag-and-length part followed by its own parts. Gathering the bytes
+of present parts row by row (one ``np.compress``) gives every message back to back.
 
-Fields come in the order the caller lays them out (the protobuf library would sort them by
-number; parsers accept either). Tests parse the result with ``perfetto_trace_pb2`` to
-prove every message decodes to what was meant.
+Every part has one width for all rows, so varints in a column are written at the
+column's widest width: a value that needs fewer bytes is padded with continuation bytes
+(``5`` as ``0x85 0x00`` in a two-byte column). The wire format allows these over-long
+varints and every protobuf parser reads them; they cost a byte here and there and make
+every row of a part the same shape, which is what keeps the encoding a handful of array
+operations. Fields come in the order the caller lays them out (parsers accept any
+order). Tests parse the result with ``perfetto_trace_pb2`` to prove every message
+decodes to what was meant.
 """
 
 from __future__ import annotations
@@ -26,19 +31,45 @@ import numpy as np
 VARINT, FIXED64, LEN = 0, 1, 2
 
 
-class Block(NamedTuple):
-    """Bytes of ``n`` messages (or message parts): row ``i`` holds message ``i``."""
+class Part(NamedTuple):
+    """One field (or fields that go together) for ``n`` messages."""
 
     bytes: np.ndarray  # (n, width) uint8
-    mask: np.ndarray  # (n, width) bool: which bytes of the row are part of the message
+    present: np.ndarray  # (n,) bool: whether message i has these bytes
+
+    @property
+    def width(self) -> int:
+        return int(self.bytes.shape[1])
 
     @property
     def lens(self) -> np.ndarray:
-        return self.mask.sum(axis=1, dtype=np.int64)
+        return self.present.astype(np.int64) * self.width
+
+
+class Block(list):
+    """Messages for ``n`` rows, as their parts in order."""
+
+    @property
+    def lens(self) -> np.ndarray:
+        out = np.zeros(len(self[0].present), np.int64) if self else np.zeros(0, np.int64)
+        for p in self:
+            out += p.lens
+        return out
 
     def flat(self) -> np.ndarray:
         """Every message's bytes, back to back (uint8)."""
-        return self.bytes[self.mask]
+        if not self:
+            return np.zeros(0, np.uint8)
+        n = len(self[0].present)
+        width = sum(p.width for p in self)
+        data = np.empty((n, width), np.uint8)
+        keep = np.empty((n, width), bool)
+        col = 0
+        for p in self:
+            data[:, col : col + p.width] = p.bytes
+            keep[:, col : col + p.width] = p.present[:, None]
+            col += p.width
+        return np.compress(keep.ravel(), data.ravel())
 
 
 def varint_bytes(value: int) -> bytes:
@@ -60,104 +91,118 @@ def tag(field: int, wire: int) -> bytes:
     return varint_bytes((field << 3) | wire)
 
 
-def varint_len(values: np.ndarray) -> np.ndarray:
-    """Bytes each value takes as a varint (1..10)."""
+def varint_width(values: np.ndarray) -> int:
+    """Bytes the widest value needs as a varint (1..10); negative int64 need 10."""
     v = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
-    lens = np.ones(len(v), np.int64)
-    for k in range(1, 10):
-        over = v >= np.uint64(1 << (7 * k))
-        if not over.any():
-            break
-        lens += over
-    return lens
+    if len(v) == 0:
+        return 1
+    top = int(v.max())
+    return max(1, -(-top.bit_length() // 7))
 
 
-def varints(values: np.ndarray, present: np.ndarray | None = None) -> Block:
-    """Each value as a base-128 varint; negative int64 become 10-byte two's complement."""
+def varint_matrix(
+    values: np.ndarray, width: int | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``(n, width)`` bytes: each value as a varint padded to ``width`` bytes (written into
+    ``out`` when given, so a field's tag and value share one array)."""
     v = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
-    n = len(v)
-    lens = varint_len(v)
-    if present is not None:
-        lens = np.where(present, lens, 0)
-    width = int(lens.max()) if n else 1
-    out = np.empty((n, max(width, 1)), np.uint8)
+    width = width or varint_width(v)
+    if out is None:
+        out = np.empty((len(v), width), np.uint8)
     for j in range(width):
         byte = ((v >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
-        byte |= (lens > j + 1).astype(np.uint8) << 7
+        if j < width - 1:
+            byte |= 0x80
         out[:, j] = byte
-    mask = np.arange(out.shape[1])[None, :] < lens[:, None]
-    return Block(out, mask)
+    return out
 
 
-def constant(blob: bytes, present: np.ndarray) -> Block:
-    """The same bytes in every message where ``present`` is true, nothing elsewhere."""
+def _with_head(head: bytes, n: int, width: int) -> np.ndarray:
+    """An ``(n, len(head) + width)`` array whose first columns hold ``head``."""
+    out = np.empty((n, len(head) + width), np.uint8)
+    out[:, : len(head)] = np.frombuffer(head, np.uint8)
+    return out
+
+
+def _all(n: int) -> np.ndarray:
+    return np.ones(n, bool)
+
+
+def _prefix(blob: bytes, n: int) -> np.ndarray:
+    return np.broadcast_to(np.frombuffer(blob, np.uint8), (n, len(blob)))
+
+
+def constant(blob: bytes, present: np.ndarray) -> Part:
+    """The same bytes in every message where ``present`` is true."""
     present = np.asarray(present, bool)
-    row = np.frombuffer(blob, np.uint8)
-    out = np.broadcast_to(row, (len(present), len(row)))
-    mask = np.broadcast_to(present[:, None], out.shape)
-    return Block(out, mask)
+    return Part(_prefix(blob, len(present)), present)
 
 
-def fixed64(values: np.ndarray, present: np.ndarray | None = None) -> Block:
-    """Each value as 8 little-endian bytes (``fixed64`` ids, ``double`` values)."""
+def field_varint(
+    field: int, values: np.ndarray, present: np.ndarray | None = None, prefix: bytes = b""
+) -> Part:
+    """``prefix`` then a varint field (int32/int64/uint64/enum/bool)."""
+    values = np.asarray(values)
+    n = len(values)
+    head = prefix + tag(field, VARINT)
+    present = _all(n) if present is None else np.asarray(present, bool)
+    sel = values[present] if not present.all() else values
+    width = varint_width(sel) if len(sel) else 1
+    out = _with_head(head, n, width)
+    varint_matrix(values, width, out[:, len(head) :])
+    return Part(out, present)
+
+
+def field_fixed64(field: int, values: np.ndarray, present: np.ndarray | None = None) -> Part:
+    """A 64-bit fixed field (``fixed64`` flow ids, ``double`` counter values)."""
     v = np.ascontiguousarray(values)
     if v.dtype.itemsize != 8:
         v = v.astype(np.uint64)
-    out = v.astype(v.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(len(v), 8)
-    if present is None:
-        present = np.ones(len(v), bool)
-    return Block(out, np.broadcast_to(np.asarray(present, bool)[:, None], out.shape))
+    raw = v.astype(v.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(len(v), 8)
+    present = _all(len(v)) if present is None else np.asarray(present, bool)
+    head = tag(field, FIXED64)
+    out = _with_head(head, len(v), 8)
+    out[:, len(head) :] = raw
+    return Part(out, present)
 
 
-def join(*blocks: Block) -> Block:
-    """Fields side by side: message ``i`` is row ``i`` of every block, in order."""
-    return Block(np.hstack([b.bytes for b in blocks]), np.hstack([b.mask for b in blocks]))
+def message_part(field: int, inner: Part) -> Part:
+    """A length-delimited field holding a one-part sub-message: still one part."""
+    head = tag(field, LEN) + varint_bytes(inner.width)
+    out = _with_head(head, len(inner.present), inner.width)
+    out[:, len(head) :] = inner.bytes
+    return Part(out, inner.present)
 
 
-def field_varint(field: int, values: np.ndarray, present: np.ndarray | None = None) -> Block:
-    """A varint field (int32/int64/uint64/enum/bool), in every message or where present."""
-    values = np.asarray(values)
-    if present is None:
-        present = np.ones(len(values), bool)
-    return join(constant(tag(field, VARINT), present), varints(values, present))
+def message(field: int, inner: Block, extra_len: np.ndarray | None = None) -> Block:
+    """A length-delimited field holding ``inner`` in every row.
 
-
-def field_fixed64(field: int, values: np.ndarray, present: np.ndarray | None = None) -> Block:
-    """A 64-bit fixed field (``fixed64`` flow ids, ``double`` counter values)."""
-    values = np.asarray(values)
-    if present is None:
-        present = np.ones(len(values), bool)
-    return join(constant(tag(field, FIXED64), present), fixed64(values, present))
-
-
-def field_message(field: int, inner: Block, present: np.ndarray | None = None) -> Block:
-    """A length-delimited field holding the sub-message ``inner``.
-
-    Where ``present`` is false the field is left out; ``inner`` must be empty there.
+    ``extra_len`` counts bytes the caller appends right after ``inner`` (inside the
+    field) by other means.
     """
-    lens = inner.lens
-    if present is None:
-        present = np.ones(len(lens), bool)
-    present = np.asarray(present, bool)
-    if np.any(lens[~present]):
-        raise ValueError("field_message(): bytes given for a message marked absent")
-    return join(constant(tag(field, LEN), present), varints(lens, present), inner)
+    lens = inner.lens if extra_len is None else inner.lens + extra_len
+    return Block([field_varint_len(field, lens), *inner])
 
 
-def field_strings(field: int, values: list[bytes]) -> bytes:
-    """A length-delimited field per value, concatenated (for the few rare packets)."""
-    return b"".join(tag(field, LEN) + varint_bytes(len(v)) + v for v in values)
+def field_varint_len(field: int, lens: np.ndarray) -> Part:
+    """The tag and length of a length-delimited field, in every row."""
+    n = len(lens)
+    head = tag(field, LEN)
+    width = varint_width(lens)
+    out = _with_head(head, n, width)
+    varint_matrix(lens, width, out[:, len(head) :])
+    return Part(out, _all(n))
 
 
 def frame(packets: Block) -> np.ndarray:
     """Packets as elements of ``Trace.packet`` (field 1): the bytes of a ``.pftrace``."""
-    return field_message(1, packets).flat()
+    return message(1, packets).flat()
 
 
 def frame_ragged(data: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Like :func:`frame` for packets already flattened to bytes with their lengths."""
-    head = join(constant(tag(1, LEN), np.ones(len(lens), bool)), varints(lens))
-    return interleave(head.flat(), head.lens, data, lens)
+    head = field_varint_len(1, lens)
+    return interleave(Block([head]).flat(), head.lens, data, lens)
 
 
 def interleave(a: np.ndarray, a_lens: np.ndarray, b: np.ndarray, b_lens: np.ndarray) -> np.ndarray:
