@@ -217,12 +217,24 @@ def test_paint_batches_by_colour(view: TimelineView) -> None:
 
 
 def test_hover_shows_a_tooltip(view: TimelineView, qtbot) -> None:
-    from PyQt6.QtWidgets import QToolTip
+    from PyQt6.QtCore import QEvent
+    from PyQt6.QtGui import QMouseEvent
+    from PyQt6.QtWidgets import QApplication, QToolTip
 
     rect = view.slice_rect(21)
-    qtbot.mouseMove(view, rect.center().toPoint())
-    qtbot.waitUntil(QToolTip.isVisible, timeout=3000)
-    assert "ampere_sgemm_64x64_nn" in QToolTip.text()
+    pos = rect.center()
+    # A real move event (QTest's mouseMove sends none when the cursor is already there).
+    event = QMouseEvent(
+        QEvent.Type.MouseMove,
+        pos,
+        view.mapToGlobal(pos),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(view, event)
+    qtbot.waitUntil(lambda: "ampere_sgemm_64x64_nn" in QToolTip.text(), timeout=3000)
+    assert "kernel" in QToolTip.text() and "120 µs" in QToolTip.text()
 
 
 def test_clicking_the_pin_mark_pins_a_row_to_the_top(view: TimelineView, qtbot) -> None:
