@@ -10,7 +10,7 @@ from PyQt6.QtCore import Qt
 import explorer
 from explorer.trace.model import DEVICE_KINDS
 from explorer.ui.dataframe_model import RAW_ROLE
-from explorer.ui.panels.operators import OperatorsPanel, device_rows, operator_stats
+from explorer.ui.panels.operators import OperatorsPanel, operator_stats, slice_sides
 from tests.conftest import shared_trace_files
 
 AMD = "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -37,7 +37,7 @@ def _top_level_host_time(trace) -> int:
     """Host time of top-level slices plus what children stick out past their parent's end
     (real traces have a few: the MTIA trace's ``gif_merge``)."""
     s = trace.slices
-    host = ~device_rows(trace)
+    host = slice_sides(trace) == 0
     ts, end, parent = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy(), s["parent"].to_numpy()
     top = int(s["dur"].to_numpy()[host & (parent < 0)].sum())
     kids = np.flatnonzero(host & (parent >= 0))
@@ -59,9 +59,21 @@ def test_stats_partition_every_shared_trace(path):
     assert (stats["device_ns"] >= 0).all()
     host = stats["side"] == "host"
     assert int(stats.loc[host, "self_ns"].sum()) == _top_level_host_time(trace)
-    for side in (host, ~host):
-        if stats.loc[side, "self_ns"].sum() > 0:
-            assert stats.loc[side, "share"].sum() == pytest.approx(1.0)
+    for side in ("host", "device"):
+        rows = stats["side"] == side
+        if stats.loc[rows, "self_ns"].sum() > 0:
+            assert stats.loc[rows, "share"].sum() == pytest.approx(1.0)
+    assert stats.loc[stats["side"] == "other", "share"].isna().all()
+
+
+def test_profiler_span_is_not_host_work(amd):
+    """The profiler's own "PyTorch Profiler (0)" span sits on its own track: listed, but
+    outside the host share so it cannot claim half the host time."""
+    stats = operator_stats(amd)
+    row = stats[stats["name"] == "PyTorch Profiler (0)"].iloc[0]
+    assert row["side"] == "other" and np.isnan(row["share"])
+    host = stats[stats["side"] == "host"]
+    assert host["share"].sum() == pytest.approx(1.0)
 
 
 def test_device_time_follows_launch_flows(amd):

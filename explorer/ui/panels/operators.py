@@ -60,21 +60,35 @@ _HEADERS = {
 }
 
 
-def device_rows(trace: Any) -> np.ndarray:
-    """Whether each slice runs on a device: it sits on a device stream track (so CUDA's
-    "Event Sync" rows on a device count as device time), or, for traces whose tracks are
-    not typed, has a device kind."""
+#: Where a slice runs, as :func:`slice_sides` codes it.
+SIDES: tuple[str, ...] = ("host", "device", "other")
+
+
+def slice_sides(trace: Any) -> np.ndarray:
+    """Where each slice runs: 0 host thread, 1 device stream (so CUDA's "Event Sync" rows
+    on a device count as device time), 2 any other track (the profiler's own "PyTorch
+    Profiler (0)" span, which is not work). Traces whose tracks are not typed are split
+    by kind."""
     s = trace.slices
     tracks = trace.tracks
-    if len(tracks) and "type" in tracks and (tracks["type"] == "device_stream").any():
-        types = np.full(int(tracks["id"].max()) + 1, False)
-        types[tracks["id"].to_numpy()] = (tracks["type"].astype(str) == "device_stream").to_numpy()
-        track = s["track"].to_numpy(np.int64)
-        ok = (track >= 0) & (track < len(types))
-        out = np.zeros(len(s), bool)
-        out[ok] = types[track[ok]]
-        return out
-    return s["kind"].astype(str).isin(DEVICE_SIDE).to_numpy()
+    if len(tracks) and "type" in tracks:
+        kinds = tracks["type"].astype(str).to_numpy()
+        if np.isin(kinds, ["host_thread", "device_stream"]).any():
+            codes = np.full(int(tracks["id"].max()) + 1, 2, np.int8)
+            codes[tracks["id"].to_numpy()] = np.select(
+                [kinds == "host_thread", kinds == "device_stream"], [0, 1], 2
+            )
+            track = s["track"].to_numpy(np.int64)
+            ok = (track >= 0) & (track < len(codes))
+            out = np.full(len(s), 2, np.int8)
+            out[ok] = codes[track[ok]]
+            return out
+    return s["kind"].astype(str).isin(DEVICE_SIDE).to_numpy().astype(np.int8)
+
+
+def device_rows(trace: Any) -> np.ndarray:
+    """Whether each slice runs on a device (see :func:`slice_sides`)."""
+    return slice_sides(trace) == 1
 
 
 def operator_stats(
@@ -91,7 +105,8 @@ def operator_stats(
     - ``device_ns`` = for device ops their own time; for host slices the time of the device
       ops launched (launch flows) from inside them, at any depth.
     - ``share`` = ``self_ns`` over all host-side self time (or all device-side self time,
-      for device kinds), so host rows sum to 1 and device rows sum to 1.
+      for rows on device tracks), so host rows sum to 1 and device rows sum to 1; rows on
+      other tracks (the profiler's own span) have none (NaN).
 
     A name nested in itself (recursive ops) counts its nested time in ``total_ns`` twice,
     as ``torch.profiler``'s ``key_averages`` does; ``self_ns`` never double counts.
@@ -131,7 +146,8 @@ def operator_stats(
     self_time = clipped - children.astype(np.int64)
 
     kinds = s["kind"].astype(str).to_numpy()
-    on_device = device_rows(trace)
+    side = slice_sides(trace)
+    on_device = side == 1
     device_time = np.where(on_device, clipped, 0).astype(np.float64)
     flows = trace.flows
     if len(flows):
@@ -160,8 +176,8 @@ def operator_stats(
     name_codes = names.cat.codes.to_numpy().astype(np.int64)
     name_codes = np.where(name_codes < 0, len(names.cat.categories), name_codes)
     kind_values, kind_codes = np.unique(kinds, return_inverse=True)
-    per_name = 2 * len(kind_values)  # (kind, side) pairs
-    keys = name_codes * per_name + kind_codes.reshape(-1) * 2 + on_device
+    per_name = len(SIDES) * len(kind_values)  # (kind, side) pairs
+    keys = name_codes * per_name + kind_codes.reshape(-1) * len(SIDES) + side
     rows = np.flatnonzero(inside)
     present, group = np.unique(keys[rows], return_inverse=True)
     group = group.reshape(-1)
@@ -174,8 +190,8 @@ def operator_stats(
     out = pd.DataFrame(
         {
             "name": labels[present // per_name],
-            "kind": kind_values[(present % per_name) // 2],
-            "side": np.where(present % 2 == 1, "device", "host"),
+            "kind": kind_values[(present % per_name) // len(SIDES)],
+            "side": np.asarray(SIDES, dtype=object)[present % len(SIDES)],
             "count": count,
             "total_ns": np.rint(total).astype(np.int64),
             "self_ns": np.rint(self_sum).astype(np.int64),
@@ -183,13 +199,12 @@ def operator_stats(
     )
     out["avg_ns"] = (out["total_ns"] // out["count"].clip(lower=1)).astype(np.int64)
     out["device_ns"] = np.rint(device_sum).astype(np.int64)
-    device_row = (out["side"] == "device").to_numpy()
-    host_self = out["self_ns"].to_numpy()[~device_row].sum()
-    dev_self = out["self_ns"].to_numpy()[device_row].sum()
-    denom = np.where(device_row, dev_self, host_self).astype(np.float64)
-    out["share"] = np.divide(
-        out["self_ns"].to_numpy(np.float64), denom, out=np.zeros(len(out)), where=denom > 0
-    )
+    sides = out["side"].to_numpy()
+    self_ns = out["self_ns"].to_numpy(np.float64)
+    denom = np.zeros(len(out))
+    for name in ("host", "device"):  # "other" rows (profiler spans) get no share
+        denom[sides == name] = self_ns[sides == name].sum()
+    out["share"] = np.divide(self_ns, denom, out=np.full(len(out), np.nan), where=denom > 0)
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
