@@ -129,6 +129,11 @@ def main(
             raise UsageError(f"{screenshot}: could not write the PNG (check the folder exists)")
         window.close()
         return 0
+    if not has_display():
+        raise UsageError(
+            "no display to open a window on (DISPLAY is not set): save a picture with "
+            "'explorer view TRACE --screenshot out.png', or read 'explorer report TRACE'"
+        )
     app = application()
     from explorer.ui.main_window import MainWindow
 

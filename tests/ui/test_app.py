@@ -135,3 +135,10 @@ def test_a_range_dragged_on_the_axis_goes_to_the_operators_panel(
     window.timeline.range_selected.emit(100_000, 500_000)
     qtbot.waitUntil(lambda: not operators.busy(), timeout=10000)
     assert operators.window() == (100_000, 500_000)
+
+
+def test_view_without_a_display_says_how_to_get_a_picture(small_trace_file: Path, capsys) -> None:
+    # The tests run offscreen, which is exactly "no display" for an interactive window.
+    assert cli_main(["view", str(small_trace_file)]) == 2
+    err = capsys.readouterr().err
+    assert "--screenshot" in err and err.count("\n") == 1

@@ -107,7 +107,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         """Memory held by the view's own structures (not the trace's tables)."""
         if self.lanes is None:
             return 0
-        return self.lanes.nbytes
+        series = sum(s.ts.nbytes + s.values.nbytes for s in self.layout_.series)
+        return self.lanes.nbytes + series + self._names.nbytes
 
     # -- geometry ------------------------------------------------------------------------
     def _tracks_left(self) -> int:
