@@ -10,8 +10,9 @@ A step is a time window ``[start_ns, end_ns)`` on the host. Where it comes from,
 3. Otherwise the whole trace is one step (``step`` 0, name ``"trace"``, ``slice`` -1).
 
 When several host threads carry the same step (rare, but some trainers annotate every
-worker thread), the longest occurrence wins, so each step appears once; pattern matches
-that overlap an earlier match are dropped likewise.
+worker thread), or matches nest, the earliest-starting (then longest) occurrence wins and
+the ones overlapping it are dropped, so each step appears once. If ``ProfilerStep`` numbers
+repeat (captures concatenated in time), steps are numbered 0, 1, ... in time order instead.
 """
 
 from __future__ import annotations
@@ -91,18 +92,16 @@ def _matching_steps(
             "slice": ids.astype(np.int64),
         }
     )
-    if numbered_by_name:
-        # Longest occurrence of each ProfilerStep#N wins (one row per step).
-        df = df.sort_values(["name", "dur_ns"], ascending=[True, False], kind="stable")
-        df = df.drop_duplicates("name", keep="first").sort_values("start_ns", kind="stable")
-        df["step"] = df["name"].str.extract(rx.pattern, expand=False).astype(np.int64)
-    else:
-        # Matches that overlap an earlier (or longer, same-start) match are the same step
-        # seen on another thread, or a nested match: drop them.
-        df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable")
-        ends = (df["start_ns"] + df["dur_ns"]).to_numpy()
-        prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ends)[:-1]])
-        df = df[df["start_ns"].to_numpy() >= prev_end].copy()
+    # Matches that overlap an earlier (or longer, same-start) match are the same step seen
+    # on another thread, or a nested match: drop them.
+    df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable")
+    ends = (df["start_ns"] + df["dur_ns"]).to_numpy()
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ends)[:-1]])
+    df = df[df["start_ns"].to_numpy() >= prev_end].copy()
+    numbers = df["name"].str.extract(rx.pattern, expand=False) if numbered_by_name else None
+    if numbers is not None and numbers.notna().all() and numbers.astype(np.int64).is_unique:
+        df["step"] = numbers.astype(np.int64)
+    else:  # a pattern, or ProfilerStep numbers that repeat (concatenated captures)
         df["step"] = np.arange(len(df), dtype=np.int64)
     df["end_ns"] = df["start_ns"] + df["dur_ns"]
     return df[STEP_COLUMNS].reset_index(drop=True)

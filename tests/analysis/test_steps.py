@@ -73,3 +73,16 @@ def test_without_annotations_the_whole_trace_is_one_step() -> None:
     ]
     with pytest.raises(UsageError, match="steps: 0"):
         select_steps(t, 1)
+
+
+def test_repeated_step_numbers_are_renumbered_in_time_order() -> None:
+    """Two captures concatenated in time both count ProfilerStep#1, #2: four distinct steps."""
+    ev = [
+        _x("ProfilerStep#1", 0, 10),
+        _x("ProfilerStep#2", 10, 10),
+        _x("ProfilerStep#1", 50, 10),
+        _x("ProfilerStep#2", 60, 10),
+    ]
+    st = steps(trace_from_events(ev, cls=Trace))
+    assert st["step"].tolist() == [0, 1, 2, 3]
+    assert st["name"].tolist() == ["ProfilerStep#1", "ProfilerStep#2"] * 2
