@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from explorer.trace.model import TraceData
 from explorer.ui.timeline.lod import LaneIndex
@@ -40,6 +39,7 @@ class CounterSeries:
     ts: np.ndarray
     values: np.ndarray
     unit: str = ""
+    peak: float | None = None  # the row's scale, filled in when first drawn
 
 
 @dataclass
@@ -193,6 +193,14 @@ class TrackLayout:
             return None
         return self.rows[int(np.searchsorted(self._tops, y, "right")) - 1]
 
+    def rows_between(self, y0: float, y1: float) -> list[Row]:
+        """The rows that overlap content heights [y0, y1)."""
+        if not self.rows:
+            return []
+        first = max(int(np.searchsorted(self._tops, y0, "right")) - 1, 0)
+        last = int(np.searchsorted(self._tops, y1, "left"))
+        return self.rows[first:last]
+
     def row_of_track(self, track: int) -> Row | None:
         for r in self.rows:
             if r.kind == "track" and r.track == track:
@@ -209,7 +217,3 @@ class TrackLayout:
         """Content y of a lane's top inside its track row."""
         return row.y + 2 + int(lane - row.lanes[0]) * LANE_H
 
-
-def track_table_labels(tracks: pd.DataFrame) -> dict[int, str]:
-    """Track id → the label a person reads."""
-    return dict(zip(tracks["id"].astype(int), tracks["label"].astype(str), strict=False))

@@ -91,16 +91,7 @@ class TimelinePainting:
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
-        lay = self.layout_
-        if not lay.rows:
-            return []
-        first = max(int(np.searchsorted(lay._tops, self.scroll_y, "right")) - 1, 0)
-        out = []
-        for r in lay.rows[first:]:
-            if r.y - self.scroll_y > bottom - top:
-                break
-            out.append(r)
-        return out
+        return self.layout_.rows_between(self.scroll_y, self.scroll_y + bottom - top)
 
     def _row_top(self, row: Row, top: int) -> int:
         return top + row.y - self.scroll_y
@@ -172,11 +163,13 @@ class TimelinePainting:
         return label_parts
 
     def _series_max(self, i: int) -> float:
-        cache = self.__dict__.setdefault("_series_max_cache", {})
-        if i not in cache:
-            v = self.layout_.series[i].values
-            cache[i] = float(np.nanmax(v)) if len(v) and np.nanmax(v) > 0 else 1.0
-        return cache[i]
+        """The top of a counter row's scale (the series' max; cached per layout)."""
+        s = self.layout_.series[i]
+        if s.peak is None:
+            s.peak = (
+                float(np.nanmax(s.values)) if len(s.values) and np.nanmax(s.values) > 0 else 1.0
+            )
+        return s.peak
 
     def _paint_labels(self, p: QPainter, parts: list) -> None:
         p.setFont(self._font)
