@@ -18,7 +18,7 @@ import sys
 import sysconfig
 import threading
 import time
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 COLLECT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -48,6 +48,18 @@ def is_library_file(filename: str) -> bool:
     return filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<")
 
 
+#: code object → 0 (user code), 1 (library: skip), 2 (this package or synthetic: skip, and
+#: never the fallback). Classifying once per code object keeps a stack walk to one dict
+#: lookup per frame.
+_CODE_CLASS: dict[CodeType, int] = {}
+
+
+def _classify(filename: str) -> int:
+    if filename.startswith(COLLECT_DIR) or filename.startswith("<"):
+        return 2
+    return 1 if filename.startswith(_LIBRARY_PREFIXES) else 0
+
+
 def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:
     """(file, line, function) of the innermost user frame above ``frame`` (the caller's).
 
@@ -55,15 +67,21 @@ def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:
     code (e.g. a library calling ``.item()`` from a thread), and to ``("", -1, "")``.
     """
     f = frame if frame is not None else sys._getframe(1)
-    fallback: tuple[str, int, str] | None = None
+    fallback: FrameType | None = None
+    classes = _CODE_CLASS
     while f is not None:
-        name = f.f_code.co_filename
-        if not name.startswith(_LIBRARY_PREFIXES) and not name.startswith("<"):
-            return name, f.f_lineno, f.f_code.co_name
-        if fallback is None and not name.startswith(COLLECT_DIR) and not name.startswith("<"):
-            fallback = (name, f.f_lineno, f.f_code.co_name)
+        code = f.f_code
+        kind = classes.get(code)
+        if kind is None:
+            kind = classes[code] = _classify(code.co_filename)
+        if kind == 0:
+            return code.co_filename, f.f_lineno, code.co_name
+        if kind == 1 and fallback is None:
+            fallback = f
         f = f.f_back
-    return fallback or ("", -1, "")
+    if fallback is not None:
+        return fallback.f_code.co_filename, fallback.f_lineno, fallback.f_code.co_name
+    return ("", -1, "")
 
 
 def source_args(frame: tuple[str, int, str]) -> dict[str, Any]:

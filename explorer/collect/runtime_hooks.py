@@ -110,13 +110,14 @@ class RuntimeHooks:
             _local.busy = True
             t0 = now_ns()
             try:
-                return orig(*args, **kwargs)
+                out = orig(*args, **kwargs)
             finally:
-                t1 = now_ns()
                 _local.busy = False
-                device = _device_str(args[0]) if args else ""
-                if hooks.cpu_syncs or device != "cpu":
-                    hooks._sync(reason, device, t0, t1)
+            t1 = now_ns()
+            device = _device_str(args[0]) if args else ""
+            if hooks.cpu_syncs or device != "cpu":
+                hooks._sync(reason, device, t0, t1)
+            return out
 
         return wrapper
 

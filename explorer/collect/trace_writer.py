@@ -133,7 +133,7 @@ def write_atomic(doc: dict[str, Any], out_dir: Path, stem: str) -> Path:
     """Write gzip JSON to a temporary file, then give it a name no other file has."""
     tmp = out_dir / f".{stem}.{os.getpid()}.tmp"
     try:
-        with gzip.open(tmp, "wb", compresslevel=6) as fh:
+        with gzip.open(tmp, "wb", compresslevel=3) as fh:
             fh.write(msgspec.json.encode(doc, enc_hook=str))
         while True:
             path = unique_path(out_dir, stem)

@@ -306,3 +306,62 @@ def test_sigterm_inside_block_still_writes_the_trace(tmp_path: Path) -> None:
     doc = read_trace(written[0])
     assert len(explorer_events(doc, "explorer_sync")) == 1
     assert not np.isnan(doc["explorer"]["elapsed_ns"])
+
+
+def test_keyboard_interrupt_inside_block_writes_trace_and_propagates(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with explorer.collect(tmp_path, with_stack=False, sampler_interval_s=None) as c:
+            _train(c, steps=1)
+            raise KeyboardInterrupt
+    assert len(explorer_events(read_trace(c.trace_path), "explorer_sync")) == 1
+
+
+def test_missing_activity_warns_and_records_what_exists(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match="cannot profile CUDA"):
+        c = explorer.collect(
+            tmp_path, activities=["cpu", "cuda"], with_stack=False, sampler_interval_s=None
+        )
+    assert c.settings["activities"] == ["CPU"]
+    with c:
+        _train(c, steps=1)
+    assert read_trace(c.trace_path)["explorer"]["settings"]["activities"] == ["CPU"]
+
+
+def test_dict_schedule_wait_warmup_active(tmp_path: Path) -> None:
+    schedule = {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
+    with explorer.collect(
+        tmp_path, schedule=schedule, with_stack=False, sampler_interval_s=None
+    ) as c:
+        _train(c, steps=6)
+    names = {
+        e["name"]
+        for e in read_trace(c.trace_path)["traceEvents"]
+        if str(e.get("name")).startswith("ProfilerStep#")
+    }
+    assert names == {"ProfilerStep#2", "ProfilerStep#3"}
+    with pytest.raises(ExplorerError, match="unknown schedule keys"):
+        explorer.collect(tmp_path, schedule={"wiat": 1})
+
+
+def test_kineto_names_with_unescaped_quotes_are_repaired() -> None:
+    """Kineto writes a module-level frame's name with its docstring quotes unescaped (seen
+    in a real capture: ``torch/profiler/_cupti_monitor.py(0):     \"\"\"``)."""
+    from explorer.collect.trace_writer import repair_unescaped_strings
+
+    raw = (
+        b'{"traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'
+        b'    "name": "torch/profiler/_cupti_monitor.py(0):     """",\n'
+        b'    "ts": 1.0,\n    "dur": 2.0\n  },\n  {\n    "ph": "X",\n    "name": "ok \\"quoted\\"",\n'
+        b'    "ts": 3.0\n  }\n]}'
+    )
+    with pytest.raises(ValueError):
+        import json
+
+        json.loads(raw)
+    import json
+
+    doc = json.loads(repair_unescaped_strings(raw))
+    assert [e["name"] for e in doc["traceEvents"]] == [
+        'torch/profiler/_cupti_monitor.py(0):     """',
+        'ok "quoted"',
+    ]
