@@ -74,6 +74,8 @@ def test_curve_and_peak_match_memory_events(panel, profiled):
 def test_never_freed_lists_the_kept_tensors(panel, profiled):
     leaks = panel.leak_model.frame
     assert set(KEPT_BYTES) <= set(leaks["bytes"].tolist())
+    assert leaks["freed_at"].isna().all()
+    assert panel.leak_model.data(panel.leak_model.index(0, 5)) == ""  # "freed at": never
     assert (leaks["bytes"].diff().dropna() <= 0).all()  # largest first
     lifetimes = allocation_lifetimes(profiled)
     freed = lifetimes[lifetimes["free_ts"] >= 0]
@@ -104,6 +106,9 @@ def test_click_on_plot_lists_live_allocations(qtbot, panel, profiled):
     alive_bytes = int(seen["bytes"].sum())
     assert int(live["bytes"].sum()) == alive_bytes
     assert "Alive at" in panel.tabs.tabText(0)
+    assert (live["alloc_ts"] <= panel.live_ts).all()
+    freed = live["freed_at"].dropna()
+    assert (freed > panel.live_ts).all()
 
 
 def test_selecting_an_allocation_selects_its_op_and_life(qtbot, panel):

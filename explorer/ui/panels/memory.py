@@ -40,9 +40,13 @@ DEVICE_TYPES: dict[int, str] = {
 }  # fmt: skip
 
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
-ALLOCATION_COLUMNS = ["device", "bytes", "op", "source", "alloc_ts", "lifetime_ns", "slice", "addr"]
-_TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "lifetime_ns": "ns"}
-_TABLE_HEADERS = {"bytes": "size", "alloc_ts": "allocated at", "lifetime_ns": "lifetime"}
+ALLOCATION_COLUMNS = [
+    "device", "bytes", "op", "source", "alloc_ts", "freed_at", "lifetime_ns", "slice", "addr",
+]  # fmt: skip
+_TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns"}
+_TABLE_HEADERS = {
+    "bytes": "size", "alloc_ts": "allocated at", "freed_at": "freed at", "lifetime_ns": "lifetime",
+}  # fmt: skip
 
 
 def device_labels(memory: pd.DataFrame) -> np.ndarray:
@@ -214,11 +218,13 @@ def alive_at(allocations: pd.DataFrame, ts_ns: int) -> pd.DataFrame:
 
 
 def _table_frame(allocs: pd.DataFrame, trace_end: int) -> pd.DataFrame:
-    """The allocation columns people read, with lifetime (to the end of the trace if never freed)."""
+    """The allocation columns people read. ``freed_at`` is empty (NaN) for memory never freed
+    in the trace, whose lifetime then runs to the end of the trace."""
     free = allocs["free_ts"].to_numpy(np.int64)
     alloc_ts = allocs["alloc_ts"].to_numpy(np.int64)
     lifetime = np.where(free >= 0, free - alloc_ts, np.maximum(trace_end - alloc_ts, 0))
-    out = allocs.assign(lifetime_ns=lifetime)
+    freed_at = np.where(free >= 0, free, np.nan)
+    out = allocs.assign(lifetime_ns=lifetime, freed_at=freed_at)
     return out[ALLOCATION_COLUMNS].reset_index(drop=True)
 
 
