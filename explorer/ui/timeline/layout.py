@@ -31,6 +31,15 @@ _DEVICE_TYPES = {
 }
 
 
+_ACCELERATORS = ("device", "gpu", "mtia", "xpu", "hpu", "npu", "tpu", "neuron", "cuda", "hip")
+
+
+def _names_a_device(label: str) -> bool:
+    """Whether a process label already says it is an accelerator (``GPU 0``, ``MTIA 17``)."""
+    low = label.lower()
+    return any(word in low for word in _ACCELERATORS)
+
+
 @dataclass
 class CounterSeries:
     """One counter row's samples, sorted by time."""
@@ -111,8 +120,8 @@ class TrackLayout:
             group = f"g:{t.pid}"
             is_device = str(t.type) == "device_stream"
             label = str(t.process) or str(t.pid)
-            if is_device and "device" not in label.lower() and "gpu" not in label.lower():
-                label = f"Device {int(t.device)} · {label}" if int(t.device) >= 0 else label
+            if is_device and int(t.device) >= 0 and not _names_a_device(label):
+                label = f"Device {int(t.device)} · {label}"
             self._add_group(group, label)
             self._members[group].append(
                 Row(
@@ -216,4 +225,3 @@ class TrackLayout:
     def lane_y(self, row: Row, lane: int) -> int:
         """Content y of a lane's top inside its track row."""
         return row.y + 2 + int(lane - row.lanes[0]) * LANE_H
-
