@@ -19,13 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from explorer.trace.args_store import ArgsStore
 from explorer.trace.model import TraceData
 
 #: Bump when the tables' layout or the reader's output changes.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 _TABLES = ("slices", "tracks", "flows", "counters", "instants", "memory")
 
 
@@ -63,7 +61,7 @@ def load_cached(path: Path, cls: type = TraceData) -> TraceData | None:
             tables = pickle.load(f)
     except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
-    store = ArgsStore(blob_path=entry / "args.bin", offsets_path=entry / "args_offsets.npy")
+    store = ArgsStore(blob_path=entry / "args.bin")
     return cls(**tables, args_store=store)
 
 
@@ -79,13 +77,7 @@ def save_cached(path: Path, trace: TraceData) -> bool:
         tables["execution_trace"] = trace.execution_trace
         with open(tmp / "tables.pkl", "wb") as f:
             pickle.dump(tables, f, protocol=pickle.HIGHEST_PROTOCOL)
-        blob, offsets = (
-            trace.args_store.to_blob()
-            if trace.args_store is not None
-            else (b"", np.zeros(len(trace.slices) + 1, np.int64))
-        )
-        (tmp / "args.bin").write_bytes(blob)
-        np.save(tmp / "args_offsets.npy", offsets)
+        (trace.args_store or ArgsStore()).save(tmp / "args.bin")
         (tmp / "stamp.json").write_text(json.dumps(_stamp(path)))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)

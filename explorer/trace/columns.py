@@ -98,7 +98,7 @@ def categorical(values: Sequence[Any]) -> pd.Categorical:
 
     obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
     codes, uniques = pd.factorize(obj, use_na_sentinel=True)
-    cats = [u if isinstance(u, str) else _num_str(u) for u in uniques]
+    cats = [u if isinstance(u, str) else num_str(u) for u in uniques]
     if (codes < 0).any():
         if "" in cats:
             codes = np.where(codes < 0, cats.index(""), codes)
@@ -112,10 +112,10 @@ def categorical(values: Sequence[Any]) -> pd.Categorical:
 
 def strings(values: Sequence[Any]) -> list[str]:
     """Every value as a string ('' for None), the way the file spelled it."""
-    return ["" if v is None else v if isinstance(v, str) else _num_str(v) for v in values]
+    return ["" if v is None else v if isinstance(v, str) else num_str(v) for v in values]
 
 
-def _num_str(v: Any) -> str:
+def num_str(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -24,35 +25,18 @@ import msgspec
 
 from explorer.errors import TraceError
 
-
-class Event(msgspec.Struct, gc=False):
-    """One Chrome-trace event. Fields absent in the file take these defaults."""
-
-    ph: str = ""
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    bp: Any = None
-    s: Any = None
-    args: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-_EVENTS = msgspec.json.Decoder(list[Event])
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
+_EVENT_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 @dataclass
 class Decoded:
-    """What a file holds before it becomes tables."""
+    """What a file holds before it becomes tables: each event's raw JSON (a view into the
+    file's bytes, decoded a chunk at a time by :mod:`explorer.trace.events`) and the metadata."""
 
-    events: list[Any]
+    raws: list[msgspec.Raw]
     metadata: dict[str, Any]
-    raw_args: bool  # True: events are ``Event`` structs with Raw args; False: plain dicts
     warnings: list[str] = field(default_factory=list)
     execution_trace: dict[str, Any] | None = None
 
@@ -82,92 +66,81 @@ def read_bytes(path: Path) -> tuple[bytes, list[str]]:
 
 
 def decode(path: Path, data: bytes) -> Decoded:
-    """Decode a trace document (object with ``traceEvents``, or a bare event array)."""
+    """Split a trace document (object with ``traceEvents``, or a bare event array) into its
+    event array and metadata."""
     head = data.lstrip()[:1]
     if head not in (b"{", b"["):
         what = "empty" if not data.strip() else "not JSON"
         raise TraceError(
-            path,
-            f"this file is {what}, not a trace",
+            path, f"this file is {what}, not a trace",
             "give a Kineto/Chrome trace (.json or .json.gz) written by torch.profiler or explorer.collect",
         )
-    warnings: list[str] = []
     if head == b"[":
-        events, raw, w = _decode_events(path, data)
-        return Decoded(events, {}, raw, warnings + w)
+        return _check_array(path, data, {})
     try:
         top = _TOP.decode(data)
     except msgspec.DecodeError as exc:
-        if "truncated" not in str(exc):
-            if b"NaN" in data or b"Infinity" in data:
-                return _decode_generic(path, data)
-            raise TraceError(
-                path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
-            ) from None
-        return _recover_truncated_document(path, data)
+        if "truncated" in str(exc):
+            return _recover_truncated_document(path, data)
+        if b"NaN" in data or b"Infinity" in data:
+            return _decode_generic(path, data)
+        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
     if "traceEvents" not in top:
         if "nodes" in top and "schema" in top:
-            et = _ANY.decode(data)
-            return Decoded([], {}, True, [], execution_trace=et)
+            return Decoded([], {}, [], execution_trace={})
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceError(
-            path,
-            f"no 'traceEvents' in this JSON (top-level keys: {keys})",
+            path, f"no 'traceEvents' in this JSON (top-level keys: {keys})",
             "this is not a Kineto/Chrome trace; give the .pt.trace.json written by torch.profiler",
         )
     metadata: dict[str, Any] = {}
     for key, raw in top.items():
-        if key == "traceEvents":
-            continue
-        try:
+        if key != "traceEvents":
             metadata[key] = _ANY.decode(raw)
-        except msgspec.DecodeError:
-            metadata[key] = json.loads(bytes(raw))
-    events, raw_args, w = _decode_events(path, top["traceEvents"])
-    return Decoded(events, metadata, raw_args, warnings + w)
+    return _check_array(path, top["traceEvents"], metadata)
 
 
-def _decode_events(path: Path, data: bytes | msgspec.Raw) -> tuple[list[Any], bool, list[str]]:
+def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, Any]) -> Decoded:
+    """The event array as is when it is well-formed; recovered or re-encoded when not."""
     try:
-        return _EVENTS.decode(data), True, []
+        return Decoded(_EVENT_ARRAY.decode(events), metadata)
     except msgspec.ValidationError:
-        pass  # wrongly typed fields somewhere: the generic path names the event
+        raise TraceError(path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it") from None
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
-            events, n_lost = _recover_events(bytes(data))
-            return events, True, [_truncation_warning(len(events))]
-        if b"NaN" not in bytes(data) and b"Infinity" not in bytes(data):
-            raise TraceError(
-                path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
-            ) from None
-    try:
-        events = json.loads(bytes(data))
-    except ValueError as exc:
-        raise TraceError(
-            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
-        ) from None
-    if not isinstance(events, list):
-        raise TraceError(
-            path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
-        )
-    return events, False, []
+            raws = _recover_events(bytes(events))
+            return Decoded(raws, metadata, [_truncation_warning(len(raws))])
+        if b"NaN" in bytes(events) or b"Infinity" in bytes(events):
+            return _decode_generic(path, bytes(events), metadata)
+        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
 
 
-def _decode_generic(path: Path, data: bytes) -> Decoded:
+def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = None) -> Decoded:
+    """Files with NaN/Infinity literals (Python's json writes them): parse with json, refuse
+    NaN where it matters (durations, timestamps), and re-encode the rest for the fast path."""
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise TraceError(
-            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
-        ) from None
-    if isinstance(doc, list):
-        return Decoded(doc, {}, False)
-    events = doc.pop("traceEvents", None)
+        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+    if isinstance(doc, dict):
+        events = doc.pop("traceEvents", None)
+        metadata = doc
+    else:
+        events = doc
     if not isinstance(events, list):
-        raise TraceError(
-            path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace"
-        )
-    return Decoded(events, doc, False)
+        raise TraceError(path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace")
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            continue
+        for key, what in (("dur", "duration"), ("ts", "timestamp")):
+            v = e.get(key)
+            if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+                name = e.get("name")
+                raise TraceError(
+                    path, f"event {i}" + (f" ({name!r})" if name else "") + f" has a NaN {what}",
+                    "the file is damaged; re-capture it",
+                )
+    return Decoded(_EVENT_ARRAY.decode(msgspec.json.encode(events)), metadata or {})
 
 
 def _truncation_warning(n: int) -> str:
@@ -185,29 +158,29 @@ def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
     m = _EVENTS_KEY.search(data)
     if not m:
         raise TraceError(path, "the file is cut short before any event", "re-capture the trace")
-    metadata: dict[str, Any] = {}
     prefix = data[: m.start()].rstrip().rstrip(b",") + b"}"
     try:
         metadata = json.loads(prefix)
     except ValueError:
         metadata = {}
-    events, _ = _recover_events(data[m.end() - 1 :])
-    return Decoded(events, metadata, True, [_truncation_warning(len(events))])
+    raws = _recover_events(data[m.end() - 1 :])
+    return Decoded(raws, metadata, [_truncation_warning(len(raws))])
 
 
-def _recover_events(array: bytes) -> tuple[list[Any], int]:
-    """The longest prefix of a truncated JSON array that decodes as complete events.
+def _recover_events(array: bytes) -> list[msgspec.Raw]:
+    """The events of the longest prefix of a truncated JSON array that decodes.
 
-    Cuts are tried at each ``}`` followed by a comma, from the end backwards; a ``}`` that
-    closes a nested args object fails to decode and the next one back is tried.
+    Cuts are tried at each ``}`` from the end backwards; a ``}`` that closes a nested args
+    object leaves an unbalanced prefix that fails to decode, and the next one back is tried.
     """
     end = len(array)
     for _ in range(10_000):
         pos = array.rfind(b"}", 0, end)
         if pos < 0:
             break
+        candidate = array[: pos + 1] + b"]"
         try:
-            return _EVENTS.decode(array[: pos + 1] + b"]"), 0
+            return _EVENT_ARRAY.decode(candidate)
         except (msgspec.DecodeError, msgspec.ValidationError):
             end = pos
-    return [], 0
+    return []

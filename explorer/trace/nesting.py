@@ -31,11 +31,15 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
     b_pos = np.concatenate([pos, o_idx])
     b_delta = np.concatenate([opens.astype(np.int64), -np.ones(len(o_idx), np.int64)])
     order = np.lexsort((b_pos, b_is_start, b_time, b_track))
-    running = np.cumsum(b_delta[order])
-    before = running - b_delta[order]  # open count just before each boundary
+    del b_track, b_time
+    delta = b_delta[order]
+    before = np.cumsum(delta)
+    before -= delta  # open count just before each boundary
+    del delta, b_delta
     starts = b_is_start[order] == 1
     depth = np.empty(n, np.int64)
     depth[b_pos[order][starts]] = before[starts]
+    del order, before, starts, b_pos, b_is_start
     # Every opening slice closes on its own track, so the count is back to 0 at each track's
     # first boundary: no per-track reset is needed.
 

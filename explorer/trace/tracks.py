@@ -8,13 +8,13 @@ and ``*_sort_index`` metadata events when the file has them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from explorer.trace.columns import strings
+from explorer.trace.events import EventColumns
 
 #: Categories whose events run on a device (the track they sit on is a device stream).
 DEVICE_CATEGORIES = frozenset(
@@ -36,35 +36,28 @@ TRACK_TYPE_CATEGORIES = ["host_thread", "device_stream", "counter", "other"]
 
 
 class TrackKeys:
-    """Provisional track codes for events, from their (pid, tid) exactly as written."""
+    """Track codes for events, from their (pid, tid) exactly as written."""
 
-    def __init__(self, pids: Sequence[Any], tids: Sequence[Any]) -> None:
-        self._pid_codes, self._pid_uniques = pd.factorize(
-            pd.Series(pids, dtype=object), use_na_sentinel=False
-        )
-        tid_codes, self._tid_uniques = pd.factorize(
-            pd.Series(tids, dtype=object), use_na_sentinel=False
-        )
-        self._tid_codes = tid_codes
-        pair = self._pid_codes.astype(np.int64) * max(len(self._tid_uniques), 1) + tid_codes
+    def __init__(self, ev: EventColumns) -> None:
+        self._ev = ev
+        n_tid = max(len(ev.tids.values), 1)
+        pair = ev.pid.astype(np.int64) * n_tid + ev.tid
         self.codes, uniq = pd.factorize(pair)
-        self._pair_pid = (uniq // max(len(self._tid_uniques), 1)).astype(np.int64)
-        self._pair_tid = (uniq % max(len(self._tid_uniques), 1)).astype(np.int64)
+        self._pair_pid = (uniq // n_tid).astype(np.int64)
+        self._pair_tid = (uniq % n_tid).astype(np.int64)
+        #: key → final track id (filled by :func:`build_tracks`), -1 for keys with no track.
         self.final: np.ndarray = np.full(len(uniq), -1, np.int64)
 
     def event_track(self, idx: np.ndarray) -> np.ndarray:
         return self.codes[idx].astype(np.int64)
 
     def pid_of_key(self, key: int) -> Any:
-        return self._pid_uniques[self._pair_pid[key]]
+        return self._ev.pids.values[self._pair_pid[key]]
 
     def tid_of_key(self, key: int) -> Any:
-        return self._tid_uniques[self._pair_tid[key]]
+        return self._ev.tids.values[self._pair_tid[key]]
 
-    def pid_str(self, event: int) -> str:
-        return strings([self._pid_uniques[self._pid_codes[event]]])[0]
-
-    def track_of_events(self, idx: np.ndarray, tracks: pd.DataFrame) -> np.ndarray:
+    def track_of_events(self, idx: np.ndarray) -> np.ndarray:
         """Final track id of each event (-1 when its (pid, tid) has no track)."""
         if len(idx) == 0:
             return np.empty(0, np.int64)
@@ -93,9 +86,7 @@ def build_tracks(
     device: np.ndarray,
     stream: np.ndarray,
     extra_idx: np.ndarray,
-    m_events: Sequence[Any],
-    m_args: Sequence[dict[str, Any]],
-    raw: bool,
+    ev: EventColumns,
     meta: dict[str, Any],
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """The tracks table (display-ordered ids) and each slice's track id."""
@@ -106,9 +97,9 @@ def build_tracks(
     proc_sort: dict[str, float] = {}
     thread_name: dict[tuple[str, str], str] = {}
     thread_sort: dict[tuple[str, str], float] = {}
-    for e, a in zip(m_events, m_args, strict=True):
-        name = e.name if raw else e.get("name")
-        pid, tid = strings([e.pid if raw else e.get("pid"), e.tid if raw else e.get("tid")])
+    for i, a in ev.meta_args:
+        name = ev.name_text(i)
+        pid, tid = strings([ev.pids.values[ev.pid[i]], ev.tids.values[ev.tid[i]]])
         if name == "process_name" and a.get("name") is not None:
             proc_name[pid] = str(a["name"]).strip()
         elif name == "process_sort_index" and isinstance(a.get("sort_index"), (int, float)):

@@ -1,0 +1,296 @@
+"""The event array → typed columns, a chunk at a time.
+
+Holding a million decoded event objects costs several times the JSON's size, so the
+array is first split into raw event byte ranges (cheap views), then decoded in chunks of
+:data:`CHUNK` events; each chunk's fields go straight into numpy columns and small
+vocabularies (names, categories, pids, tids), its slices' args into one byte blob, and the
+chunk's objects are dropped before the next one is decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from explorer.errors import TraceError
+from explorer.trace import columns
+
+CHUNK = 25_000
+
+#: ``ph`` values the model knows, as small integer codes.
+PH = {"X": 0, "B": 1, "E": 2, "i": 3, "I": 3, "C": 4, "s": 5, "t": 6, "f": 7, "M": 8, "b": 9, "e": 10, "n": 11}
+PH_X, PH_B, PH_E, PH_I, PH_C, PH_S, PH_T, PH_F, PH_M = 0, 1, 2, 3, 4, 5, 6, 7, 8
+PH_ASYNC = (9, 10, 11)
+PH_OTHER = 12
+
+
+class Event(msgspec.Struct, gc=False):
+    """One Chrome-trace event; every field is optional and of any type (checked later, with
+    the event's index in the message)."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+    s: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class SliceArgs(msgspec.Struct, gc=False):
+    """The args of slices that become columns; the rest stay in the raw args."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_old: Any = msgspec.field(default=None, name="external id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    bytes: Any = None
+    Bytes: Any = None
+    seq: Any = msgspec.field(default=None, name="Sequence number")
+    call_stack: Any = msgspec.field(default=None, name="Call stack")
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The args of the profiler's ``[memory]`` events."""
+
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    Bytes: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_SLICE_ARGS = msgspec.json.Decoder(list[SliceArgs])
+_MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
+_ANY = msgspec.json.Decoder()
+
+
+class Vocabulary:
+    """Distinct values → small ints, shared across chunks. ``as_text`` folds values to the
+    strings a person reads (names, categories); otherwise values are kept as written
+    (pids and tids, where ``1`` and ``"1"`` are different things)."""
+
+    def __init__(self, as_text: bool) -> None:
+        self.as_text = as_text
+        self.values: list[Any] = ["" if as_text else None]
+        self._ids: dict[Any, int] = {self.values[0]: 0}
+
+    def codes(self, items: list[Any]) -> np.ndarray:
+        codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
+        table = np.empty(len(uniques) + 1, np.int32)
+        table[-1] = 0  # None
+        for k, u in enumerate(uniques):
+            key = (u if isinstance(u, str) else columns.num_str(u)) if self.as_text else u
+            got = self._ids.get(key)
+            if got is None:
+                got = self._ids[key] = len(self.values)
+                self.values.append(key)
+            table[k] = got
+        return table[codes]
+
+
+@dataclass
+class EventColumns:
+    """Every event's fields as columns (file order), plus what some kinds of event need."""
+
+    n: int = 0
+    ph: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
+    name: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    cat: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    pid: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    tid: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    ts: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    dur: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    dur_missing: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    names: Vocabulary = field(default_factory=lambda: Vocabulary(True))
+    cats: Vocabulary = field(default_factory=lambda: Vocabulary(True))
+    pids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
+    tids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
+    # X and B events ("args rows"), in file order: raw args and the args that become columns.
+    args_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    args_blob: bytes | bytearray = b""
+    args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    slice_args: dict[str, np.ndarray] = field(default_factory=dict)
+    # Flow events: their rows and string ids / binding points.
+    flow_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    flow_id: list[str] = field(default_factory=list)
+    flow_bp: list[str] = field(default_factory=list)
+    # Instant events: scope; [memory] instants: their args.
+    instant_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    instant_scope: list[str] = field(default_factory=list)
+    memory_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    memory_args: dict[str, np.ndarray] = field(default_factory=dict)
+    # Counter and metadata events: decoded args (few of them).
+    counter_args: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    meta_args: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+    def name_text(self, i: int) -> str:
+        return self.names.values[self.name[i]]
+
+    def where(self, i: int) -> str:
+        """How a message names event ``i``."""
+        n = self.name_text(i) if 0 <= i < len(self.name) else ""
+        return f"event {i}" + (f" ({n!r})" if n else "")
+
+
+def _dict(raw: msgspec.Raw) -> dict[str, Any]:
+    try:
+        a = _ANY.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    return a if isinstance(a, dict) else {}
+
+
+def _struct_columns(decoder: msgspec.json.Decoder, spec: type, raws: list[Any]) -> dict[str, np.ndarray]:
+    fields = spec.__struct_fields__
+    if not raws:
+        return {f: np.empty(0, object) for f in fields}
+    try:
+        parsed = decoder.decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        parsed = []  # some args are not objects: take those as empty
+        for r in raws:
+            try:
+                parsed.append(msgspec.json.decode(r, type=spec))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                parsed.append(spec())
+    return {f: np.array(list(map(attrgetter(f), parsed)), dtype=object) for f in fields}
+
+
+def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) -> EventColumns:
+    """Columns of every event, from each event's raw JSON."""
+    out = EventColumns(n=len(raws))
+    parts: dict[str, list[Any]] = {k: [] for k in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "dur_missing",
+                                                   "args_rows", "flow_rows", "instant_rows", "memory_rows")}
+    blob = bytearray()  # grown in place: joining pieces at the end would hold the args twice
+    lengths: list[np.ndarray] = []
+    slice_cols: list[dict[str, np.ndarray]] = []
+    mem_cols: list[dict[str, np.ndarray]] = []
+    for start in range(0, len(raws), CHUNK):
+        chunk = raws[start : start + CHUNK]
+        try:
+            evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+        except msgspec.ValidationError as exc:
+            k = _index_in_message(str(exc))
+            where = f"event {start + k}" if k is not None else "an event"
+            raise TraceError(path, f"{where} is not an object", "the file is damaged or is not a trace") from None
+        del chunk
+        ph_text = list(map(attrgetter("ph"), evs))
+        ph = np.array([PH.get(p, PH_OTHER) if isinstance(p, str) else PH_OTHER for p in ph_text], np.int8)
+        del ph_text
+        parts["ph"].append(ph)
+        parts["name"].append(out.names.codes(list(map(attrgetter("name"), evs))))
+        parts["cat"].append(out.cats.codes(list(map(attrgetter("cat"), evs))))
+        parts["pid"].append(out.pids.codes(list(map(attrgetter("pid"), evs))))
+        parts["tid"].append(out.tids.codes(list(map(attrgetter("tid"), evs))))
+
+        def where(k: int, _s: int = start) -> str:
+            return f"event {_s + k}"
+
+        parts["ts"].append(columns.floats(list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where))
+        durs = list(map(attrgetter("dur"), evs))
+        missing = np.equal(np.array(durs, dtype=object), None)
+        parts["dur_missing"].append(missing)
+        parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
+        del durs
+        # Slices' args.
+        rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
+        if len(rows):
+            arg_raws = [evs[k].args for k in rows.tolist()]
+            blob += b"".join(arg_raws)
+            lengths.append(np.fromiter(map(len, arg_raws), np.int64, len(arg_raws)))
+            slice_cols.append(_slice_arg_columns(path, arg_raws, rows + start, out))
+            parts["args_rows"].append(rows + start)
+        # Flows.
+        rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
+        if len(rows):
+            fe = [evs[k] for k in rows.tolist()]
+            out.flow_id.extend(columns.strings([e.id for e in fe]))
+            out.flow_bp.extend(columns.strings([e.bp for e in fe]))
+            parts["flow_rows"].append(rows + start)
+        # Instants, [memory] among them.
+        rows = np.flatnonzero(ph == PH_I)
+        if len(rows):
+            ie = [evs[k] for k in rows.tolist()]
+            is_mem = np.array([e.name == "[memory]" for e in ie], bool)
+            inst = rows[~is_mem]
+            out.instant_scope.extend(columns.strings([evs[k].s for k in inst.tolist()]))
+            parts["instant_rows"].append(inst + start)
+            mem = rows[is_mem]
+            if len(mem):
+                mem_cols.append(_struct_columns(_MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()]))
+                parts["memory_rows"].append(mem + start)
+        for k in np.flatnonzero(ph == PH_C).tolist():
+            out.counter_args.append((start + k, _dict(evs[k].args)))
+        for k in np.flatnonzero(ph == PH_M).tolist():
+            out.meta_args.append((start + k, _dict(evs[k].args)))
+        del evs
+        raws[start : start + CHUNK] = [None] * len(raws[start : start + CHUNK])  # free the views as we go
+        if progress:
+            progress(0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(raws), 1)), "decoding events")
+
+    def cat(key: str, dtype: Any) -> np.ndarray:
+        return np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype)
+
+    out.ph, out.name, out.cat = cat("ph", np.int8), cat("name", np.int32), cat("cat", np.int32)
+    out.pid, out.tid = cat("pid", np.int32), cat("tid", np.int32)
+    out.ts, out.dur, out.dur_missing = cat("ts", np.float64), cat("dur", np.float64), cat("dur_missing", bool)
+    out.args_rows, out.flow_rows = cat("args_rows", np.int64), cat("flow_rows", np.int64)
+    out.instant_rows, out.memory_rows = cat("instant_rows", np.int64), cat("memory_rows", np.int64)
+    out.args_blob = blob
+    lens = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+    out.args_offsets = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=out.args_offsets[1:])
+    out.slice_args = {
+        f: (np.concatenate([p[f] for p in slice_cols]) if slice_cols else np.empty(0, np.int64))
+        for f in SLICE_INT_ARGS + ("has_call_stack",)
+    }
+    out.memory_args = _concat_struct_columns(mem_cols, MemoryArgs)
+    return out
+
+
+#: Slice args that become int64 columns (-1 when absent), with how messages name them.
+SLICE_INT_ARGS = ("external_id", "external_id_old", "correlation", "stream", "device", "bytes", "Bytes", "seq")
+_ARG_WHAT = {
+    "external_id": "an External id", "external_id_old": "an external id", "correlation": "a correlation id",
+    "stream": "a stream", "device": "a device", "bytes": "a byte count", "Bytes": "a byte count",
+    "seq": "a sequence number",
+}
+
+
+def _slice_arg_columns(path: object, raws: list[Any], rows: np.ndarray, ev: EventColumns) -> dict[str, np.ndarray]:
+    """The chunk's slice args as int64 columns now, so no Python int outlives the chunk."""
+    cols = _struct_columns(_SLICE_ARGS, SliceArgs, raws)
+    out = {
+        f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=lambda k, f=f: ev.where(int(rows[k])))
+        for f in SLICE_INT_ARGS
+    }
+    out["has_call_stack"] = np.not_equal(cols["call_stack"], None)
+    return out
+
+
+def _concat_struct_columns(parts: list[dict[str, np.ndarray]], spec: type) -> dict[str, np.ndarray]:
+    return {
+        f: (np.concatenate([p[f] for p in parts]) if parts else np.empty(0, object))
+        for f in spec.__struct_fields__
+    }
+
+
+def _index_in_message(msg: str) -> int | None:
+    """The event index in a msgspec message such as ``... - at `$[12]```."""
+    import re
+
+    m = re.search(r"\$\[(\d+)\]", msg)
+    return int(m.group(1)) if m else None
