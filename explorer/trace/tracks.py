@@ -94,6 +94,7 @@ def build_tracks(
     used = np.unique(np.concatenate([s_key, keys.event_track(extra_idx)]))
     # Metadata names and sort indexes.
     proc_name: dict[str, str] = {}
+    proc_labels: dict[str, str] = {}  # torch writes "GPU 0" here for device processes
     proc_sort: dict[str, float] = {}
     thread_name: dict[tuple[str, str], str] = {}
     thread_sort: dict[tuple[str, str], float] = {}
@@ -102,6 +103,8 @@ def build_tracks(
         pid, tid = strings([ev.pids.values[ev.pid[i]], ev.tids.values[ev.tid[i]]])
         if name == "process_name" and a.get("name") is not None:
             proc_name[pid] = str(a["name"]).strip()
+        elif name == "process_labels" and a.get("labels"):
+            proc_labels[pid] = str(a["labels"]).strip()
         elif name == "process_sort_index" and isinstance(a.get("sort_index"), (int, float)):
             proc_sort[pid] = float(a["sort_index"])
         elif name == "thread_name" and a.get("name") is not None:
@@ -131,7 +134,7 @@ def build_tracks(
         if is_dev:
             dev = key_device[k] if key_device[k] >= 0 else (pid_i if pid_i is not None else -1)
             stm = tid_i if tid_i is not None else key_stream[k]
-            process = proc_name.get(pid) or f"GPU {dev}"
+            process = proc_labels.get(pid) or _device_name(proc_name.get(pid)) or f"GPU {dev}"
             tname = thread_name.get((pid, tid)) or f"stream {stm}"
             if tname.lower().startswith("stream") and tname.lower() == tname.lower().strip():
                 tname = tname.strip()
@@ -195,6 +198,14 @@ def build_tracks(
     for new_id, r in enumerate(rows):
         keys.final[r[0]] = new_id
     return tracks, keys.final[s_key]
+
+
+def _device_name(process_name: str | None) -> str | None:
+    """A device process's own name when it names a device ("GPU 0", "MTIA 17"), not the
+    host program's ("python3")."""
+    if process_name and any(ch.isdigit() for ch in process_name) and " " in process_name:
+        return process_name
+    return None
 
 
 def _mode_per_key(key: np.ndarray, value: np.ndarray, n_keys: int) -> np.ndarray:
