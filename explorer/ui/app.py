@@ -91,10 +91,11 @@ def open_headless(
     application()
     from PyQt6.QtCore import QSettings
 
+    # A headless run neither reads nor writes the user's layout and recent files.
     settings = QSettings(
-        QSettings.Format.IniFormat, QSettings.Scope.UserScope, "Explorer", "explorer-headless"
+        QSettings.Format.IniFormat, QSettings.Scope.UserScope, "Explorer", "headless"
     )
-    window = MainWindow(settings=settings, restore=False)
+    window = MainWindow(settings=settings, restore=False, remember=False)
     window.resize(*size)
     window.show()  # laid out before any panel draws, as in an interactive session
     trace = explorer.load(path)

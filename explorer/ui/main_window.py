@@ -87,9 +87,12 @@ class MainWindow(QMainWindow):
     """The Explorer window. ``open_path`` loads in the background; ``set_trace`` shows a
     trace that is already loaded (tests, the screenshot mode, ``explorer demo``)."""
 
-    def __init__(self, settings: QSettings | None = None, restore: bool = True) -> None:
+    def __init__(
+        self, settings: QSettings | None = None, restore: bool = True, remember: bool = True
+    ) -> None:
         super().__init__()
         self.settings = settings if settings is not None else QSettings(ORG, APP)
+        self.remember = remember  # save layout and recent files (not in headless runs)
         self.trace: Any = None
         self.results: dict[str, Any] = {}
         self.loader: TraceLoader | None = None
@@ -399,6 +402,8 @@ class MainWindow(QMainWindow):
         return [str(v) for v in (value or [])]
 
     def _add_recent(self, path: str) -> None:
+        if not self.remember:
+            return
         path = os.path.abspath(path)
         recent = [path] + [p for p in self.recent_files() if p != path]
         self.settings.setValue("recent", recent[:MAX_RECENT])
@@ -435,7 +440,8 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
-        self.save_layout()
+        if self.remember:
+            self.save_layout()
         for worker in (self.loader, self.analysis):
             if worker is not None and worker.isRunning():
                 worker.cancel()
