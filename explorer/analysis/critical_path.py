@@ -129,11 +129,13 @@ def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
     wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
     waiting = wait_type[type_code]
     # A leaf's duration is waiting when the leaf is a wait (a sync call, an event wait) or
-    # a call the graph shows blocked on the device (a synchronous or pageable copy): the
+    # a call the graph shows blocked on the device (a synchronous or pageable copy, a launch
+    # held back by a full queue): the
     # route through the device work it waited for is then the critical one.
     is_dur = type_code == EDGE_TYPES.index("duration")
     blocked = np.zeros(arrays.n, bool)
-    blocked[e["dst"].to_numpy()[type_code == EDGE_TYPES.index("sync")]] = True
+    waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
+    blocked[e["dst"].to_numpy()[waited]] = True
     dur_src = e["src"].to_numpy()[is_dur]
     waiting[is_dur] = (arrays.kind[dur_src] == "sync") | blocked[dur_src]
     cost = np.where(waiting, weight, 0).astype(np.float64)
@@ -191,7 +193,13 @@ def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarra
     owner[nest] = np.where(sp[nest] == 0, src[nest], dst[nest])  # the parent's self time
     sib = etype == "sibling"
     owner[sib] = arrays.parent[src[sib]]
-    for t, who in (("launch", src), ("sync", dst), ("cross_stream", dst), ("runtime_lock", dst)):
+    for t, who in (
+        ("launch", src),
+        ("sync", dst),
+        ("queue", dst),
+        ("cross_stream", dst),
+        ("runtime_lock", dst),
+    ):
         owner[etype == t] = who[etype == t]
     cat = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
     by_kind = (etype == "duration") | nest | sib

@@ -91,6 +91,8 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
     work = device_edges.device_work_mask(arrays)
+    name_codes = trace.slices["name"].cat.codes.to_numpy()
+    device_edges.queue_backpressure(edges, arrays, launcher, name_codes, work)
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))

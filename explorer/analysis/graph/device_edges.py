@@ -52,3 +52,50 @@ def stream_order(edges: EdgeList, arrays: SliceArrays) -> None:
     same = arrays.track[ids[1:]] == arrays.track[ids[:-1]]
     a, b = ids[:-1][same], ids[1:][same]
     edges.add("stream_order", a, b, np.where(arrays.end[a] <= arrays.ts[b], END, START), START)
+
+
+#: A launch call lasting this many times its name's unblocked duration (the 10th
+#: percentile: when the device is far behind, most launches block) was blocked...
+QUEUE_BLOCK_FACTOR = 4
+#: ...and it was released by the device op that finished at most this long before it
+#: returned (or its name's unblocked duration, when longer).
+QUEUE_RELEASE_NS = 5_000
+
+
+def queue_backpressure(
+    edges: EdgeList,
+    arrays: SliceArrays,
+    launcher: np.ndarray,
+    name_codes: np.ndarray,
+    work: np.ndarray,
+) -> None:
+    """A launch blocked on a full device queue: op end -> launch call end (type ``queue``).
+
+    A runtime's launch queue is bounded; when the device is far behind, a launch call waits
+    until an earlier op finishes and frees a slot. The trace shows it as a launch call many
+    times longer than its name's unblocked duration that returns just after some device op
+    ends. Both
+    conditions are required, so a launch that merely overlaps a kernel's end gets no edge.
+    """
+    launched = np.flatnonzero(launcher >= 0)
+    calls = np.unique(launcher[launched])
+    calls = calls[arrays.node[calls] & arrays.host[calls]]
+    if len(calls) == 0:
+        return
+    dur = arrays.end[calls] - arrays.ts[calls]
+    codes = name_codes[calls]
+    usual = pd.Series(dur).groupby(codes).transform(lambda d: d.quantile(0.1)).to_numpy()
+    long = dur > QUEUE_BLOCK_FACTOR * np.maximum(usual, 1)
+    calls, usual = calls[long], usual[long]
+    if len(calls) == 0:
+        return
+    from explorer.analysis.graph.sync_edges import last_ending
+
+    cand = np.flatnonzero(work)
+    release = np.maximum(usual, QUEUE_RELEASE_NS)
+    lo = np.maximum(arrays.ts[calls], arrays.end[calls] - release)
+    src = last_ending(
+        cand, arrays.end[cand], arrays.stream[cand], np.full(len(calls), -1), lo, arrays.end[calls]
+    )
+    ok = src >= 0
+    edges.add("queue", src[ok], calls[ok], END, END)

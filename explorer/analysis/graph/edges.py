@@ -32,6 +32,7 @@ EDGE_TYPES: tuple[str, ...] = (
     "stream_order",  # device op end -> next op start on the same stream/queue (device idle)
     "cross_stream",  # event recorded on one stream -> the op that waited for it on another
     "sync",  # device op end -> end of the host call that blocked on it
+    "queue",  # device op end -> end of a launch call blocked on the full launch queue
     "fwdbwd",  # forward op -> its backward op (autograd)
     "data",  # Execution Trace tensor: producer op -> consumer op
     "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
@@ -90,6 +91,7 @@ TYPE_CATEGORY: dict[str, str] = {
     "stream_order": "idle_gap",
     "cross_stream": "sync_wait",
     "sync": "sync_wait",
+    "queue": "sync_wait",
     "fwdbwd": "idle_gap",
     "data": "idle_gap",
     "runtime_lock": "launch_overhead",

@@ -26,7 +26,7 @@ from explorer.analysis.graph.nodes import SliceArrays
 from explorer.trace.model import TraceData
 
 
-def _last_ending(
+def last_ending(
     cand: np.ndarray,
     cand_end: np.ndarray,
     cand_group: np.ndarray,
@@ -110,7 +110,7 @@ def host_syncs(
     prec = record_of_call[plain]
     group = np.full(len(plain), -1, np.int64)
     group[prec >= 0] = arrays.stream[prec[prec >= 0]]
-    src = _last_ending(cand, cand_end, cand_stream, group, arrays.ts[plain], arrays.end[plain])
+    src = last_ending(cand, cand_end, cand_stream, group, arrays.ts[plain], arrays.end[plain])
     ok = src >= 0
     edges.add("sync", src[ok], plain[ok], END, END)
     if (prec >= 0).any():
@@ -164,7 +164,7 @@ def _recorded_ops(
     launched_at = np.where(
         launcher[cand] >= 0, arrays.ts[np.maximum(launcher[cand], 0)], arrays.ts[cand]
     )
-    out = _last_ending(
+    out = last_ending(
         cand,
         launched_at,
         arrays.stream[cand],
