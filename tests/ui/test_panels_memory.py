@@ -9,7 +9,8 @@ import pytest
 from PyQt6.QtCore import QPointF, Qt
 
 import explorer
-from explorer.ui.panels.memory import MemoryPanel, allocation_lifetimes, memory_curves
+from explorer.analysis.memory import memory_timeline
+from explorer.ui.panels.memory import MemoryPanel, allocation_lifetimes
 
 KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end
 
@@ -134,7 +135,7 @@ def test_follows_timeline_zoom(panel):
 def test_trace_without_memory_says_so(qtbot, shared_traces):
     trace = explorer.load(shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     assert len(trace.memory) == 0
-    assert len(memory_curves(trace)) == 0
+    assert len(memory_timeline(trace)) == 0
     p = MemoryPanel()
     qtbot.addWidget(p)
     with qtbot.waitSignal(p.updated, timeout=20_000):

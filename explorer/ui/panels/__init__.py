@@ -23,7 +23,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from PyQt6 import sip
 from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
@@ -150,35 +149,11 @@ def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableVie
 
 
 def trace_steps(trace: Any) -> pd.DataFrame:
-    """The trace's steps ``[step, name, start_ns, dur_ns, end_ns]``.
+    """The trace's steps ``[step, name, start_ns, dur_ns, end_ns, slice]`` as the analyses
+    define them (``ProfilerStep#N``, else one step for the whole trace)."""
+    from explorer.analysis.steps import steps
 
-    Uses :func:`explorer.analysis.steps.steps` (the project's definition of a step); when
-    that analysis is not installed, falls back to ``ProfilerStep#N`` annotations so the
-    step pickers still work.
-    """
-    try:
-        from explorer.analysis.steps import steps
-    except ImportError:
-        steps = None
-    if steps is not None:
-        return steps(trace)
-    s = trace.slices
-    names = s["name"].astype(str)
-    mask = names.str.startswith("ProfilerStep#").to_numpy()
-    ts = s["ts"].to_numpy()[mask]
-    dur = s["dur"].to_numpy()[mask]
-    labels = names.to_numpy()[mask]
-    numbers = pd.to_numeric(pd.Series(labels).str.extract(r"#(\d+)")[0], errors="coerce")
-    frame = pd.DataFrame(
-        {
-            "step": numbers.fillna(-1).astype(np.int64).to_numpy(),
-            "name": labels,
-            "start_ns": ts,
-            "dur_ns": dur,
-            "end_ns": ts + dur,
-        }
-    )
-    return frame.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
+    return steps(trace)
 
 
 __all__ = ["TracePanel", "results_table", "trace_steps"]

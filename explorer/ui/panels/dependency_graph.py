@@ -384,8 +384,6 @@ class DependencyGraphPanel(TracePanel):
         self.updated.emit()
 
     def _failed(self, message: str) -> None:
-        if "No module named 'explorer.analysis" in message:
-            message = "the dependency graph analysis is not installed"
         self.status.setText(f"Could not build the dependency graph: {message}")
         self._draw(None)
         self.updated.emit()

@@ -5,10 +5,8 @@ peak marked) and follow the timeline's zoom through :meth:`MemoryPanel.on_range`
 the plot picks a time: the table below lists the allocations alive then (size, op, source
 line, lifetime); a second tab lists allocations never freed in the trace (leak suspects).
 Selecting an allocation highlights the op that made it and zooms the timeline to its life.
-
-When the memory analysis module is not installed the same tables are computed here from
-``trace.memory`` (:func:`allocation_lifetimes`), so the panel works on any trace that has
-``[memory]`` events.
+Everything is computed by :mod:`explorer.analysis.memory` in a worker thread; the panel
+only plots and tabulates.
 """
 
 from __future__ import annotations
@@ -32,13 +30,6 @@ from PyQt6.QtWidgets import (
 from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
 from explorer.ui.panels import TracePanel, results_table
 
-#: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
-DEVICE_TYPES: dict[int, str] = {
-    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
-    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
-    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
-}  # fmt: skip
-
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
 ALLOCATION_COLUMNS = [
     "device", "bytes", "op", "source", "alloc_ts", "freed_at", "lifetime_ns", "slice", "addr",
@@ -49,126 +40,22 @@ _TABLE_HEADERS = {
 }  # fmt: skip
 
 
-def device_labels(memory: pd.DataFrame) -> np.ndarray:
-    """``"cuda:0"``-style label of every memory event (``"cpu"`` for host memory)."""
-    dtype = memory["device_type"].to_numpy(np.int64)
-    dev = memory["device"].to_numpy(np.int64)
-    pairs = pd.DataFrame({"t": dtype, "d": dev})
-    uniq, inverse = np.unique(pairs.to_numpy(), axis=0, return_inverse=True)
-    names = []
-    for t, d in uniq.tolist():  # one iteration per distinct device
-        base = DEVICE_TYPES.get(int(t), f"device{t}")
-        names.append(base if base == "cpu" or d < 0 else f"{base}:{d}")
-    return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
-
-
-def memory_curves(trace: Any) -> pd.DataFrame:
-    """``[device, ts, allocated, reserved]`` per memory event, sorted by time.
-
-    The analysis module's :func:`memory_timeline` when installed, else read directly from
-    ``trace.memory`` (the profiler already records each device's running totals).
-    """
-    try:
-        from explorer.analysis.memory import memory_timeline
-    except ImportError:
-        memory_timeline = None
-    if memory_timeline is not None:
-        return memory_timeline(trace)
-    m = trace.memory
-    if m is None or len(m) == 0:
-        return pd.DataFrame({"device": [], "ts": [], "allocated": [], "reserved": []})
-    out = pd.DataFrame(
-        {
-            "device": device_labels(m),
-            "ts": m["ts"].to_numpy(np.int64),
-            "allocated": m["total_allocated"].to_numpy(np.int64),
-            "reserved": m["total_reserved"].to_numpy(np.int64),
-        }
-    )
-    return out.sort_values("ts", kind="stable").reset_index(drop=True)
-
-
 def allocation_lifetimes(trace: Any) -> pd.DataFrame:
     """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
-    slice (the op that allocated, -1 if none), op, source``.
+    slice, op, source`` (``"file:line"`` of who allocated, ``""`` when unknown).
 
-    Uses :func:`explorer.analysis.memory.allocations` when installed (it also moves the op
-    up past allocator primitives to the caller and knows the source line). Otherwise pairs
-    each allocation with the next event on the same device and address, which is its free
-    when it has negative bytes — a sort and a shift, no loop over events.
+    From :func:`explorer.analysis.memory.allocations` — the same pairing of allocations and
+    frees that ``live_allocations`` and ``leak_suspects`` use, kept whole here because the
+    tables also show when each allocation was freed.
     """
-    try:
-        from explorer.analysis.memory import allocations
-    except ImportError:
-        allocations = None
-    if allocations is not None:
-        a = allocations(trace)
-        out = a[["device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op"]].copy()
-        files = a["file"].astype(str)
-        text = files + ":" + a["line"].astype(np.int64).astype(str)
-        out["source"] = text.where(files != "", "").to_numpy(dtype=object)
-        return out.reset_index(drop=True)
-    m = trace.memory
-    if m is None or len(m) == 0:
-        return pd.DataFrame(
-            {c: [] for c in ("device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op")}
-            | {"source": []}
-        )
-    labels = device_labels(m)
-    label_codes = pd.Categorical(labels).codes.astype(np.int64)
-    addr = m["addr"].to_numpy(np.int64)
-    ts = m["ts"].to_numpy(np.int64)
-    nbytes = m["bytes"].to_numpy(np.int64)
-    order = np.lexsort((ts, addr, label_codes))
-    same_next = np.zeros(len(order), bool)
-    same_next[:-1] = (label_codes[order][1:] == label_codes[order][:-1]) & (
-        addr[order][1:] == addr[order][:-1]
-    )
-    next_is_free = np.zeros(len(order), bool)
-    next_is_free[:-1] = same_next[:-1] & (nbytes[order][1:] < 0)
-    is_alloc = nbytes[order] > 0
-    rows = order[is_alloc]
-    free_ts = np.full(len(order), -1, np.int64)
-    free_ts[:-1] = np.where(next_is_free[:-1], ts[order][1:], -1)
-    slice_ids = m["slice"].to_numpy(np.int64)[rows]
-    out = pd.DataFrame(
-        {
-            "device": labels[rows],
-            "addr": addr[rows],
-            "bytes": nbytes[rows],
-            "alloc_ts": ts[rows],
-            "free_ts": free_ts[is_alloc],
-            "slice": slice_ids,
-        }
-    )
-    out["op"] = _slice_names(trace, slice_ids)
-    out["source"] = _slice_source_text(trace, slice_ids)
-    return out.sort_values("alloc_ts", kind="stable").reset_index(drop=True)
+    from explorer.analysis.memory import allocations
 
-
-def _slice_names(trace: Any, ids: np.ndarray) -> np.ndarray:
-    names = (
-        trace.slices["name"].astype(str).to_numpy() if len(trace.slices) else np.zeros(0, object)
-    )
-    ok = (ids >= 0) & (ids < len(names))
-    out = np.full(len(ids), "", dtype=object)
-    out[ok] = names[ids[ok]]
-    return out
-
-
-def _slice_source_text(trace: Any, ids: np.ndarray) -> np.ndarray:
-    """``file:line`` of each slice's user frame ("" when unknown or not computable)."""
-    out = np.full(len(ids), "", dtype=object)
-    try:
-        from explorer.trace.source import user_frames
-    except ImportError:
-        return out
-    frames = user_frames(trace)
-    ok = (ids >= 0) & (ids < len(frames))
-    files = pd.Series(frames["file"].to_numpy()[ids[ok]]).astype(str)
-    text = files + ":" + pd.Series(frames["line"].to_numpy()[ids[ok]]).astype(np.int64).astype(str)
-    out[ok] = text.where(files != "", "").to_numpy(dtype=object)
-    return out
+    a = allocations(trace)
+    out = a[["device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op"]].copy()
+    files = a["file"].astype(str)
+    text = files + ":" + a["line"].astype(np.int64).astype(str)
+    out["source"] = text.where(files != "", "").to_numpy(dtype=object)
+    return out.reset_index(drop=True)
 
 
 @dataclass
@@ -185,7 +72,9 @@ class MemoryData:
 
 def memory_data(trace: Any) -> MemoryData:
     """Curves, allocation lifetimes, leak suspects and peaks of one trace."""
-    curves = memory_curves(trace)
+    from explorer.analysis.memory import memory_timeline
+
+    curves = memory_timeline(trace)
     allocations = allocation_lifetimes(trace)
     leaks = allocations[allocations["free_ts"] < 0].sort_values(
         "bytes", ascending=False, kind="stable"
@@ -440,4 +329,4 @@ def _steps_xy(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return x, y
 
 
-__all__ = ["MemoryPanel", "allocation_lifetimes", "alive_at", "memory_curves", "memory_data"]
+__all__ = ["MemoryPanel", "alive_at", "allocation_lifetimes", "memory_data"]

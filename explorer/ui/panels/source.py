@@ -84,66 +84,11 @@ def resolve_source(file: str, root: str | None, trace_dir: str | None = None) ->
     return None
 
 
-def slice_sources(trace: Any) -> pd.DataFrame:
-    """``(file, line, function)`` per slice id: attributed through launches when the analysis
-    module is installed, else the slice's own innermost user frame."""
-    try:
-        from explorer.analysis.attribution import slice_sources as attributed
-    except ImportError:
-        attributed = None
-    if attributed is not None:
-        return attributed(trace)
-    from explorer.trace.source import user_frames
-
-    return user_frames(trace)
-
-
-def line_metrics(trace: Any, sources: pd.DataFrame) -> pd.DataFrame:
-    """Per source line: the columns of ``by_source()`` the gutter shows.
-
-    Uses :func:`explorer.analysis.by_source.by_source` when installed. Without it, the host
-    time of a line is the time of the outermost host ops attributed to it (so nested ops are
-    not counted twice) and the other metrics are zero — enough to see where host time goes.
-    """
-    try:
-        from explorer.analysis.by_source import by_source
-    except ImportError:
-        by_source = None
-    if by_source is not None:
-        return by_source(trace)
-    s = trace.slices
-    kinds = s["kind"].astype(str).to_numpy()
-    host = np.isin(kinds, ["cpu_op", "fallback", "copy", "sync", "compile", "runtime"])
-    parent = s["parent"].to_numpy(np.int64)
-    parent_host = np.zeros(len(s), bool)
-    has = parent >= 0
-    parent_host[has] = host[parent[has]]
-    outer = host & ~parent_host & (sources["file"].to_numpy() != "")
-    frame = pd.DataFrame(
-        {
-            "file": sources["file"].to_numpy()[outer],
-            "line": sources["line"].to_numpy()[outer],
-            "function": sources["function"].to_numpy()[outer],
-            "host_ns": s["dur"].to_numpy()[outer],
-            "fallback": kinds[outer] == "fallback",
-            "sync": kinds[outer] == "sync",
-        }
-    )
-    out = frame.groupby(["file", "line"], sort=False).agg(
-        function=("function", "first"),
-        host_ns=("host_ns", "sum"),
-        fallback_count=("fallback", "sum"),
-        sync_count=("sync", "sum"),
-        count=("host_ns", "size"),
-    )
-    out["device_ns"] = 0
-    out["stall_ns"] = 0
-    return out.reset_index()
-
-
 @dataclass
 class SourceData:
-    """Per-slice sources and per-line metrics of one trace (computed off the UI thread)."""
+    """What the panel reads for one trace, computed off the UI thread: ``sources`` is
+    ``slice_sources()`` (file, line, function per slice id; device ops through the call that
+    launched them) and ``lines`` is ``by_source()`` (one row per user line)."""
 
     sources: pd.DataFrame
     lines: pd.DataFrame
@@ -339,8 +284,10 @@ class SourcePanel(TracePanel):
         self.location.setText("Attributing events to source lines…")
 
         def work() -> SourceData:
-            sources = slice_sources(trace)
-            return SourceData(sources, line_metrics(trace, sources))
+            from explorer.analysis.attribution import slice_sources
+            from explorer.analysis.by_source import by_source
+
+            return SourceData(slice_sources(trace), by_source(trace))
 
         self.run_in_background(work, self._data_ready, self._failed)
 
@@ -518,4 +465,4 @@ class SourcePanel(TracePanel):
         self.updated.emit()
 
 
-__all__ = ["SourcePanel", "SourceView", "line_metrics", "resolve_source", "slice_sources"]
+__all__ = ["SourcePanel", "SourceView", "resolve_source"]
