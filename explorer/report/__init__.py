@@ -120,6 +120,13 @@ def _memory(trace: TraceData) -> dict[str, Any]:
     from explorer.analysis import memory
 
     peaks = memory.peaks(trace)
+    contrib = memory.peak_contributors(trace, top=5)
+    top: dict[str, list[dict[str, Any]]] = {}
+    for r in contrib.itertuples(index=False):
+        top.setdefault(str(r.device), []).append(
+            {"file": str(r.file), "line": int(r.line), "function": str(r.function), "op": str(r.op),
+             "bytes": int(r.bytes), "count": int(r.count)}
+        )  # fmt: skip
     tl = memory.memory_timeline(trace)
     curves: dict[str, dict[str, list[int]]] = {}
     for dev, g in tl.groupby("device", sort=True):
@@ -136,7 +143,12 @@ def _memory(trace: TraceData) -> dict[str, Any]:
         }
     return {
         "peaks": [
-            {"device": str(r.device), "peak_bytes": int(r.peak_bytes), "ts": int(r.ts)}
+            {
+                "device": str(r.device),
+                "peak_bytes": int(r.peak_bytes),
+                "ts": int(r.ts),
+                "top": top.get(str(r.device), []),
+            }  # fmt: skip
             for r in peaks.itertuples(index=False)
         ],
         "timeline": curves,

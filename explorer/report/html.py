@@ -69,8 +69,15 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     if doc["memory"]["timeline"]:
         body.append("<h2>Memory over time</h2>")
         for p in doc["memory"]["peaks"]:
+            holders = "".join(
+                f"<li>{fmt_bytes(a['bytes'])} in {a['count']} × <code>{escape(a['op'])}</code>"
+                + (f" at <code>{escape(source(a))}</code>" if a["file"] else "")
+                + "</li>"
+                for a in p.get("top", [])[:5]
+            )
             body.append(
                 f"<p>{escape(p['device'])}: peak {fmt_bytes(p['peak_bytes'])} at {fmt_ns(p['ts'])}</p>"
+                + (f"<ul>{holders}</ul>" if holders else "")
             )
         for dev, curve in doc["memory"]["timeline"].items():
             body.append(f"<h3>{escape(dev)}</h3>")

@@ -93,10 +93,17 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     if doc["memory"]["peaks"]:
         out.append("## Memory")
         out.append("")
-        out.append("| device | peak | at |")
-        out.append("|---|---:|---:|")
+        out.append("| device | peak | at | largest holders at the peak |")
+        out.append("|---|---:|---:|---|")
         for p in doc["memory"]["peaks"]:
-            out.append(f"| {p['device']} | {fmt_bytes(p['peak_bytes'])} | {fmt_ns(p['ts'])} |")
+            holders = "; ".join(
+                f"{fmt_bytes(a['bytes'])} {_cell(a['op'])}"
+                + (f" `{_cell(source(a))}`" if a["file"] else "")
+                for a in p.get("top", [])[:3]
+            )
+            out.append(
+                f"| {p['device']} | {fmt_bytes(p['peak_bytes'])} | {fmt_ns(p['ts'])} | {holders} |"
+            )
         out.append("")
     if critical_path:
         out.append("## Critical path")

@@ -169,6 +169,11 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
             out.append(
                 f"  {p['device']:<10} peak {fmt_bytes(p['peak_bytes']):>10} at {fmt_ns(p['ts'])}"
             )
+            for a in p.get("top", [])[:3]:
+                where = source(a) if a["file"] else "(no source line)"
+                out.append(
+                    f"    {fmt_bytes(a['bytes']):>10} in {a['count']:>4} x {a['op']:<24} {where}"
+                )
         out.append("")
 
     if critical_path:

@@ -68,27 +68,25 @@ def detect(ctx: Context) -> list[Finding]:
 
 
 def _lines(ctx: Context, suspects: pd.DataFrame) -> list[tuple[str, int, str]]:
-    """The user lines holding the most never-freed bytes, with their function names."""
+    """The user lines holding the most never-freed bytes."""
     if suspects.empty or "file" not in suspects:
         return []
     known = suspects[suspects["file"].astype(str) != ""]
     if known.empty:
         return []
-    g = known.groupby(["file", "line"], sort=False)["bytes"].sum().sort_values(ascending=False)
-    from explorer.analysis.attribution import frame_codes
-
-    _, frames = frame_codes(ctx.trace)
-    func = {(str(f), int(ln)): str(fn) for f, ln, fn in frames.itertuples(index=False)}
-    return [(str(f), int(ln), func.get((str(f), int(ln)), "")) for (f, ln) in g.index[:5]]
+    func = known["function"] if "function" in known else known["op"]
+    g = (
+        known.assign(function=func.astype(str))
+        .groupby(["file", "line", "function"], sort=False)["bytes"]
+        .sum()
+        .sort_values(ascending=False)
+    )
+    return [(str(f), int(ln), str(fn)) for (f, ln, fn) in g.index[:5]]
 
 
 def _evidence(ctx: Context, suspects: pd.DataFrame) -> list[int]:
-    """Host slices that made the largest never-freed allocations."""
-    mem = ctx.trace.memory
-    if suspects.empty or "slice" not in mem:
+    """Host slices (ops) that made the largest never-freed allocations."""
+    if suspects.empty or "slice" not in suspects:
         return []
-    key = pd.MultiIndex.from_arrays([mem["addr"].to_numpy(), mem["ts"].to_numpy()])
-    want = pd.MultiIndex.from_arrays([suspects["addr"].to_numpy(), suspects["alloc_ts"].to_numpy()])
-    pos = key.get_indexer(want) if key.is_unique else np.full(len(want), -1)
-    ids = mem["slice"].to_numpy()[pos[pos >= 0]]
+    ids = suspects["slice"].to_numpy(np.int64)
     return [int(i) for i in ids[ids >= 0][:50]]
