@@ -162,3 +162,29 @@ def test_trace_without_stacks_says_so(qtbot, shared_traces, settings):
     assert panel.view.toPlainText() == ""
     panel.set_trace(None)
     assert panel.location.text() == "No trace"
+
+
+@pytest.mark.parametrize(("scenario", "tag"), [("sync_storm", "S"), ("cpu_fallback", "F")])
+def test_gutter_marks_syncs_and_fallbacks(qtbot, tmp_path, settings, scenario, tag):
+    """SYNTHETIC traces (scenario generator): the injected sync storm / CPU fallback line
+    carries its count in the gutter, and stall time heats the sync line. The generator's
+    source file does not exist anywhere, so a stand-in with numbered lines is placed under a
+    source root (the panel only needs the file to have the lines)."""
+    from explorer import scenarios
+
+    trace = explorer.load(scenarios.write(scenario, tmp_path / f"{scenario}.json"))
+    assert trace.synthetic
+    truth = trace.metadata["explorer_injected"][0]
+    file, line = truth["source_line"]
+    stand_in = tmp_path / "root" / Path(file).relative_to("/")
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text("".join(f"# stand-in line {i}\n" for i in range(1, 200)))
+    panel = _panel(qtbot, trace, settings)
+    panel.set_source_root(str(tmp_path / "root"))
+    assert panel.show_location(file, line)
+    assert panel.current_path == stand_in
+    assert panel.view.marks[line] == f"{tag}{truth['count']}"
+    assert f"{truth['count']} {'sync' if tag == 'S' else 'fallback'}" in panel.location.text()
+    if tag == "S":
+        panel.metric.setCurrentText("stall time")
+        assert panel.view.heat[line] == pytest.approx(1.0)
