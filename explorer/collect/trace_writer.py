@@ -21,6 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from explorer.collect.fallback_ops import fallback_events
+
 SUFFIX = ".pt.trace.json.gz"
 
 
@@ -113,6 +115,9 @@ def merge(
             "events_recorded": int(len(extra)),
             "events_kept": int(keep.sum()),
         }
+    found = fallback_events(events)
+    events.extend(found)
+    explorer_meta = {**explorer_meta, "fallbacks_from_profiler": len(found)}
     doc["traceEvents"] = events
     doc["explorer"] = explorer_meta
     doc.setdefault("displayTimeUnit", "ms")

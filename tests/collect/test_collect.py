@@ -365,3 +365,49 @@ def test_kineto_names_with_unescaped_quotes_are_repaired() -> None:
         'torch/profiler/_cupti_monitor.py(0):     """',
         'ok "quoted"',
     ]
+
+
+class _StandInAccelerator(torch.Tensor):
+    """Stands in for an accelerator backend without the operator kernels: a tensor that
+    claims device ``meta`` and runs every op through a CPU fallback the way
+    ``at::native::cpu_fallback`` does — ``aten::_to_cpu`` on the inputs, then the CPU kernel."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor):  # noqa: ANN204
+        return torch.Tensor._make_wrapper_subclass(
+            cls, inner.shape, dtype=inner.dtype, device=torch.device("meta")
+        )
+
+    def __init__(self, inner: torch.Tensor) -> None:
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        from torch.utils._pytree import tree_map
+
+        moved = iter(torch.ops.aten._to_cpu.default([a.inner for a in args if isinstance(a, cls)]))
+        cpu_args = [next(moved) if isinstance(a, cls) else a for a in args]
+        out = func(*cpu_args, **(kwargs or {}))
+        return tree_map(lambda t: cls(t) if isinstance(t, torch.Tensor) else t, out)
+
+
+def test_ops_that_ran_through_the_cpu_fallback_are_found_in_the_profiler_events(
+    tmp_path: Path,
+) -> None:
+    x = _StandInAccelerator(torch.randn(16))
+    with explorer.collect(tmp_path, with_stack=False, sampler_interval_s=None) as c:
+        y = torch.sin(x)
+        (y + x).sum()
+        c.step()
+    doc = read_trace(c.trace_path)
+    found = explorer_events(doc, "explorer_fallback")
+    assert [e["args"]["op"] for e in found] == ["aten::sin", "aten::add", "aten::sum"]
+    ops = {(e["name"], e["ts"], e["dur"]) for e in doc["traceEvents"] if e.get("cat") == "cpu_op"}
+    assert all((e["args"]["op"], e["ts"], e["dur"]) in ops for e in found)  # exactly over the op
+    assert doc["explorer"]["fallbacks_from_profiler"] == 3
+    trace = explorer.load(c.trace_path, use_cache=False)
+    assert (trace.slices["kind"].astype(str) == "fallback").sum() == 3
+    # a run without a fallback has none
+    with explorer.collect(tmp_path, with_stack=False, sampler_interval_s=None) as c2:
+        torch.sin(torch.randn(16))
+    assert explorer_events(read_trace(c2.trace_path), "explorer_fallback") == []
