@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from explorer.ui.findings_panel import FindingsPanel
@@ -66,3 +68,33 @@ def test_a_finding_with_ranges_but_no_events_asks_for_its_range(qtbot) -> None:
 
         panel._link(QUrl("source:42:train.py"))
     assert src.args == ["train.py", 42]
+
+
+SAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "sample_traces"
+    / "cpu_compile_graph_break.pt.trace.json.gz"
+)
+
+
+def test_a_real_runs_compile_finding_leads_to_its_source_line(window, open_trace, qtbot) -> None:
+    """A real torch.compile run (sample_traces/): the compile finding zooms to the compile
+    events, and its source line opens in the Source panel."""
+    trace = open_trace(window, SAMPLE)
+    kinds = [f.kind for f in window.findings.findings]
+    assert "compile" in kinds
+    row = kinds.index("compile")
+    finding = window.findings.findings[row]
+    window.findings.select(row)
+    ev = np.asarray(finding.evidence)
+    a, b = window.timeline.visible_range()
+    ts = trace.slices["ts"].to_numpy()[ev]
+    assert a <= ts.min() and (ts + trace.slices["dur"].to_numpy()[ev]).max() <= b
+    assert set(trace.slices["kind"].astype(str).to_numpy()[ev]) & {"compile", "cpu_op", "python"}
+    path, line, _ = finding.source_lines[0]
+    from PyQt6.QtCore import QUrl
+
+    window.findings._link(QUrl(f"source:{int(line)}:{path}"))
+    source = window.panels["source"]
+    assert source.current_line == int(line)
+    assert window.docks["source"].isVisible()
