@@ -174,3 +174,15 @@ def test_synthetic_memory_growth_ground_truth(qtbot, tmp_path):
     for device, curve in p.data.curves.groupby("device"):
         peak = p.data.peaks.set_index("device").loc[device]
         assert int(peak["peak_bytes"]) == int(curve["allocated"].max())
+
+
+def test_zoom_from_timeline_before_data_arrives_is_kept(qtbot, profiled):
+    """The main window syncs the zoom as soon as a trace opens; the plot must keep that range
+    when its (background) data lands rather than auto-ranging over the whole trace."""
+    p = MemoryPanel()
+    qtbot.addWidget(p)
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(profiled)
+        p.on_range(1_000_000, 3_000_000)  # arrives while the worker is still reading
+    lo, hi = p.visible_range_ns()
+    assert abs(lo - 1_000_000) < 1_000 and abs(hi - 3_000_000) < 1_000

@@ -124,7 +124,7 @@ class MemoryPanel(TracePanel):
         super().__init__(parent)
         self.data: MemoryData | None = None
         self.live_ts: int | None = None
-        self._syncing = False
+        self.followed_range: tuple[int, int] | None = None  # last range from the timeline
 
         self.status = QLabel("No trace")
         self.status.setWordWrap(True)
@@ -175,6 +175,7 @@ class MemoryPanel(TracePanel):
         super().set_trace(trace)
         self.data = None
         self.live_ts = None
+        self.followed_range = None
         self._clear_plot()
         self.live_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
         self.leak_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
@@ -189,11 +190,8 @@ class MemoryPanel(TracePanel):
         """Follow the timeline's zoom: show the same time range."""
         if end_ns <= start_ns:
             return
-        self._syncing = True
-        try:
-            self.plot.setXRange(start_ns / 1e9, end_ns / 1e9, padding=0)
-        finally:
-            self._syncing = False
+        self.followed_range = (int(start_ns), int(end_ns))
+        self.plot.setXRange(start_ns / 1e9, end_ns / 1e9, padding=0)
 
     def visible_range_ns(self) -> tuple[int, int]:
         """The time range the plot shows, in ns."""
@@ -253,6 +251,8 @@ class MemoryPanel(TracePanel):
             self.plot.addItem(label)
             self._peak_labels.append(label)
         self.plot.enableAutoRange()
+        if self.followed_range is not None:  # the timeline zoomed before the data was in
+            self.on_range(*self.followed_range)
         peaks = ", ".join(
             f"{p.device} peak {format_bytes(p.peak_bytes)} at {format_ns(p.ts)}"
             for p in data.peaks.itertuples(index=False)
