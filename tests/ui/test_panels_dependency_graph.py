@@ -14,6 +14,7 @@ from explorer.ui.panels.dependency_graph import (
     graph_layout,
     neighbourhood,
 )
+from tests.conftest import shared_trace_files
 
 ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 EVENT_SYNC = "critical_path__cuda_event_sync__event_sync_trace.json.gz"
@@ -171,3 +172,22 @@ def test_device_op_running_in_the_next_step_is_found(tmp_path):
         ids = set(layout.nodes["id"].tolist())
         assert {int(kernel), int(launcher)} <= ids, layout.notes
         assert not layout.notes
+
+
+@pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: p.name[:40])
+def test_layout_of_every_shared_trace(path):
+    """Whole first step of every real trace (NVIDIA, AMD, MTIA, CPU-only): capped, edges only
+    between drawn nodes, one lane per track, critical flags agree with the critical path."""
+    trace = explorer.load(path)
+    step = int(trace.steps()["step"].iat[0])
+    layout = graph_layout(trace, step, None, 2, 100)
+    nodes = layout.nodes
+    assert len(nodes) == min(100, layout.total_nodes)
+    ids = set(nodes["id"].tolist())
+    assert set(layout.edges["src"]) <= ids and set(layout.edges["dst"]) <= ids
+    assert (layout.edges["src"] != layout.edges["dst"]).all()
+    tracks = trace.slices["track"].to_numpy()[nodes["id"].to_numpy()]
+    assert len(layout.lanes) == len(set(tracks.tolist()))
+    assert nodes.groupby("lane")["id"].apply(lambda i: len(set(tracks[i.index]))).eq(1).all()
+    cp = set(np.asarray(trace.critical_path(step=step).slices).tolist())
+    assert set(nodes.loc[nodes["critical"], "id"].tolist()) == ids & cp
