@@ -11,7 +11,7 @@ reason          category         covered when
 ==============  ===============  ======================================================
 dev_compute     compute          a kernel runs on any stream of the device
 dev_comm        communication    a collective runs and no compute does (exposed comm)
-dev_copy        data_movement    a memcpy/memset runs and no compute/collective does
+dev_copy        data_movement    a memcpy/memset/DMA runs and no compute/collective does
 dev_wait        sync_stall       the device only waits (``cuda_sync``, MTIA event_wait)
 host_sync       sync_stall       device idle, host blocked in a sync (``.item()``, ...)
 host_compile    compile          device idle, host compiling (dynamo/inductor/collector)
@@ -99,6 +99,9 @@ COMPILE_NAMES = re.compile(
     r"|dynamo_timed|TorchDynamo(?! Cache Lookup)|aot_autograd",
     re.I,
 )
+#: Device work that moves data although the profiler files it as a kernel (MTIA's
+#: ``dma_request`` command-processor events).
+DMA_NAMES = re.compile(r"^dma|_dma|dma_request", re.I)
 #: Whole-trace or whole-step annotations that say nothing about what the host was doing.
 SPAN_NAMES = re.compile(
     r"^ProfilerStep#\d+$|^PyTorch Profiler|^Iteration Start|^PyTorch Profiler \(\d+\)$"
@@ -237,7 +240,10 @@ def device_reason_intervals(
     code = np.full(len(s), -1, np.int64)
     code[on & ((kind == "kernel") | (kind == "fallback"))] = 0
     code[on & (kind == "collective")] = 1
-    copy = on & np.isin(kind, ["memcpy", "memset", "copy"])
+    copy = on & (
+        np.isin(kind, ["memcpy", "memset", "copy"])
+        | ((kind == "kernel") & name_flags(trace, DMA_NAMES))
+    )
     code[copy] = 2
     code[on & (kind == "sync")] = 3
     keep = code >= 0

@@ -98,3 +98,16 @@ def test_distributed_rank_shows_exposed_communication(traces: dict) -> None:
 
 def test_shared_folder_is_where_the_readme_says() -> None:
     assert (SHARED_TRACES / "README.md").exists()
+
+
+def test_mtia_dma_is_data_movement_and_event_waits_are_not_compute(traces: dict) -> None:
+    """MTIA's command processor files DMA and waits as ``mtia_ccp_events``: the breakdown
+    counts ``dma_request`` as data movement and ``event_wait`` never as compute."""
+    t = traces["mtia_inference_trace__mtia_inference_rank_0.json.gz"]
+    bd = t.breakdown()
+    cats = dict(zip(bd["category"].astype(str), bd["ns"], strict=True))
+    s = t.slices
+    dma = (s["name"] == "dma_request").to_numpy()
+    assert 0 < cats["data_movement"] <= int(s["dur"].to_numpy()[dma].sum())
+    kernels = (s["kind"] == "kernel").to_numpy() & ~dma
+    assert cats["compute"] <= int(s["dur"].to_numpy()[kernels].sum())

@@ -79,6 +79,10 @@ def test_html_plots_memory_over_time_when_the_trace_has_memory(traces: dict) -> 
     doc = document(traces["memory_growth"])
     peaks = {p["device"]: p["peak_bytes"] for p in doc["memory"]["peaks"]}
     assert peaks["cuda:0"] > peaks.get("cpu", 0) > 0  # the leak is on the device
+    (gpu,) = [p for p in doc["memory"]["peaks"] if p["device"] == "cuda:0"]
+    holder = gpu["top"][0]  # what holds most at the peak: the clones kept every step
+    assert (holder["op"], holder["file"], holder["line"]) == ("aten::clone", "/synthetic/train.py", 102)
+    assert "aten::clone" in render(traces["memory_growth"], "text").split("Memory")[-1]
     assert [f["kind"] for f in doc["findings"]] == ["memory"]
 
 
