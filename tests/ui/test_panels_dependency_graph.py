@@ -142,6 +142,16 @@ def test_selection_that_is_not_a_node(qtbot, panel, alexnet):
     assert len(panel.node_items) == 1
 
 
+def test_legend_names_every_edge_type_the_graph_builds(panel):
+    from explorer.analysis.graph.edges import EDGE_TYPES
+
+    text = panel.legend.text()
+    assert "critical path" in text
+    for kind in EDGE_TYPES:
+        if kind != "duration":  # a leaf's own duration is drawn as the node, not an edge
+            assert kind.replace("_", " ") in text
+
+
 def test_no_trace(qtbot, panel):
     panel.set_trace(None)
     assert panel.status.text() == "No trace"

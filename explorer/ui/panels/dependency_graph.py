@@ -60,7 +60,7 @@ EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
     "fwdbwd": ("#c9b458", Qt.PenStyle.DashDotDotLine),
     "data": ("#e69138", Qt.PenStyle.SolidLine),
     "runtime_lock": ("#a87fcf", Qt.PenStyle.DotLine),
-    "collector": ("#c2185b", Qt.PenStyle.DashLine),
+    "queue": ("#c2185b", Qt.PenStyle.DashDotLine),  # launch blocked on a full launch queue
 }
 
 
@@ -294,6 +294,9 @@ class DependencyGraphPanel(TracePanel):
         layout.addLayout(bar)
         layout.addWidget(self.status)
         layout.addWidget(self.view, 1)
+        self.legend = QLabel(edge_legend_html())
+        self.legend.setWordWrap(True)
+        layout.addWidget(self.legend)
 
     # -- contract ----------------------------------------------------------------------------
     def set_trace(self, trace: Any) -> None:
@@ -464,6 +467,29 @@ class DependencyGraphPanel(TracePanel):
         ids = [i.slice_id for i in self.scene.selectedItems() if isinstance(i, _NodeItem)]
         if ids:
             self.slices_selected.emit(np.asarray(sorted(ids), np.int64))
+
+
+_DASH_TEXT = {
+    Qt.PenStyle.SolidLine: "——",
+    Qt.PenStyle.DashLine: "- - -",
+    Qt.PenStyle.DotLine: "·····",
+    Qt.PenStyle.DashDotLine: "-·-·",
+    Qt.PenStyle.DashDotDotLine: "-··-",
+}
+
+
+def edge_legend_html() -> str:
+    """One line saying how each edge type the graph builds is drawn, and that red is the
+    critical path."""
+    from explorer.analysis.graph.edges import EDGE_TYPES
+
+    parts = [
+        f'<span style="color:{color}">{_DASH_TEXT.get(style, "——")}</span>&nbsp;{kind.replace("_", " ")}'
+        for kind, (color, style) in EDGE_STYLES.items()
+        if kind in EDGE_TYPES
+    ]
+    critical = f'<span style="color:{CRITICAL.name()}"><b>━━</b></span>&nbsp;critical path'
+    return "<small>" + " &nbsp; ".join([critical, *parts]) + "</small>"
 
 
 def _edge_item(a: QRectF, b: QRectF, kind: str, critical: bool) -> QGraphicsPathItem:
