@@ -242,23 +242,37 @@ class DataFrameModel(QAbstractTableModel):
         return self._columns[column].dtype.kind in "iufb"
 
     def _sorted_order(self, column: int, order: Qt.SortOrder) -> np.ndarray:
-        series = self._frame.iloc[:, column]
+        """Stable order by the column's raw values (ties keep frame order either way);
+        text compares case-insensitively, categories once per category, not per row."""
+        keys, missing = _sort_keys(self._frame.iloc[:, column])
         descending = order == Qt.SortOrder.DescendingOrder
-        if self._is_numeric(column):
-            keys = series.to_numpy()
-            missing = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(len(keys), bool)
-            base = np.argsort(-keys if descending else keys, kind="stable")
-            if descending and keys.dtype.kind in "ub":
-                base = np.argsort(keys, kind="stable")[::-1]
-        else:
-            missing = series.isna().to_numpy()
-            text = np.asarray(series.astype("string").fillna("").str.lower(), dtype=str)
-            base = np.argsort(text, kind="stable")
-            if descending:
-                base = base[::-1]
-        order_arr = base.astype(np.int64)
+        order_arr = np.argsort(-keys if descending else keys, kind="stable").astype(np.int64)
         if missing.any():
             order_arr = np.concatenate(
                 [order_arr[~missing[order_arr]], order_arr[missing[order_arr]]]
             )
         return order_arr
+
+
+def _sort_keys(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Numbers that sort like the column (signed, so negating reverses), and where it is missing."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        labels = pd.Series(series.cat.categories.astype(str)).str.lower().to_numpy(dtype=str)
+        rank = np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        codes = series.cat.codes.to_numpy()
+        return np.where(codes >= 0, rank[np.maximum(codes, 0)], 0), codes < 0
+    values = series.to_numpy()
+    if values.dtype.kind == "b":
+        return values.astype(np.int8), np.zeros(len(values), bool)
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64 if values.dtype.kind == "i" else np.float64), np.zeros(
+            len(values), bool
+        )
+    if values.dtype.kind == "f":
+        return values, np.isnan(values)
+    # Anything else (object text): rank the distinct values once, then look rows up.
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    labels = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.lower()
+    rank = np.unique(labels.to_numpy(dtype=str), return_inverse=True)[1].reshape(-1)
+    rank = rank.astype(np.int64)
+    return np.where(codes >= 0, rank[np.maximum(codes, 0)] if len(rank) else 0, 0), codes < 0

@@ -125,3 +125,25 @@ def test_in_a_sorting_table_view(qtbot):
     empty = DataFrameModel()
     view.setModel(empty)
     assert empty.rowCount() == 0 and empty.columnCount() == 0
+
+
+def test_sort_is_stable_both_ways_and_categories_case_insensitive(qtbot):
+    frame = pd.DataFrame(
+        {
+            "name": pd.Categorical(["b", "A", "c", "a", None]),
+            "count": np.array([2, 1, 2, 1, 2], np.uint32),
+            "flag": [True, False, True, False, True],
+            "text": ["x", "Y", None, "y", "X"],
+        }
+    )
+    model = DataFrameModel(frame)
+    model.sort(1, Qt.SortOrder.DescendingOrder)  # ties keep frame order
+    assert [model.source_row(r) for r in range(5)] == [0, 2, 4, 1, 3]
+    model.sort(0, Qt.SortOrder.AscendingOrder)
+    assert [model.source_row(r) for r in range(5)] == [1, 3, 0, 2, 4]
+    model.sort(0, Qt.SortOrder.DescendingOrder)
+    assert [model.source_row(r) for r in range(5)] == [2, 0, 1, 3, 4]  # missing stays last
+    model.sort(2, Qt.SortOrder.DescendingOrder)
+    assert [model.source_row(r) for r in range(5)] == [0, 2, 4, 1, 3]
+    model.sort(3, Qt.SortOrder.AscendingOrder)
+    assert [model.source_row(r) for r in range(5)] == [0, 4, 1, 3, 2]
