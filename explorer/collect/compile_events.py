@@ -70,16 +70,22 @@ class CompileEvents:
         ] = []
         self._callbacks: tuple[Any, Any] | None = None
 
-    def try_install(self) -> bool:
+    def try_install(self, at_entry: bool = False) -> bool:
         """Install when dynamo is already imported (importing it costs ~1 s; a program that
-        never compiles should not pay it). Called at entry and again at every step."""
+        never compiles should not pay it). Called at entry and again at every step.
+
+        Compiles already in dynamo's metrics at entry belong to before the block; when dynamo
+        was first imported inside the block, every compile it recorded is ours (graph breaks
+        logged before that first step are the one thing missed: call ``torch.compile`` before
+        the block, as usual, to have them all)."""
         if self.installed or "torch._dynamo" not in sys.modules:
             return self.installed
         import torch._dynamo.callback as dyn_callback
         import torch._dynamo.utils as dyn_utils
         from torch._logging._internal import log_registry
 
-        self._seen = {id(m) for m in getattr(dyn_utils, "_compilation_metrics", ())}
+        if at_entry:
+            self._seen = {id(m) for m in getattr(dyn_utils, "_compilation_metrics", ())}
 
         def on_start(_args: Any) -> None:
             HookState.paused += 1

@@ -151,7 +151,7 @@ class Collector:
             if "fallback" in self.hooks:
                 self._fallback.install()
             if "compile" in self.hooks:
-                self._compile.try_install()
+                self._compile.try_install(at_entry=True)
             self._profiler = torch.profiler.profile(
                 activities=self.activities,
                 schedule=self.schedule or record_every_step,

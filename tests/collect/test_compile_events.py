@@ -102,3 +102,36 @@ def test_parse_graph_break_prefers_the_user_frame_over_explorer_wrappers() -> No
     assert (gb["file"], gb["line"], gb["function"]) == ("/home/me/train.py", 12, "step")
     assert gb["reason"].startswith("Unsupported Tensor.item() call")
     assert "Hint" not in gb["reason"]
+
+
+def test_compiles_are_recorded_when_dynamo_is_first_imported_inside_the_block(
+    tmp_path: Path,
+) -> None:
+    """A fresh interpreter: ``torch._dynamo`` is not loaded when the block starts, so the
+    compile hooks install at the first ``c.step()`` and still report every compile."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sys, torch, explorer
+        assert "torch._dynamo" not in sys.modules
+        def f(x):
+            return (x * 2).sin()
+        with explorer.collect({str(tmp_path)!r}, with_stack=False, sampler_interval_s=None) as c:
+            g = torch.compile(f, backend="eager")
+            g(torch.randn(4))
+            c.step()
+            g(torch.randn(2, 2))
+            c.step()
+        print(c.trace_path)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = read_trace(Path(proc.stdout.strip().splitlines()[-1]))
+    events = [e["args"]["event"] for e in explorer_events(doc, "explorer_compile")]
+    assert events == ["compile", "recompile"]
