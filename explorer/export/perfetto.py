@@ -232,6 +232,8 @@ def _flow_table(trace: TraceData, results: Results) -> _Flows:
     src = fl["src"].to_numpy(np.int64)
     dst = fl["dst"].to_numpy(np.int64)
     ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
+    # the trace's own flows first, then an analysis' flow only where no arrow exists yet
+    ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
     src, dst = src[ok], dst[ok]
     ts = trace.slices["ts"].to_numpy(np.int64)
     swap = (ts[dst] < ts[src]) | ((ts[dst] == ts[src]) & (dst < src))

@@ -1,6 +1,7 @@
 """Explorer's own results as rows of an exported trace: a "Findings" row with one slice
-per finding over the time it covers, and a "Critical path" row repeating the slices that
-set the step's time, joined to the original slices by flows.
+per finding over the time it covers, a "Critical path" row repeating the slices that set
+the step's time with flows along the path's edges between the original slices, and flows
+for the dependency graph's cross-track waits (cross-stream events, host syncs).
 
 The analyses live in other modules (and may not exist in every checkout), so they are
 imported lazily; when one is missing its row is simply left out. When one fails on a
@@ -65,9 +66,14 @@ def _optional(module: str, attr: str) -> Any:
 
 
 def explorer_results(
-    trace: TraceData, *, findings: bool = True, critical_path: bool = True
+    trace: TraceData,
+    *,
+    findings: bool = True,
+    critical_path: bool = True,
+    dependencies: bool = True,
 ) -> Results:
-    """Findings and critical path of ``trace`` as slices and flows to export."""
+    """Findings and critical path of ``trace`` as slices and flows to export, and flows for
+    the dependency graph's cross-track waits."""
     out = Results()
     if len(trace.slices) == 0:
         return out
@@ -79,7 +85,28 @@ def explorer_results(
         fn = _optional("explorer.analysis.critical_path", "critical_path")
         if fn is not None:
             _run(out, "critical path", lambda: _critical_path(trace, fn(trace), out))
+    if dependencies:
+        fn = _optional("explorer.analysis.dependency_graph", "dependency_graph")
+        if fn is not None:
+            _run(out, "dependency flows", lambda: _dependency_flows(fn(trace), out))
     return out
+
+
+#: Dependency-graph edges worth an arrow: a wait that crosses from one track to another.
+DEPENDENCY_FLOW_TYPES: frozenset[str] = frozenset({"cross_stream", "sync", "queue"})
+
+
+def _dependency_flows(graph: Any, out: Results) -> list[ResultSlice]:
+    """Flows for the edges where one stream or thread waited on another (cross-stream
+    events, host syncs, a full launch queue); no slices of their own."""
+    e = graph.edges
+    keep = e["type"].astype(str).isin(DEPENDENCY_FLOW_TYPES).to_numpy() & (
+        e["src"].to_numpy() != e["dst"].to_numpy()
+    )
+    flows = e.loc[keep, ["src", "dst", "type"]].astype({"type": str})
+    flows = flows.drop_duplicates(["src", "dst"])
+    out.flows = pd.concat([out.flows, flows], ignore_index=True)
+    return []
 
 
 def _run(out: Results, what: str, produce: Any) -> None:
@@ -139,8 +166,12 @@ def _critical_path(trace: TraceData, cp: Any, out: Results) -> list[ResultSlice]
         ResultSlice(CRITICAL_PATH_ROW, int(t), int(d), str(nm), {"slice id": int(i), "on": str(lb)})
         for i, t, d, nm, lb in zip(ids, ts, dur, names, labels, strict=True)
     ]
-    if len(ids) > 1:
-        pairs = pd.DataFrame({"src": ids[:-1], "dst": ids[1:], "type": "critical_path"})
+    edges = getattr(cp, "edges", None)
+    if edges is not None and len(edges):
+        pairs = edges.loc[(edges["src"] != edges["dst"]).to_numpy(), ["src", "dst"]]
+    else:  # no edge list: link the path's slices in order
+        pairs = pd.DataFrame({"src": ids[:-1], "dst": ids[1:]})
         pairs = pairs[pairs["src"] != pairs["dst"]]
-        out.flows = pd.concat([out.flows, pairs], ignore_index=True)
+    pairs = pairs.drop_duplicates().assign(type="critical_path")
+    out.flows = pd.concat([out.flows, pairs], ignore_index=True)
     return rows

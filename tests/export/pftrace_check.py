@@ -35,6 +35,8 @@ class Parsed:
     """(timestamp, type, track uuid, name, category) per track event."""
     annotations: list[dict[str, object]] = field(default_factory=list)
     """Debug annotations of each begin/instant, resolved to names and values."""
+    flow_ends: dict[int, tuple[tuple[int, str], tuple[int, str]]] = field(default_factory=dict)
+    """Flow id → ((start, name) of the slice it begins at, (start, name) where it ends)."""
     completed: list[tuple[int, str, int, int]] = field(default_factory=list)
     """(track uuid, name, start, duration) of every slice, from its begin/end or instant."""
 
@@ -89,7 +91,7 @@ def check(path: Path) -> Parsed:
     cleared: set[int] = set()
     open_slices: dict[int, list[tuple[int, str]]] = defaultdict(list)
     last_ts: dict[int, int] = {}
-    flow_begun: dict[int, int] = {}
+    flow_begun: dict[int, tuple[int, str]] = {}
     flow_done: set[int] = set()
     for k, packet in enumerate(read_packets(path)):
         p.packets += 1
@@ -162,11 +164,12 @@ def check(path: Path) -> Parsed:
             p.slice_tracks.add(uuid)
             for fid in te.flow_ids:
                 assert fid not in flow_begun, f"packet {k}: flow {fid} begun twice"
-                flow_begun[fid] = ts
+                flow_begun[fid] = (ts, name)
             for fid in te.terminating_flow_ids:
                 assert fid in flow_begun, f"packet {k}: flow {fid} terminates before it begins"
                 assert fid not in flow_done, f"packet {k}: flow {fid} terminated twice"
                 flow_done.add(fid)
+                p.flow_ends[fid] = (flow_begun[fid], (ts, name))
         if te.type == T.TYPE_SLICE_BEGIN:
             p.begins += 1
             open_slices[uuid].append((ts, name))

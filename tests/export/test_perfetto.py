@@ -196,6 +196,24 @@ def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
     assert summary.flows > valid_flow_count(trace)  # the critical path's own links
 
 
+def test_dependency_graph_waits_become_flows(shared_traces: Path, tmp_path: Path) -> None:
+    path = shared_traces / "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz"
+    trace = explorer.load(path, use_cache=False)
+    edges = trace.dependency_graph().edges
+    waits = edges[edges["type"].astype(str).isin(["cross_stream", "sync"])]
+    assert len(waits) > 0
+    out = tmp_path / "deps.pftrace"
+    to_perfetto(trace, out)
+    parsed = check(out)
+    start = int(trace.metadata["start_ns"])
+    sl = trace.slices
+    ends = set(parsed.flow_ends.values())
+    for src, dst in zip(waits["src"], waits["dst"], strict=True):
+        a = (int(sl["ts"].iat[src]) + start, str(sl["name"].iat[src]))
+        b = (int(sl["ts"].iat[dst]) + start, str(sl["name"].iat[dst]))
+        assert (a, b) in ends or (b, a) in ends, (a, b)
+
+
 def test_size_is_well_under_the_json(tmp_path: Path) -> None:
     src = write_scenario("launch_bound", tmp_path / "lb.json", steps=6)
     trace = explorer.load(src, use_cache=False)
