@@ -283,3 +283,27 @@ def test_every_real_trace_draws_and_hit_tests(qtbot, shared_trace) -> None:
         assert hit == sid or int(s["depth"].iat[hit]) == int(s["depth"].iat[sid]), path.name
         checked += 1
     assert checked >= 10
+
+
+def test_traces_without_slices_still_draw(qtbot) -> None:
+    """A trace of counters only shows its counter row over the counters' time; an empty
+    trace paints without error."""
+    from explorer.trace.build import trace_from_events
+
+    counters = [
+        {"ph": "C", "name": "util", "pid": 1, "tid": 1, "ts": 5 + i, "args": {"v": float(i % 3)}}
+        for i in range(50)
+    ]
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(900, 400)
+    v.show()
+    v.set_trace(trace_from_events(counters))
+    a, b = v.visible_range()
+    assert a <= 0 and b >= 49_000  # the counters' 49 µs, in ns
+    v.grab()
+    assert [r.kind for r in v.rows()] == ["group", "counter"]
+    assert v.last_paint_stats["rects"] > 100
+    v.set_trace(trace_from_events([]))
+    v.grab()
+    assert v.rows() == [] and v.last_paint_stats["rects"] == 0

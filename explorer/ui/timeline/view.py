@@ -49,6 +49,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.steps: pd.DataFrame | None = None
         self.breakdown: pd.DataFrame | None = None
         self.t0, self.t1 = 0.0, 1.0
+        self.extent = (0, 1)  # first and last ns of the trace's contents
         self.scroll_y = 0
         self.selected = -1
         self.highlights = np.zeros(0, np.int64)
@@ -94,7 +95,23 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.related = []
         self.range = None
         self.scroll_y = 0
+        self.extent = self._extent_of(trace)
         self.fit_all()
+
+    @staticmethod
+    def _extent_of(trace: TraceData) -> tuple[int, int]:
+        """From the first to the last thing drawn: slices, counter samples, memory events."""
+        starts, ends = [], []
+        if len(trace.slices):
+            starts.append(int(trace.slices["ts"].min()))
+            ends.append(int(trace.span_ns))
+        for table in (trace.counters, trace.memory):
+            if len(table):
+                starts.append(int(table["ts"].min()))
+                ends.append(int(table["ts"].max()))
+        if not starts:
+            return 0, 1
+        return min(starts), max(max(ends), min(starts) + 1)
 
     def set_steps(self, steps: pd.DataFrame | None, breakdown: pd.DataFrame | None = None) -> None:
         """Steps (``explorer.analysis.steps``) and their breakdown for the step strip."""
@@ -156,23 +173,21 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         return int(self.t0), int(np.ceil(self.t1))
 
     def set_visible_range(self, t0: float, t1: float) -> None:
-        """Show [t0, t1] (ns), clamped to a little more than the trace."""
-        span_all = max(self.trace.span_ns if self.trace is not None else 1, MIN_SPAN_NS)
+        """Show [t0, t1] (ns), clamped to a little more than the trace's extent."""
+        start, end = self.extent
+        span_all = max(end - start, MIN_SPAN_NS)
         t1 = max(t1, t0 + MIN_SPAN_NS)
         span = min(t1 - t0, span_all * 1.5)
-        lo, hi = -span_all * 0.25, span_all * 1.25
+        lo, hi = start - span_all * 0.25, end + span_all * 0.25
         t0 = min(max(t0, lo), hi - span)
         self.t0, self.t1 = float(t0), float(t0 + span)
         self.visible_range_changed.emit(*self.visible_range())
         self.update()
 
     def fit_all(self) -> None:
-        span = self.trace.span_ns if self.trace is not None else 1
-        start = (
-            int(self.trace.slices["ts"].min()) if self.trace is not None and len(self.trace) else 0
-        )
-        pad = max((span - start) * 0.01, 1)
-        self.set_visible_range(start - pad, span + pad)
+        start, end = self.extent
+        pad = max((end - start) * 0.01, 1)
+        self.set_visible_range(start - pad, end + pad)
 
     def zoom(self, factor: float, at_x: float | None = None) -> None:
         """Zoom in (factor < 1) or out (factor > 1) keeping time under ``at_x`` in place."""

@@ -140,7 +140,7 @@ class TimelinePainting:
                 s = self.layout_.series[r.series]
                 v, valid = counter_pixels(s.ts, s.values, self.t0, self.t1, width)
                 # A counter holds its last value only until the trace ends.
-                valid &= self._t_of(LABEL_W + np.arange(width)) <= self.trace.span_ns
+                valid &= self._t_of(LABEL_W + np.arange(width)) <= self.extent[1]
                 vmax = self._series_max(r.series)
                 hpx = np.where(valid, v / vmax * (r.height - 8), 0.0)
                 keep = hpx > 0.5
