@@ -172,6 +172,15 @@ class DetailsPanel(QWidget):
         return "".join(out)
 
     def _user_frame(self, i: int) -> tuple[str, int, str] | None:
+        """The responsible user line: from :func:`explorer.analysis.attribution.slice_sources`
+        once the background analyses have computed it (device ops get their launch's line,
+        ops without a stack their caller's), else the slice's own stack."""
+        sources = self.trace.cache.get("slice_sources")
+        if sources is not None and i < len(sources):
+            path = str(sources["file"].iat[i])
+            if path:
+                return path, int(sources["line"].iat[i]), str(sources["function"].iat[i])
+            return None
         try:
             return self.trace.user_frame(i)
         except (ImportError, AttributeError, KeyError, IndexError):

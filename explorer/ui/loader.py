@@ -69,9 +69,9 @@ def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
     """The analyses the window shows, cheapest first. A module that is not installed is
     skipped (the window shows what it can)."""
 
-    def user_frames(t: Any) -> Any:
-        # Warms the trace's cache so the first click on an event does not pay for it.
-        from explorer.trace.source import user_frames as f
+    def slice_sources(t: Any) -> Any:
+        # Fills the trace's cache: the Details panel reads each slice's line from it.
+        from explorer.analysis.attribution import slice_sources as f
 
         f(t)
         return None
@@ -97,7 +97,7 @@ def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
         return f(t)
 
     return [
-        ("user_frames", user_frames),
+        ("slice_sources", slice_sources),
         ("steps", steps),
         ("breakdown", breakdown),
         ("findings", findings),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from PyQt6.QtCore import QUrl
 
 from explorer.ui.details import DetailsPanel, related_events
@@ -61,3 +62,24 @@ def test_details_on_a_real_amd_trace(window, open_trace, shared_trace) -> None:
     # The launch points at its kernel on the GPU stream.
     kernel = [b for a, b, rel in window.details.related if a == sid and rel == "launch"]
     assert kernel and trace.slices["kind"].iat[kernel[0]] in ("kernel", "memcpy", "memset")
+
+
+def test_a_kernel_shows_the_user_line_that_launched_it(window, open_trace, tmp_path) -> None:
+    """Device ops have no Python stack; Details shows the line of the host code that
+    launched them (via the launch flow), once the background analyses filled it in.
+    The trace is a scenario of explorer.scenarios (synthetic)."""
+    from explorer import scenarios
+
+    trace = open_trace(window, scenarios.write("sync_storm", tmp_path / "sync_storm.json"))
+    assert trace.synthetic
+    kinds = trace.slices["kind"].astype(str).to_numpy()
+    kernel = int(np.flatnonzero(kinds == "kernel")[0])
+    launch = [a for a, b, rel in related_events(trace, kernel) if b == kernel and rel == "launch"]
+    assert launch, "the kernel has a launch flow"
+    from explorer.analysis.attribution import slice_sources
+
+    expected = slice_sources(trace).iloc[kernel]
+    assert expected["file"], "the scenario records Python stacks"
+    window.reveal(kernel)
+    text = window.details.text()
+    assert f"{expected['file']}:{int(expected['line'])}" in text
