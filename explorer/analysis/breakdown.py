@@ -44,7 +44,7 @@ cumulative sum per reason; steps are then answered with binary searches.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -120,16 +120,38 @@ class ReasonTimeline:
     reasons: tuple[tuple[str, str], ...]
     bounds: np.ndarray
     seg: np.ndarray
+    _per_reason: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def _reason(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mask, cumulative length, maximal runs) of one reason, computed once: detectors
+        ask for the same reason per step and per slice many times."""
+        if name not in self._per_reason:
+            k = [r for r, _ in self.reasons].index(name)
+            mask = self.seg == k
+            cum = np.concatenate([[0], np.cumsum(np.diff(self.bounds) * mask)])
+            self._per_reason[name] = (mask, cum, _runs(self.bounds, mask, None, None))
+        return self._per_reason[name]
 
     def reason_ns(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """ns of reason ``name`` inside each window ``[starts[j], ends[j])``."""
-        k = [r for r, _ in self.reasons].index(name)
-        return _covered(self.bounds, self.seg == k, starts, ends)
+        mask, cum, _ = self._reason(name)
+        return _covered(self.bounds, mask, starts, ends, cum)
 
     def ranges(self, name: str, start: int | None = None, end: int | None = None) -> np.ndarray:
         """Maximal ``(start, end)`` runs of reason ``name`` (n x 2 int64), optionally clipped."""
-        k = [r for r, _ in self.reasons].index(name)
-        return _runs(self.bounds, self.seg == k, start, end)
+        runs = self._reason(name)[2]
+        if start is not None:
+            runs = runs[runs[:, 1] > start]
+        if end is not None:
+            runs = runs[runs[:, 0] < end]
+        out = runs.copy()
+        if start is not None:
+            out[:, 0] = np.maximum(out[:, 0], start)
+        if end is not None:
+            out[:, 1] = np.minimum(out[:, 1], end)
+        return out[out[:, 1] > out[:, 0]]
 
 
 def device_labels(trace: TraceData) -> dict[int, str]:
@@ -281,15 +303,20 @@ def sweep(
 
 
 def _covered(
-    bounds: np.ndarray, mask: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    bounds: np.ndarray,
+    mask: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    cum: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Length of the masked segments inside each window, exactly, in int64."""
+    """Length of the masked segments inside each window, exactly, in int64 (``cum``: the
+    masked lengths' running sum, when the caller has it)."""
     starts = np.asarray(starts, np.int64)
     ends = np.asarray(ends, np.int64)
     if len(mask) == 0:
         return np.zeros(len(starts), np.int64)
-    length = np.diff(bounds) * mask
-    cum = np.concatenate([[0], np.cumsum(length)])
+    if cum is None:
+        cum = np.concatenate([[0], np.cumsum(np.diff(bounds) * mask)])
 
     def upto(t: np.ndarray) -> np.ndarray:
         # covered length of masked segments in (-inf, t)

@@ -167,10 +167,14 @@ def critical_path_sections(trace: TraceData, step: int | None) -> tuple[Any, str
         if exc.name in ("explorer.report.critical_path_section", "explorer.analysis.critical_path"):
             return None, None
         raise
-    try:
-        return trace.critical_path(step) if hasattr(trace, "critical_path") else None, None
-    except Exception as exc:  # another analysis' bug must not hide ours
-        return None, f"critical path unavailable: {type(exc).__name__}: {exc}"
+    key = ("report_critical_path", step)
+    if key not in trace.cache:  # one computation for every format rendered from this trace
+        try:
+            cp = trace.critical_path(step) if hasattr(trace, "critical_path") else None
+            trace.cache[key] = (cp, None)
+        except Exception as exc:  # another analysis' bug must not hide ours
+            trace.cache[key] = (None, f"critical path unavailable: {type(exc).__name__}: {exc}")
+    return trace.cache[key]
 
 
 def render(
