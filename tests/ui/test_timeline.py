@@ -217,22 +217,9 @@ def test_paint_batches_by_colour(view: TimelineView) -> None:
 
 
 def test_hover_shows_a_tooltip(view: TimelineView, qtbot) -> None:
-    from PyQt6.QtCore import QEvent
-    from PyQt6.QtGui import QMouseEvent
-    from PyQt6.QtWidgets import QApplication, QToolTip
+    from PyQt6.QtWidgets import QToolTip
 
-    rect = view.slice_rect(21)
-    pos = rect.center()
-    # A real move event (QTest's mouseMove sends none when the cursor is already there).
-    event = QMouseEvent(
-        QEvent.Type.MouseMove,
-        pos,
-        view.mapToGlobal(pos),
-        Qt.MouseButton.NoButton,
-        Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    QApplication.sendEvent(view, event)
+    hover(view, view.slice_rect(21).center())
     qtbot.waitUntil(lambda: "ampere_sgemm_64x64_nn" in QToolTip.text(), timeout=3000)
     assert "kernel" in QToolTip.text() and "120 µs" in QToolTip.text()
 
@@ -307,3 +294,39 @@ def test_traces_without_slices_still_draw(qtbot) -> None:
     v.set_trace(trace_from_events([]))
     v.grab()
     assert v.rows() == [] and v.last_paint_stats["rects"] == 0
+
+
+def hover(view: TimelineView, pos: QPointF) -> None:
+    """Send a real mouse move (QTest's sends none when the cursor is already there)."""
+    from PyQt6.QtCore import QEvent
+    from PyQt6.QtGui import QMouseEvent
+    from PyQt6.QtWidgets import QApplication
+
+    event = QMouseEvent(
+        QEvent.Type.MouseMove,
+        pos,
+        view.mapToGlobal(pos),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(view, event)
+
+
+def test_step_and_counter_tooltips(view: TimelineView, small_trace, qtbot) -> None:
+    from PyQt6.QtWidgets import QToolTip
+
+    steps, breakdown = small_trace.steps(), small_trace.breakdown()
+    view.set_steps(steps, breakdown)
+    s2 = steps.iloc[1]
+    hover(view, QPointF(view._x_of((s2["start_ns"] + s2["end_ns"]) / 2), AXIS_H + 8))
+    qtbot.waitUntil(lambda: "step 2" in QToolTip.text(), timeout=3000)
+    part = breakdown[(breakdown["step"] == 2) & (breakdown["device"] == "cuda:0")]
+    top = part.sort_values("ns", ascending=False)["category"].iat[0].replace("_", " ")
+    assert "cuda:0" in QToolTip.text() and top in QToolTip.text()
+    row = next(r for r in view.rows() if r.kind == "counter" and "cuda:0" in r.label)
+    y = AXIS_H + STEP_H + row.y + row.height / 2 - view.scroll_y
+    t = float(small_trace.memory["ts"].iat[1]) + 1000  # just after the second allocation
+    hover(view, QPointF(view._x_of(t), y))
+    qtbot.waitUntil(lambda: "allocated cuda:0" in QToolTip.text(), timeout=3000)
+    assert "2.0 MiB" in QToolTip.text()

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 from PyQt6.QtCore import QPointF, Qt
 from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QToolTip
 
+from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, PIN_W, STEP_H
+from explorer.ui.timeline.paint import step_device
 
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
 PAN_STEP = 0.2  # one A/D press moves a fifth of the window
@@ -138,11 +141,52 @@ class TimelineInput:
             self.toggle_pin(row.key)
 
     def _hover(self, pos: QPointF, event: QMouseEvent) -> None:
-        if self.trace is None or self._area(pos) != "tracks":
-            QToolTip.hideText()
-            return
-        sid = self.slice_at(pos.x(), pos.y())
-        if sid >= 0:
-            QToolTip.showText(event.globalPosition().toPoint(), self.describe(sid), self)
+        text = ""
+        if self.trace is not None:
+            area = self._area(pos)
+            if area == "tracks":
+                sid = self.slice_at(pos.x(), pos.y())
+                text = self.describe(sid) if sid >= 0 else self._counter_text(pos)
+            elif area == "steps" and pos.x() >= LABEL_W:
+                text = self._step_text(self._t_of(pos.x()))
+        if text:
+            QToolTip.showText(event.globalPosition().toPoint(), text, self)
         else:
             QToolTip.hideText()
+
+    def _counter_text(self, pos: QPointF) -> str:
+        """The value of the counter row under the pointer at the pointer's time."""
+        row = self.layout_.row_at(self._content_y(pos.y()))
+        if row is None or row.kind != "counter":
+            return ""
+        s = self.layout_.series[row.series]
+        k = int(np.searchsorted(s.ts, self._t_of(pos.x()), "right")) - 1
+        if k < 0:
+            return ""
+        value = float(s.values[k])
+        shown = f"{value / 2**20:,.1f} MiB" if s.unit == "B" else f"{value:,.4g}"
+        return f"{s.label}\n{shown} at {format_duration(int(s.ts[k]))}"
+
+    def _step_text(self, t: float) -> str:
+        """A step's duration and its breakdown, largest category first."""
+        steps = self.steps
+        if steps is None or len(steps) == 0:
+            return ""
+        hit = steps[(steps["start_ns"] <= t) & (steps["end_ns"] > t)]
+        if not len(hit):
+            return ""
+        step, dur = int(hit["step"].iat[0]), int(hit["dur_ns"].iat[0])
+        lines = [f"step {step} · {format_duration(dur)}"]
+        device = step_device(self.breakdown)
+        if device is not None:
+            b = self.breakdown
+            part = b[(b["step"] == step) & (b["device"].astype(str) == device)]
+            part = part[part["ns"] > 0].sort_values("ns", ascending=False)
+            lines.append(f"{device}:")
+            for cat, ns in zip(part["category"].astype(str), part["ns"], strict=False):
+                share = ns / dur * 100 if dur else 0.0
+                lines.append(
+                    f"  {cat.replace('_', ' ')}: {format_duration(int(ns))} ({share:.0f}%)"
+                )
+        lines.append("click to zoom to this step")
+        return "\n".join(lines)

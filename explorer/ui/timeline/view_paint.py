@@ -8,6 +8,7 @@ from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
 
 from explorer.ui.timeline import paint
+from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import (
     AXIS_H,
     LABEL_MIN_PX,
@@ -313,6 +314,13 @@ class TimelinePainting:
             p.setPen(QPen(QColor("#3d85c6")))
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
+            label = format_duration(self.range[1] - self.range[0])
+            width = self._fm.horizontalAdvance(label) + 10
+            box = QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
+            p.fillRect(box, QColor("#3d85c6"))
+            p.setPen(QPen(QColor("#ffffff")))
+            p.setFont(self._font)
+            p.drawText(box, Qt.AlignmentFlag.AlignCenter, label)
 
 
 def _si(v: float) -> str:
