@@ -152,6 +152,8 @@ class Collector:
                 self._fallback.install()
             if "compile" in self.hooks:
                 self._compile.try_install(at_entry=True)
+            if self.sampler_interval_s > 0:  # built here: its psutil setup is not traced
+                self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
             self._profiler = torch.profiler.profile(
                 activities=self.activities,
                 schedule=self.schedule or record_every_step,
@@ -159,10 +161,9 @@ class Collector:
                 **self._profiler_kwargs,
             )
             self._profiler.start()
-            if self.sampler_interval_s > 0:
+            if self._sampler is not None:
                 # started after the profiler so that its Python tracer (with_stack) does not
                 # follow the sampler thread: the trace shows the user's threads only
-                self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
                 self._sampler.start()
         except BaseException:
             self._teardown()
@@ -214,7 +215,7 @@ class Collector:
         prof = self._profiler
         try:
             if self._sampler is not None:
-                self._sampler.sample_once()  # a last sample inside the recorded window
+                self._sampler.stop()  # its last sample lands inside the recorded window
             if prof is not None:
                 prof.stop()  # calls _on_trace_ready for the cycle being recorded
         finally:

@@ -71,21 +71,21 @@ class SystemSampler:
         self._nvml: _Nvml | None = None
 
     def start(self) -> None:
-        self._process.cpu_percent(None)  # the first call only sets the baseline
-        psutil.cpu_percent(None)
-        self._nvml = _Nvml()
-        self.sample_once()  # a first sample at once, so short runs have a start value
+        """Start the thread. Every psutil/NVML call happens on it — none on the caller's
+        thread, whose Python calls the profiler's stack tracer would record."""
         self._thread = threading.Thread(target=self._run, name="explorer-sampler", daemon=True)
         self._thread.start()
 
-    def sample_once(self) -> None:
+    def sample_once(self, cpu: bool = True) -> None:
+        """One sample of every counter (``cpu=False``: memory only — CPU % needs an interval)."""
         t = now_ns()
         vm = psutil.virtual_memory()
-        self.buffer.counter(
-            "CPU %",
-            t,
-            {"process": self._process.cpu_percent(None), "system": psutil.cpu_percent(None)},
-        )
+        if cpu:
+            self.buffer.counter(
+                "CPU %",
+                t,
+                {"process": self._process.cpu_percent(None), "system": psutil.cpu_percent(None)},
+            )
         self.buffer.counter(
             "Host memory",
             t,
@@ -102,21 +102,24 @@ class SystemSampler:
     def _run(self) -> None:
         sys.setprofile(None)  # never traced by the profiler's Python tracer
         threading.setprofile(None)
-        while not self._stop.wait(self.interval_s):
-            try:
+        try:
+            self._process.cpu_percent(None)  # the first call only sets the baseline
+            psutil.cpu_percent(None)
+            self._nvml = _Nvml()
+            self.sample_once(cpu=False)  # a first sample at once, so short runs have a start
+            while not self._stop.wait(self.interval_s):
                 self.sample_once()
-            except psutil.Error:
-                continue
+            self.sample_once()  # and one at the very end
+        except psutil.Error:
+            pass
+        finally:
+            if self._nvml is not None:
+                self._nvml.close()
+                self._nvml = None
 
     def stop(self) -> None:
+        """Take the last sample and end the thread (call while the profiler still records)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        try:
-            self.sample_once()  # one sample at the very end, so short runs still have one
-        except psutil.Error:
-            pass
-        if self._nvml is not None:
-            self._nvml.close()
-            self._nvml = None

@@ -70,6 +70,10 @@ def test_training_loop_trace_is_plain_kineto_json_with_steps_counters_and_enviro
     counters = explorer_events(doc, "explorer_system")
     assert {e["name"] for e in counters} >= {"CPU %", "Host memory"}
     assert all(e["ph"] == "C" for e in counters)
+    # the sampler is invisible to the profiler: no psutil frames, no extra traced thread
+    py = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]
+    assert py and not any("psutil" in e["name"] for e in py)
+    assert {e["tid"] for e in py} == {item["tid"] for item in explorer_events(doc, "explorer_sync")}
     rss = [e["args"]["process_rss_bytes"] for e in counters if e["name"] == "Host memory"]
     assert min(rss) > 10_000_000  # a python process with torch loaded
     syncs = explorer_events(doc, "explorer_sync")
