@@ -237,11 +237,16 @@ class MainWindow(QMainWindow):
     def open_path(self, path: str) -> None:
         """Load ``path`` in the background; the current trace stays until the new one is in."""
         self.cancel_load()
-        self.loader = TraceLoader(str(path), self)
-        self.loader.progress.connect(self._progress)
-        self.loader.loaded.connect(lambda trace, p=str(path): self._loaded(p, trace))
-        self.loader.failed.connect(self.show_error)
-        self.loader.cancelled.connect(lambda: self._end_progress("Loading cancelled"))
+        loader = TraceLoader(str(path), self)
+        self.loader = loader
+
+        def current() -> bool:  # a load the user replaced by opening another file is ignored
+            return loader is self.loader
+
+        loader.progress.connect(lambda pct, msg: current() and self._progress(pct, msg))
+        loader.loaded.connect(lambda trace, p=str(path): current() and self._loaded(p, trace))
+        loader.failed.connect(lambda message: current() and self.show_error(message))
+        loader.cancelled.connect(lambda: current() and self._end_progress("Loading cancelled"))
         self.progress.setValue(0)
         self.progress.show()
         self.cancel_button.show()

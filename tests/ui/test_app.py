@@ -142,3 +142,17 @@ def test_view_without_a_display_says_how_to_get_a_picture(small_trace_file: Path
     assert cli_main(["view", str(small_trace_file)]) == 2
     err = capsys.readouterr().err
     assert "--screenshot" in err and err.count("\n") == 1
+
+
+def test_opening_another_file_while_loading_keeps_only_the_last(
+    window, qtbot, small_trace_file, write_trace
+) -> None:
+    first = write_trace("first.json")
+    window.open_path(str(first))
+    window.open_path(str(small_trace_file))  # replaces the first load
+    qtbot.waitUntil(lambda: window.trace is not None, timeout=30000)
+    qtbot.waitUntil(lambda: not window.loader.isRunning(), timeout=30000)
+    qtbot.wait(50)  # let the first loader's late signals arrive
+    assert window.trace.path == str(small_trace_file)
+    assert window.error_box is None
+    assert not window.progress.isVisible()
