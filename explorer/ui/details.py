@@ -33,8 +33,8 @@ def related_events(
         src = flows["src"].to_numpy()
         dst = flows["dst"].to_numpy()
         hit = np.flatnonzero((src == slice_id) | (dst == slice_id))[:MAX_RELATED]
-        types = flows["type"].astype(str).to_numpy()
-        out += [(int(src[k]), int(dst[k]), str(types[k])) for k in hit]
+        types = flows["type"].iloc[hit].astype(str).to_numpy()
+        out += [(int(src[k]), int(dst[k]), str(t)) for k, t in zip(hit, types, strict=True)]
     if graph is not None and hasattr(graph, "edges_of"):
         seen = {(a, b) for a, b, _ in out}
         edges = graph.edges_of(int(slice_id))

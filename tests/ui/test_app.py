@@ -156,3 +156,9 @@ def test_opening_another_file_while_loading_keeps_only_the_last(
     assert window.trace.path == str(small_trace_file)
     assert window.error_box is None
     assert not window.progress.isVisible()
+
+
+def test_explorer_trace_is_short_for_view(tmp_path: Path, small_trace_file: Path) -> None:
+    out = tmp_path / "short.png"
+    assert cli_main([str(small_trace_file), "--screenshot", str(out)]) == 0
+    assert QImage(str(out)).width() == 1600

@@ -96,6 +96,18 @@ def step_device(breakdown: pd.DataFrame | None) -> str | None:
     return accel[0] if accel else devices[0]
 
 
+def step_shares(breakdown: pd.DataFrame | None) -> dict[int, pd.Series]:
+    """Per step, ns per category on the strip's device (computed once per breakdown)."""
+    device = step_device(breakdown)
+    if device is None:
+        return {}
+    part = breakdown[breakdown["device"].astype(str) == device]
+    return {
+        int(step): rows.set_index("category")["ns"]
+        for step, rows in part.groupby("step", sort=False)
+    }
+
+
 def draw_step_strip(
     painter: QPainter,
     left: int,
@@ -105,10 +117,11 @@ def draw_step_strip(
     t0: float,
     t1: float,
     steps: pd.DataFrame | None,
-    breakdown: pd.DataFrame | None,
+    shares: dict[int, pd.Series],
     font: QFont,
 ) -> None:
-    """One box per step with its number and a tiny stacked bar of its time breakdown."""
+    """One box per step with its number and a tiny stacked bar of its time breakdown
+    (``shares``: step → ns per category, from :func:`step_shares`)."""
     painter.fillRect(QRectF(left, top, width, height), GUTTER)
     if steps is None or len(steps) == 0:
         return
@@ -116,12 +129,6 @@ def draw_step_strip(
     start = steps["start_ns"].to_numpy()
     end = steps["end_ns"].to_numpy()
     vis = np.flatnonzero((end > t0) & (start < t1))
-    device = step_device(breakdown)
-    shares: dict[int, pd.Series] = {}
-    if device is not None:
-        part = breakdown[breakdown["device"].astype(str) == device]
-        for step, rows in part.groupby("step", sort=False):
-            shares[int(step)] = rows.set_index("category")["ns"]
     painter.setFont(font)
     fm = QFontMetrics(font)
     bar_h = 6

@@ -25,6 +25,7 @@ from explorer.ui.timeline.colors import color_ids, palette
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
 from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
+from explorer.ui.timeline.paint import step_shares
 from explorer.ui.timeline.view_input import TimelineInput
 from explorer.ui.timeline.view_paint import COUNTER, TimelinePainting
 
@@ -48,6 +49,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.layout_: TrackLayout | None = None
         self.steps: pd.DataFrame | None = None
         self.breakdown: pd.DataFrame | None = None
+        self.step_shares: dict[int, pd.Series] = {}
         self.t0, self.t1 = 0.0, 1.0
         self.extent = (0, 1)  # first and last ns of the trace's contents
         self.scroll_y = 0
@@ -117,6 +119,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         """Steps (``explorer.analysis.steps``) and their breakdown for the step strip."""
         self.steps = steps
         self.breakdown = breakdown
+        self.step_shares = step_shares(breakdown)
         self.update()
 
     @property

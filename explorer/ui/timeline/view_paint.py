@@ -70,7 +70,7 @@ class TimelinePainting:
             self.t0,
             self.t1,
             self.steps,
-            self.breakdown,
+            self.step_shares,
             self._font,
         )
         self._paint_range(p, top, bottom)
