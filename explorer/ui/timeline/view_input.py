@@ -47,6 +47,8 @@ class TimelineInput:
             self.fit_all()
         elif key == Qt.Key.Key_Escape:
             self.range = None
+            self.highlight([])
+            self.set_related([])
             self.select_slice(-1)
         else:
             return super().keyPressEvent(event)
