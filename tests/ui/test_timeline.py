@@ -140,6 +140,9 @@ def test_keys_zoom_pan_and_fit(view: TimelineView, qtbot) -> None:
     f0, f1 = view.visible_range()
     ts, dur = int(view.trace.slices["ts"].iat[22]), int(view.trace.slices["dur"].iat[22])
     assert f0 <= ts and ts + dur <= f1 and (f1 - f0) < 2 * dur
+    view.highlight([21, 22])
+    qtbot.keyClick(view, Qt.Key.Key_Escape)
+    assert view.selected == -1 and len(view.highlights) == 0
 
 
 def test_wheel_zooms_at_the_pointer(view: TimelineView) -> None:
