@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise ExplorerError(f"explorer demo needs PyTorch: {exc}") from None
     # Run a copy beside the trace: its lines are the user's code in the report, and the
     # user can open it, change it and run it again.
+    _check_device(args.device)
     script = out / "demo_train.py"
     shutil.copyfile(demo_workload.__file__, script)
     namespace = runpy.run_path(str(script), run_name="explorer_demo")
@@ -74,13 +75,32 @@ def run(args: argparse.Namespace) -> int:
         if exc.name not in ("explorer.report",) and "render" not in str(exc):
             raise
         render = None
+    status = 0
     if render is not None:
         import explorer
 
         print()
-        print(render(explorer.load(trace_path), format="text", color=sys.stdout.isatty()))
+        try:
+            print(render(explorer.load(trace_path), format="text", color=sys.stdout.isatty()))
+        except Exception as exc:  # the trace is written and fine; say so, and fail loudly
+            print(
+                f"explorer demo: the report failed ({type(exc).__name__}: {exc}); the trace is intact",
+                file=sys.stderr,
+            )
+            status = 1
     if not args.no_view and can_show_window():
         from explorer.ui.app import main as view
 
-        return int(view(str(trace_path)) or 0)
-    return 0
+        return int(view(str(trace_path)) or status)
+    return status
+
+
+def _check_device(device: str) -> None:
+    """A clear error for a device this machine does not have, before any training starts."""
+    from explorer.collect.environment import device_problem
+
+    problem = device_problem(device)
+    if problem:
+        raise ExplorerError(
+            f"explorer demo: device {device!r} is not usable here ({problem}); use --device auto or cpu"
+        )

@@ -110,6 +110,17 @@ def devices() -> list[dict[str, Any]]:
     return out
 
 
+def device_problem(device: str) -> str:
+    """Why a tensor cannot be made on ``device`` here ("" when it can; "auto" always can)."""
+    if device == "auto":
+        return ""
+    try:
+        torch.empty(1, device=torch.device(device))
+    except (RuntimeError, AssertionError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ""
+
+
 def driver_version() -> str:
     try:
         import pynvml  # type: ignore[import-not-found]

@@ -58,3 +58,12 @@ def test_demo_never_opens_a_window_offscreen(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("DISPLAY")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     assert can_show_window() == (os.sys.platform in ("darwin", "win32"))
+
+
+def test_demo_on_a_device_this_machine_lacks_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # no machine has a 100th CUDA device; a CPU-only one has none at all
+    assert main(["demo", "--no-view", "--device", "cuda:99", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "device 'cuda:99' is not usable here" in err and len(err.strip().splitlines()) == 1
