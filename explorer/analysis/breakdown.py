@@ -93,6 +93,9 @@ SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$")
 #: The input pipeline: ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` and
 #: user annotations that say they load data.
 INPUT_NAMES = re.compile(r"DataLoader|data_?loader|input_pipeline|load_batch|next_batch", re.I)
+#: Python frames of the input pipeline: torch's data loading code only (a user function
+#: merely *named* ``..._dataloader`` may hold the whole training loop).
+INPUT_FRAMES = re.compile(r"torch/utils/data/")
 #: Compilation on the host, as dynamo/inductor name it in profiles.
 COMPILE_NAMES = re.compile(
     r"_compile\.compile_inner|compile_fx|call_user_compiler|inductor_compile|async_compile"
@@ -201,10 +204,17 @@ def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
     return out
 
 
+def input_roots(trace: TraceData) -> np.ndarray:
+    """Slices that *are* the input pipeline: annotations/ops named like it (``enumerate(
+    DataLoader)#...__next__``) and Python frames inside ``torch/utils/data``."""
+    python = (trace.slices["kind"] == "python").to_numpy()
+    return np.where(python, name_flags(trace, INPUT_FRAMES), name_flags(trace, INPUT_NAMES))
+
+
 def _input_mask(trace: TraceData, candidate: np.ndarray) -> np.ndarray:
     """Input-pipeline slices and everything nested under one on the same track."""
     s = trace.slices
-    marked = candidate & name_flags(trace, INPUT_NAMES)
+    marked = candidate & input_roots(trace)
     parent = s["parent"].to_numpy()
     depth = s["depth"].to_numpy()
     # Children come after parents in id order; propagate level by level (loop per depth).

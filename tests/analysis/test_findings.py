@@ -66,7 +66,8 @@ def test_slow_dataloader_on_cpu_is_an_input_stall(real_run: tuple[Trace, int]) -
     assert found and found[0].kind == "input_stall"
     f = found[0]
     assert f.device == "host"
-    # the time lost is the DataLoader's own time inside the steps (nothing outranks it there)
+    # the time lost is the DataLoader's time inside the steps (nothing outranks it there),
+    # plus the few µs of torch's loader frames just outside its annotation
     s = trace.slices
     loader = np.flatnonzero(
         s["name"].astype(str).str.startswith("enumerate(DataLoader)").to_numpy()
@@ -77,12 +78,13 @@ def test_slow_dataloader_on_cpu_is_an_input_stall(real_run: tuple[Trace, int]) -
         lo = np.maximum(s["ts"].to_numpy()[loader], a)
         hi = np.minimum((s["ts"] + s["dur"]).to_numpy()[loader], b)
         inside += int(np.clip(hi - lo, 0, None).sum())
-    assert f.time_lost_ns == pytest.approx(inside, rel=0.01)
+    assert inside <= f.time_lost_ns <= 1.05 * inside
     # at least the sleeps of the batches fetched inside the steps
     assert f.time_lost_ns >= 0.9 * SLEEP_S * 1e9 * BATCH * (len(st) - 1)
-    # evidence: the DataLoader annotations and the loader's Python frames around them
+    # evidence: the DataLoader annotations and torch's data-loading Python frames
     names = s["name"].astype(str).to_numpy()[np.array(f.evidence)]
-    assert all("dataloader" in n.lower() for n in names) and set(loader.tolist()) & set(f.evidence)
+    assert all(n.startswith(("enumerate(DataLoader)", "torch/utils/data/")) for n in names)
+    assert set(loader.tolist()) & set(f.evidence)
     assert any(Path(file).name == Path(__file__).name for file, _, _ in f.source_lines)
 
 
@@ -136,3 +138,45 @@ def test_finding_to_dict_is_plain_json() -> None:
     d = json.loads(json.dumps(f.to_dict()))
     assert d["source_lines"] == [{"file": "a.py", "line": 4, "function": "f"}]
     assert d["ranges"] == [[1, 2]] and d["details"] == {"n": 2} and d["time_lost_ns"] == 5
+
+
+def _sample(sample_traces: Path, name: str) -> Trace:
+    path = sample_traces / name
+    if not path.exists():
+        pytest.skip(f"{path} is not there (written by scripts/make_sample_traces.py)")
+    return explorer.load(path)
+
+
+def test_sample_slow_dataloader_is_an_input_stall_in_the_training_function(
+    sample_traces: Path,
+) -> None:
+    t = _sample(sample_traces, "cpu_slow_dataloader.pt.trace.json.gz")
+    found = t.findings()
+    assert [f.kind for f in found] == ["input_stall"]
+    assert found[0].share > 0.25  # 4 ms of sleep per sample; the model itself is tiny
+    assert ("make_sample_traces.py", "_train_images") in {
+        (Path(f).name, fn) for f, _, fn in found[0].source_lines
+    }
+
+
+def test_sample_item_every_step_counts_one_sync_per_step_at_its_line(sample_traces: Path) -> None:
+    t = _sample(sample_traces, "cpu_item_every_step.pt.trace.json.gz")
+    src = t.by_source()
+    row = src[
+        (src["file"].map(lambda p: Path(p).name) == "make_sample_traces.py") & (src["line"] == 83)
+    ]
+    assert row["sync_count"].tolist() == [len(t.steps())]
+    # on the CPU neither the .item() nor the small DataLoader is a problem worth reporting
+    assert t.findings() == []
+
+
+def test_sample_compile_graph_break_names_the_break_line(sample_traces: Path) -> None:
+    t = _sample(sample_traces, "cpu_compile_graph_break.pt.trace.json.gz")
+    (f,) = [f for f in t.findings() if f.kind == "compile"]
+    assert f.details["events"].get("graph_break", 0) >= 1
+    assert 142 in {line for _, line, _ in f.source_lines}  # `if h.mean().item() > 0.25:`
+
+
+@pytest.mark.parametrize("name", ["cpu_cnn.pt.trace.json.gz", "cpu_transformer.pt.trace.json.gz"])
+def test_healthy_samples_have_no_finding(sample_traces: Path, name: str) -> None:
+    assert _sample(sample_traces, name).findings() == []
