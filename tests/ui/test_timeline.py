@@ -333,3 +333,32 @@ def test_step_and_counter_tooltips(view: TimelineView, small_trace, qtbot) -> No
     hover(view, QPointF(view._x_of(t), y))
     qtbot.waitUntil(lambda: "allocated cuda:0" in QToolTip.text(), timeout=3000)
     assert "2.0 MiB" in QToolTip.text()
+
+
+def test_deep_tracks_compact_on_a_click_and_expand_for_a_selection(qtbot) -> None:
+    """A real run with Python stacks (sample_traces/): clicking the deep main thread's label
+    shows its first COMPACT_LANES levels only; selecting a deeper slice expands it again."""
+    from pathlib import Path
+
+    import explorer
+    from explorer.ui.timeline.layout import COMPACT_LANES
+
+    path = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
+    trace = explorer.load(path)
+    v = TimelineView()
+    qtbot.addWidget(v)
+    v.resize(1200, 700)
+    v.show()
+    v.set_trace(trace)
+    deep = next(r for r in v.rows() if r.kind == "track" and len(r.all_lanes) > COMPACT_LANES + 3)
+    assert deep.hidden_lanes == 0
+    v.scrollbar.setValue(deep.y)
+    y = AXIS_H + STEP_H + deep.y + 8 - v.scroll_y
+    qtbot.mouseClick(v, Qt.MouseButton.LeftButton, pos=QPoint(40, int(y)))
+    assert len(deep.lanes) == COMPACT_LANES and deep.hidden_lanes > 0
+    s = trace.slices
+    at_depth = (s["track"] == deep.track).to_numpy() & (s["depth"] == COMPACT_LANES + 3).to_numpy()
+    sid = int(np.flatnonzero(at_depth)[0])
+    assert v.slice_rect(sid) is None  # hidden while compact
+    v.select_slice(sid)
+    assert deep.hidden_lanes == 0 and v.slice_rect(sid) is not None

@@ -16,6 +16,8 @@ from explorer.trace.model import TraceData
 from explorer.ui.timeline.lod import LaneIndex
 
 LANE_H = 18
+COMPACT_LANES = 8  # lanes a compacted track shows
+AUTO_COMPACT = 40  # tracks deeper than this start compacted (runaway Python stacks)
 HEADER_H = 22
 COUNTER_H = 40
 PINNED = "g:pinned"
@@ -66,6 +68,12 @@ class Row:
     series: int = -1
     device: bool = False
     y: int = 0
+    all_lanes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def hidden_lanes(self) -> int:
+        """Lanes of a compacted track that are not shown."""
+        return len(self.all_lanes) - len(self.lanes)
 
 
 def counter_series(trace: TraceData) -> tuple[list[CounterSeries], list[tuple[str, str]]]:
@@ -103,6 +111,7 @@ class TrackLayout:
     def __init__(self, trace: TraceData, lanes: LaneIndex) -> None:
         self.collapsed: set[str] = set()
         self.pinned: list[str] = []
+        self.compact: set[str] = set()  # track rows showing only their first lanes
         self.series, series_groups = counter_series(trace)
         self._groups: dict[str, str] = {}  # key -> label, in display order
         self._members: dict[str, list[Row]] = {}
@@ -133,8 +142,11 @@ class TrackLayout:
                     track=tid,
                     lanes=np.arange(lo, hi),
                     device=is_device,
+                    all_lanes=np.arange(lo, hi),
                 )
             )
+            if hi - lo > AUTO_COMPACT:
+                self.compact.add(f"t:{tid}")
         for i, (group, label) in enumerate(series_groups):
             self._add_group(group, label)
             s = self.series[i]
@@ -162,6 +174,11 @@ class TrackLayout:
             self.pinned.append(key)
         self.relayout()
 
+    def toggle_compact(self, key: str) -> None:
+        """Show a deep track's first lanes only, or all of them again."""
+        self.compact.symmetric_difference_update({key})
+        self.relayout()
+
     def group_labels(self) -> dict[str, str]:
         return dict(self._groups)
 
@@ -173,6 +190,11 @@ class TrackLayout:
     def relayout(self) -> None:
         """Recompute the visible rows and their y positions."""
         by_key = {r.key: r for r in self.all_rows()}
+        for r in by_key.values():
+            if r.kind == "track":
+                n = COMPACT_LANES if r.key in self.compact else len(r.all_lanes)
+                r.lanes = r.all_lanes[:n]
+                r.height = len(r.lanes) * LANE_H + 4 + (LANE_H if r.hidden_lanes else 0)
         out: list[Row] = []
         pinned = [by_key[k] for k in self.pinned if k in by_key]
         if pinned:

@@ -227,18 +227,26 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         """Expand the slice's group and scroll its row into view."""
         if self.lanes is None or self.layout_ is None:
             return
-        track = int(self.lanes.lane_track[self.lanes.lane_of(np.array([slice_id]))[0]])
+        lane = int(self.lanes.lane_of(np.array([slice_id]))[0])
+        track = int(self.lanes.lane_track[lane])
         group = self.layout_.group_of_track(track)
         if group in self.layout_.collapsed:
             self.layout_.toggle_collapsed(group)
-            self._update_scrollbar()
         row = self.layout_.row_of_track(track)
         if row is None:
             return
+        if not self._lane_shown(row, lane):
+            self.layout_.toggle_compact(row.key)
+        self._update_scrollbar()
+        y = self.layout_.lane_y(row, lane)
         page = self._tracks_bottom() - self._tracks_top()
-        if not (self.scroll_y <= row.y and row.y + min(row.height, page) <= self.scroll_y + page):
-            self.scrollbar.setValue(max(row.y - page // 3, 0))
+        if not (self.scroll_y <= y and y + LANE_H <= self.scroll_y + page):
+            self.scrollbar.setValue(max(y - page // 3, 0))
         self.update()
+
+    @staticmethod
+    def _lane_shown(row: Row, lane: int) -> bool:
+        return len(row.lanes) > 0 and row.lanes[0] <= lane <= row.lanes[-1]
 
     # -- selection -----------------------------------------------------------------------
     def select_slice(self, slice_id: int, emit: bool = True) -> None:
@@ -263,6 +271,12 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     def toggle_group(self, group: str) -> None:
         if self.layout_ is not None:
             self.layout_.toggle_collapsed(group)
+            self._update_scrollbar()
+            self.update()
+
+    def toggle_compact(self, key: str) -> None:
+        if self.layout_ is not None:
+            self.layout_.toggle_compact(key)
             self._update_scrollbar()
             self.update()
 
@@ -298,7 +312,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
             return None
         lane = int(self.lanes.lane_of(np.array([slice_id]))[0])
         row = self.layout_.row_of_track(int(self.lanes.lane_track[lane]))
-        if row is None:
+        if row is None or not self._lane_shown(row, lane):
             return None
         ts = int(self.trace.slices["ts"].iat[slice_id])
         dur = int(self.trace.slices["dur"].iat[slice_id])

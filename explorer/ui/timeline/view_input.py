@@ -10,6 +10,7 @@ from PyQt6.QtWidgets import QToolTip
 
 from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, PIN_W, STEP_H
+from explorer.ui.timeline.layout import COMPACT_LANES
 from explorer.ui.timeline.paint import step_device
 
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
@@ -141,6 +142,8 @@ class TimelineInput:
             self.toggle_group(row.group)
         elif pos.x() >= LABEL_W - PIN_W - 4:
             self.toggle_pin(row.key)
+        elif row.kind == "track" and len(row.all_lanes) > COMPACT_LANES:
+            self.toggle_compact(row.key)
 
     def _hover(self, pos: QPointF, event: QMouseEvent) -> None:
         text = ""

@@ -19,7 +19,7 @@ from explorer.ui.timeline.geometry import (
     SCROLL_W,
     STEP_H,
 )
-from explorer.ui.timeline.layout import LANE_H, Row
+from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects
 
 COUNTER = QColor("#6b8fb3")
@@ -285,6 +285,15 @@ class TimelinePainting:
                 Qt.AlignmentFlag.AlignVCenter,
                 text,
             )
+            if r.kind == "track" and len(r.all_lanes) > COMPACT_LANES:
+                hint = f"▸ {r.hidden_lanes} more levels" if r.hidden_lanes else "▴ fewer levels"
+                p.setPen(QPen(paint.MUTED))
+                hy = y + r.height - LANE_H - 2 if r.hidden_lanes else y + LANE_H
+                p.drawText(
+                    QRectF(16, hy, LABEL_W - 20 - PIN_W, LANE_H),
+                    Qt.AlignmentFlag.AlignVCenter,
+                    hint,
+                )
             if r.kind == "counter":
                 s = self.layout_.series[r.series]
                 peak = self._series_max(r.series)
