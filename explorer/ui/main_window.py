@@ -396,6 +396,7 @@ class MainWindow(QMainWindow):
             "Wheel: zoom at pointer · Shift+wheel: scroll rows · drag: pan\n"
             "Drag on the time axis: select a range (Operators aggregates it)\n"
             "Click a step: zoom to it · Click a group header: collapse · ○: pin a row\n"
+            "Click a deep thread's name: show its first levels only (click again for all)\n"
             "Ctrl+F: search · Enter / Shift+Enter: next / previous match",
         )
 

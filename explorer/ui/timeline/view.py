@@ -8,7 +8,8 @@ the window with numpy (see :mod:`explorer.ui.timeline.lod`).
 Keys: W/S zoom, A/D pan, F fit the selection, 0 fit the trace, Esc clears the selection.
 Mouse: wheel zooms at the pointer (Shift+wheel or wheel over the labels scrolls rows), drag
 pans, click selects, drag on the time axis selects a range, click a step zooms to it, click
-a group header collapses it, click the pin mark of a row pins it to the top.
+a group header collapses it, click the pin mark of a row pins it to the top, click a deep
+track's name to show its first levels only.
 """
 
 from __future__ import annotations
