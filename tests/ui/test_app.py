@@ -162,3 +162,14 @@ def test_explorer_trace_is_short_for_view(tmp_path: Path, small_trace_file: Path
     out = tmp_path / "short.png"
     assert cli_main([str(small_trace_file), "--screenshot", str(out)]) == 0
     assert QImage(str(out)).width() == 1600
+
+
+def test_the_memory_panel_follows_the_timeline_zoom(
+    window, open_trace, small_trace_file, qtbot
+) -> None:
+    open_trace(window, small_trace_file)
+    memory = window.panels.get("memory")
+    assert memory is not None, "the Memory panel is installed in this project"
+    window.timeline.set_visible_range(200_000, 700_000)
+    qtbot.waitUntil(lambda: abs(memory.visible_range_ns()[0] - 200_000) < 1_000, timeout=5000)
+    assert abs(memory.visible_range_ns()[1] - 700_000) < 1_000
