@@ -43,9 +43,13 @@ def detect(ctx: Context) -> list[Finding]:
         parts.append(f"{events['recompile']} recompilation(s)")
     title = f"Compilation: {fmt_ns(m.total)} compiling" + (f", {', '.join(parts)}" if parts else "")
     top_reasons = [r for r, _ in reasons.most_common(5)]
-    explanation = (
-        f"{m.device} idles for {fmt_ns(m.total)} while torch.compile traces and compiles on the host."
-        + (" Reasons: " + "; ".join(top_reasons) + "." if top_reasons else "")
+    who = (
+        f"{m.device} idles for {fmt_ns(m.total)}"
+        if ctx.device_mode
+        else f"The host spends {fmt_ns(m.total)}"
+    )
+    explanation = f"{who} while torch.compile traces and compiles on the host." + (
+        " Reasons: " + "; ".join(top_reasons) + "." if top_reasons else ""
     )
     recommendation = (
         "Warm up before measuring (compile once, outside the timed steps); fix graph breaks "

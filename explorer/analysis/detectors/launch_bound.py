@@ -14,6 +14,8 @@ from explorer.analysis.detectors.context import Context, fmt_ns
 from explorer.analysis.finding import Finding
 
 SHORT_KERNEL_NS = 50_000
+#: From this many kernels per step the title speaks of launch overhead; below, of host work.
+MANY_KERNELS = 20
 MIN_LAUNCH_SHARE = 0.05
 
 
@@ -36,7 +38,10 @@ def detect(ctx: Context) -> list[Finding]:
         return []
     launches = np.isin(ctx.kind, ["runtime", "cpu_op"]) & ~ctx.on_device
     per_step = len(k) / max(len(ctx.steps), 1)
-    title = f"Launch-bound: {per_step:.0f} short kernels per step (median {fmt_ns(median)})"
+    if per_step >= MANY_KERNELS:
+        title = f"Launch-bound: {per_step:.0f} short kernels per step (median {fmt_ns(median)})"
+    else:  # few kernels: the host's own work, not launching, leaves the device idle
+        title = f"Host-bound: the device idles {100 * ctx.share(m.total):.0f}% of the step waiting for the host"
     explanation = (
         f"The kernels are short (median {fmt_ns(median)}) and {m.device} idles for {fmt_ns(m.total)} "
         "between them while the host runs Python and launches the next one: the host, not the "

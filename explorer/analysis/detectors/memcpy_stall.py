@@ -52,9 +52,10 @@ def detect(ctx: Context) -> list[Finding]:
     if small.any() and small.sum() >= len(ids) / 2:
         causes.append(f"{int(small.sum())} small copies (< 64 KiB) paying per-copy latency")
     title = f"Copies not overlapped with compute: {fmt_ns(m.total)} on {m.device}"
+    moved = f"moved {fmt_bytes(total_bytes)}" if total_bytes else "ran (sizes not recorded)"
     explanation = (
-        f"{len(ids)} copies moved {fmt_bytes(total_bytes)}; for {fmt_ns(m.total)} the device did "
-        "nothing but copy, with no kernel running alongside."
+        f"{len(ids)} copies {moved}; for {fmt_ns(m.total)} the device did nothing but copy, or "
+        "waited for the host after a blocking copy, with no kernel running alongside."
         + (" Causes: " + "; ".join(causes) + "." if causes else "")
     )
     recommendation = (
