@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.export.perfetto_annotations import args_arrays
-from explorer.export.results import Results, explorer_results
+from explorer.export.results import CRITICAL_PATH_ROW, Results, explorer_results
 from explorer.trace.model import TraceData
 
 CHUNK = 1 << 16
@@ -87,7 +87,7 @@ def to_chrome(
     with opener(path, "wb") as f:
         f.write(b'{"traceEvents":[\n')
         writer = _Lines(f)
-        writer.add(_metadata_lines(trace.tracks, bool(results.slices)))
+        writer.add(_metadata_lines(trace.tracks, bool(results.count)))
         for lines in _slice_lines(trace, origin, where):
             writer.add(lines)
         flows = _flow_lines(trace, origin, where, results)
@@ -96,6 +96,7 @@ def to_chrome(
         writer.add(_memory_lines(trace, origin, where))
         writer.add(_instant_lines(trace, origin, where))
         writer.add(_result_lines(results, origin))
+        writer.add(_path_lines(trace, results, origin))
         meta = {k: v for k, v in trace.metadata.items() if k not in _READER_KEYS}
         meta["baseTimeNanoseconds"] = int(trace.metadata.get("start_ns", 0) or 0)
         if trace.synthetic:
@@ -107,7 +108,7 @@ def to_chrome(
     summary.counter_samples = len(trace.counters)
     summary.memory_events = len(trace.memory)
     summary.instants = len(trace.instants)
-    summary.result_slices = len(results.slices)
+    summary.result_slices = results.count
     summary.bytes = path.stat().st_size
     return summary
 
@@ -357,6 +358,36 @@ def _result_lines(results: Results, origin: int) -> list[bytes]:
         dur = _us(np.array([s.dur]))[0]
         out.append(text.replace(b'"ts":0,"dur":0', b'"ts":' + ts + b',"dur":' + dur, 1))
     return out
+
+
+def _path_lines(trace: TraceData, results: Results, origin: int) -> np.ndarray:
+    """The critical path's slices copied onto the Explorer process's "Critical path" row,
+    with the id and row of the slice each one repeats."""
+    ids = results.path
+    if len(ids) == 0:
+        return np.zeros(0, object)
+    sl = trace.slices
+    names, name_code = _category_json(sl["name"])
+    labels = np.array([_ENC.encode(str(x)) for x in trace.tracks["label"]], object)
+    track = sl["track"].to_numpy(np.int64)[ids]
+    return (
+        b'{"ph":"X","cat":"explorer","name":'
+        + names[name_code[ids]]
+        + b',"pid":"'
+        + EXPLORER_PID.encode()
+        + b'","tid":"'
+        + CRITICAL_PATH_ROW.encode()
+        + b'"'
+        + b',"ts":'
+        + _us(sl["ts"].to_numpy(np.int64)[ids] + origin)
+        + b',"dur":'
+        + _us(sl["dur"].to_numpy(np.int64)[ids])
+        + b',"args":{"slice id":'
+        + ids.astype("S20").astype(object)
+        + b',"on":'
+        + labels[track]
+        + b"}}"
+    )
 
 
 def _metadata_lines(tracks: pd.DataFrame, with_results: bool) -> list[bytes]:

@@ -40,6 +40,10 @@ class Results:
     """What the exporters add to the trace's own content."""
 
     slices: list[ResultSlice] = field(default_factory=list)
+    """Few, hand-made slices (findings), each with its own args."""
+    path: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Slice ids on the critical path, in path order: copied onto the "Critical path" row
+    (column-wise: a path can hold a good part of a long trace)."""
     flows: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(
             {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "type": []}
@@ -47,9 +51,17 @@ class Results:
     )
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def count(self) -> int:
+        """Slices these results add to the export."""
+        return len(self.slices) + len(self.path)
+
     def rows(self) -> list[str]:
         """Row names in first-use order (Findings before Critical path)."""
-        return list(dict.fromkeys(s.row for s in self.slices))
+        rows = list(dict.fromkeys(s.row for s in self.slices))
+        if len(self.path):
+            rows.append(CRITICAL_PATH_ROW)
+        return rows
 
 
 def _optional(module: str, attr: str) -> Any:
@@ -152,26 +164,20 @@ def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
 
 
 def _critical_path(trace: TraceData, cp: Any, out: Results) -> list[ResultSlice]:
-    """The critical path's slices on their own row, and flows linking them in order."""
+    """The critical path's slices (copied onto their own row by the exporters), and flows
+    along the path's edges between the original slices."""
     ids = np.asarray(getattr(cp, "slices", np.zeros(0)), np.int64)
     ids = ids[(ids >= 0) & (ids < len(trace.slices))]
     if len(ids) == 0:
         return []
-    sl = trace.slices
-    ts = sl["ts"].to_numpy()[ids]
-    dur = sl["dur"].to_numpy()[ids]
-    names = sl["name"].astype(str).to_numpy()[ids]
-    labels = trace.tracks["label"].astype(str).to_numpy()[sl["track"].to_numpy()[ids]]
-    rows = [
-        ResultSlice(CRITICAL_PATH_ROW, int(t), int(d), str(nm), {"slice id": int(i), "on": str(lb)})
-        for i, t, d, nm, lb in zip(ids, ts, dur, names, labels, strict=True)
-    ]
+    out.path = ids
     edges = getattr(cp, "edges", None)
     if edges is not None and len(edges):
-        pairs = edges.loc[(edges["src"] != edges["dst"]).to_numpy(), ["src", "dst"]]
+        keep = edges["src"].to_numpy() != edges["dst"].to_numpy()
+        pairs = edges.loc[keep, ["src", "dst"]]
     else:  # no edge list: link the path's slices in order
         pairs = pd.DataFrame({"src": ids[:-1], "dst": ids[1:]})
         pairs = pairs[pairs["src"] != pairs["dst"]]
     pairs = pairs.drop_duplicates().assign(type="critical_path")
     out.flows = pd.concat([out.flows, pairs], ignore_index=True)
-    return rows
+    return []

@@ -77,5 +77,8 @@ def test_results_become_an_explorer_process(tmp_path: Path) -> None:
     assert titles == {f.title for f in found}
     first = next(e for e in rows if e["name"] == found[0].title)
     assert first["args"]["recommendation"] == found[0].recommendation
+    path = [e for e in rows if e["tid"] == "Critical path"]
+    assert len(path) == len(trace.critical_path().slices) > 0
+    assert summary.result_slices == len(found) + len(path)
     back = explorer.load(out, use_cache=False)
     assert len(back.slices) == len(trace.slices) + summary.result_slices

@@ -1,0 +1,340 @@
+"""The slice, instant and counter packets of a Perfetto export, encoded a chunk at a
+time: which events there are, in what order, and their bytes.
+
+Every packet is cut from per-source columns (:class:`EventTables`): a slice gives a
+begin and an end packet (or one instant when it has no length), the trace's instants and
+counter samples one packet each. :func:`event_order` puts them in time order once;
+:func:`encode_chunk` turns a run of them into framed bytes with
+:mod:`explorer.export.protowire`, so no packet is ever a Python object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from explorer.export import protowire as w
+from explorer.export.perfetto_annotations import Annotations
+from explorer.export.perfetto_tracks import TrackLayout
+from explorer.export.results import Results
+from explorer.trace.model import TraceData
+
+SEQUENCE_ID = 1
+
+TYPE_BEGIN = pb.TrackEvent.Type.TYPE_SLICE_BEGIN
+TYPE_END = pb.TrackEvent.Type.TYPE_SLICE_END
+TYPE_INSTANT = pb.TrackEvent.Type.TYPE_INSTANT
+TYPE_COUNTER = pb.TrackEvent.Type.TYPE_COUNTER
+NEEDS_STATE = pb.TracePacket.SequenceFlags.SEQ_NEEDS_INCREMENTAL_STATE
+
+#: Order of events at the same timestamp: ends, then begins, then instants, then counters.
+END, BEGIN, INSTANT, COUNTER = 0, 1, 2, 3
+#: Where an event row comes from.
+FROM_SLICE, FROM_INSTANT, FROM_COUNTER = 0, 1, 2
+
+_TYPE_TAG = w.tag(9, w.VARINT) + b"\x00"  # the type byte is filled in per row
+_SEQ_FIELD = w.tag(10, w.VARINT) + w.varint_bytes(SEQUENCE_ID)
+_FLAGS_FIELD = w.tag(13, w.VARINT) + w.varint_bytes(NEEDS_STATE)
+_FLOW_TAG = np.frombuffer(w.tag(47, w.FIXED64), np.uint8)
+_TERMINATING_FLOW_TAG = np.frombuffer(w.tag(48, w.FIXED64), np.uint8)
+
+
+# -- flows ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Flows:
+    first: np.ndarray  # slice id carrying flow_ids (the earlier end)
+    second: np.ndarray  # slice id carrying terminating_flow_ids
+    count: int
+
+    def by_slice(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """CSR lists: flow ids starting at / terminating at each slice."""
+        ids = np.arange(1, self.count + 1, dtype=np.int64)
+
+        def csr(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            order = np.argsort(owner, kind="stable")
+            ptr = np.zeros(n + 1, np.int64)
+            np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+            return ptr, ids[order]
+
+        o_ptr, o_ids = csr(self.first)
+        i_ptr, i_ids = csr(self.second)
+        return o_ptr, o_ids, i_ptr, i_ids
+
+
+def flow_table(trace: TraceData, results: Results) -> Flows:
+    """Every flow between two distinct slices, oriented by start time so that a flow always
+    begins before it terminates (clock skew can put a kernel before its launch)."""
+    n = len(trace.slices)
+    parts = [trace.flows[["src", "dst"]]] if trace.flows is not None and len(trace.flows) else []
+    if len(results.flows):
+        parts.append(results.flows[["src", "dst"]])
+    if not parts or n == 0:
+        return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+    fl = pd.concat(parts, ignore_index=True)
+    src = fl["src"].to_numpy(np.int64)
+    dst = fl["dst"].to_numpy(np.int64)
+    ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
+    # the trace's own flows first, then an analysis' flow only where no arrow exists yet
+    ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
+    src, dst = src[ok], dst[ok]
+    ts = trace.slices["ts"].to_numpy(np.int64)
+    swap = (ts[dst] < ts[src]) | ((ts[dst] == ts[src]) & (dst < src))
+    first = np.where(swap, dst, src)
+    second = np.where(swap, src, dst)
+    return Flows(first, second, len(first))
+
+
+# -- counters ------------------------------------------------------------------------------
+
+
+@dataclass
+class Counters:
+    ts: np.ndarray
+    uuid: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def counter_rows(trace: TraceData, layout: TrackLayout) -> Counters:
+    """Counter samples of the trace plus the allocator's running totals per device."""
+    ts, uuid, value = [], [], []
+    c = trace.counters
+    if c is not None and len(c):
+        ts.append(c["ts"].to_numpy(np.int64))
+        uuid.append(layout.track_uuid[c["track"].to_numpy(np.int64)])
+        value.append(c["value"].to_numpy(np.float64))
+    mem = trace.memory
+    if mem is not None and len(mem):
+        for (dtype, dev, what), u in layout.memory_uuids.items():
+            sel = ((mem["device_type"] == dtype) & (mem["device"] == dev)).to_numpy()
+            col = "total_allocated" if what == "allocated" else "total_reserved"
+            ts.append(mem["ts"].to_numpy(np.int64)[sel])
+            uuid.append(np.full(int(sel.sum()), u, np.int64))
+            value.append(mem[col].to_numpy(np.float64)[sel])
+    if not ts:
+        return Counters(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    return Counters(np.concatenate(ts), np.concatenate(uuid), np.concatenate(value))
+
+
+# -- event order ---------------------------------------------------------------------------
+
+
+def event_order(t: EventTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every packet to write, in time order: (source kind, source row, event kind).
+
+    At one timestamp, ends come first (innermost first: later slice id first), then begins
+    (outermost first), then instants and counters — so each row nests properly.
+    """
+    ts, dur, counters = t.ts, t.dur, t.counters
+    n_inst = len(t.inst_ts)
+    n = len(ts)
+    ids = np.arange(n, dtype=np.int64)
+    opens = dur > 0
+    b = ids[opens]
+    z = ids[~opens]
+    inst_ts = t.inst_ts
+    time = np.concatenate([ts[b], ts[b] + dur[b], ts[z], inst_ts, counters.ts])
+    ev_kind = np.concatenate(
+        [
+            np.full(len(b), BEGIN, np.int8),
+            np.full(len(b), END, np.int8),
+            np.full(len(z), INSTANT, np.int8),
+            np.full(n_inst, INSTANT, np.int8),
+            np.full(len(counters), COUNTER, np.int8),
+        ]
+    )
+    src_kind = np.concatenate(
+        [
+            np.full(2 * len(b) + len(z), FROM_SLICE, np.int8),
+            np.full(n_inst, FROM_INSTANT, np.int8),
+            np.full(len(counters), FROM_COUNTER, np.int8),
+        ]
+    )
+    src_idx = np.concatenate([b, b, z, np.arange(n_inst), np.arange(len(counters))])
+    tie = np.concatenate([b, -b, z, n + np.arange(n_inst), np.arange(len(counters))])
+    order = np.lexsort((tie, ev_kind, time))
+    return src_kind[order], src_idx[order], ev_kind[order]
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+@dataclass
+class EventTables:
+    """The per-source columns packets are cut from (times relative to ``start_ns``)."""
+
+    start_ns: int
+    ts: np.ndarray  # slices
+    dur: np.ndarray
+    slice_uuid: np.ndarray
+    slice_name_iid: np.ndarray
+    slice_cat_iid: np.ndarray
+    annotations: Annotations
+    flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    inst_ts: np.ndarray  # the trace's instants
+    inst_uuid: np.ndarray
+    inst_name_iid: np.ndarray
+    inst_cat_iid: np.ndarray
+    counters: Counters
+
+
+@dataclass
+class _Chunk:
+    src_kind: np.ndarray
+    src_idx: np.ndarray
+    ev_kind: np.ndarray
+
+
+def encode_chunk(
+    t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
+) -> np.ndarray:
+    """The framed bytes of one run of packets (as listed by :func:`event_order`)."""
+    chunk = _Chunk(src_kind, src_idx, ev_kind)
+    start_ns, ts, dur, counters = t.start_ns, t.ts, t.dur, t.counters
+    slice_uuid, slice_name_iid, slice_cat_iid = t.slice_uuid, t.slice_name_iid, t.slice_cat_iid
+    inst_uuid, inst_name_iid, inst_cat_iid = t.inst_uuid, t.inst_name_iid, t.inst_cat_iid
+    annotations, flow_csr = t.annotations, t.flow_csr
+    m = len(chunk.ev_kind)
+    is_slice = chunk.src_kind == FROM_SLICE
+    is_inst = chunk.src_kind == FROM_INSTANT
+    is_ctr = chunk.src_kind == FROM_COUNTER
+    opening = is_slice & (chunk.ev_kind != END)  # begins and zero-length slices
+    named = opening | is_inst
+    sid = np.where(is_slice, chunk.src_idx, 0)
+    iidx = np.where(is_inst, chunk.src_idx, 0)
+    cidx = np.where(is_ctr, chunk.src_idx, 0)
+
+    time = np.zeros(m, np.int64)
+    if is_slice.any():
+        start = ts[sid]
+        time = np.where(is_slice, start + np.where(chunk.ev_kind == END, dur[sid], 0), time)
+    if is_inst.any():
+        time = np.where(is_inst, t.inst_ts[iidx], time)
+    if is_ctr.any():
+        time = np.where(is_ctr, counters.ts[cidx], time)
+    time = time + start_ns
+
+    ev_type = np.select(
+        [chunk.ev_kind == BEGIN, chunk.ev_kind == END, is_ctr],
+        [TYPE_BEGIN, TYPE_END, TYPE_COUNTER],
+        TYPE_INSTANT,
+    )
+    uuid = np.select(
+        [is_slice, is_inst],
+        [slice_uuid[sid] if len(slice_uuid) else 0, inst_uuid[iidx] if len(inst_uuid) else 0],
+        counters.uuid[cidx] if len(counters) else 0,
+    )
+    name_iid = np.select(
+        [is_slice, is_inst],
+        [
+            slice_name_iid[sid] if len(slice_name_iid) else 0,
+            inst_name_iid[iidx] if len(inst_name_iid) else 0,
+        ],
+        0,
+    )
+    cat_iid = np.select(
+        [is_slice, is_inst],
+        [
+            slice_cat_iid[sid] if len(slice_cat_iid) else 0,
+            inst_cat_iid[iidx] if len(inst_cat_iid) else 0,
+        ],
+        0,
+    )
+    type_and_track = w.field_varint(11, uuid, prefix=_TYPE_TAG)
+    type_and_track.bytes[:, 1] = ev_type  # every type fits in the one byte after its tag
+    inner = w.Block([type_and_track])
+    if named.any():
+        inner.append(w.field_varint(10, name_iid, named))
+        inner.append(w.field_varint(3, cat_iid, named))
+    if is_ctr.any():
+        inner.append(w.field_fixed64(44, counters.value[cidx].astype(np.float64), is_ctr))
+    inner.extend(annotations.encode(sid, opening))
+    slots = _flow_slots(sid, opening, flow_csr)
+    if slots is not None:
+        inner.extend(slots)
+        tail, tail_lens = np.zeros(0, np.uint8), np.zeros(m, np.int64)
+    else:  # some slice has many flows (a graph launch): append them as raw bytes
+        tail, tail_lens = _flow_tail(sid, opening, flow_csr)
+    packet = w.Block([w.field_varint(8, time, prefix=_SEQ_FIELD)])
+    if named.any():
+        packet.append(w.constant(_FLAGS_FIELD, named))
+    packet.extend(w.message(11, inner, extra_len=tail_lens))
+    if not len(tail):
+        return w.frame(packet)
+    flat, lens = packet.flat(), packet.lens
+    flat = w.interleave(flat, lens, tail, tail_lens)
+    return w.frame_ragged(flat, lens + tail_lens)
+
+
+#: Up to this many flow ids per packet are laid out as fixed columns; more fall back to the
+#: slower byte-level tail (only for chunks holding such a packet).
+_MAX_FLOW_SLOTS = 8
+
+
+def _flow_slots(
+    sid: np.ndarray,
+    opening: np.ndarray,
+    flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> w.Block | None:
+    """``flow_ids`` then ``terminating_flow_ids`` of each packet as fixed-width parts;
+    None when a packet of this chunk has more than :data:`_MAX_FLOW_SLOTS` of them."""
+    out_ptr, out_ids, in_ptr, in_ids = flow_csr
+    block = w.Block()
+    if len(out_ids) == 0:
+        return block
+    n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
+    n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
+    k_out, k_in = int(n_out.max(initial=0)), int(n_in.max(initial=0))
+    if k_out + k_in > _MAX_FLOW_SLOTS:
+        return None
+    for count, ptr, ids, tag_bytes in (
+        (k_out, out_ptr, out_ids, _FLOW_TAG),
+        (k_in, in_ptr, in_ids, _TERMINATING_FLOW_TAG),
+    ):
+        have_n = n_out if tag_bytes is _FLOW_TAG else n_in
+        for k in range(count):
+            have = have_n > k
+            value = ids[np.clip(ptr[sid] + k, 0, len(ids) - 1)]
+            rows = np.empty((len(sid), 10), np.uint8)
+            rows[:, :2] = tag_bytes
+            rows[:, 2:] = value.astype("<u8").view(np.uint8).reshape(len(sid), 8)
+            block.append(w.Part(rows, have))
+    return block
+
+
+def _flow_tail(
+    sid: np.ndarray,
+    opening: np.ndarray,
+    flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``flow_ids`` and ``terminating_flow_ids`` fields of each packet, as bytes appended
+    to its track event (10 bytes per id: a two-byte tag and a fixed64)."""
+    out_ptr, out_ids, in_ptr, in_ids = flow_csr
+    m = len(sid)
+    if len(out_ids) == 0:
+        return np.zeros(0, np.uint8), np.zeros(m, np.int64)
+    n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
+    n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
+    per = n_out + n_in
+    total = int(per.sum())
+    if total == 0:
+        return np.zeros(0, np.uint8), np.zeros(m, np.int64)
+    rows = np.repeat(np.arange(m), per)
+    k = np.arange(total) - np.repeat(np.cumsum(per) - per, per)  # index within the packet
+    is_out = k < n_out[rows]
+    ids = np.where(
+        is_out,
+        out_ids[np.clip(out_ptr[sid[rows]] + k, 0, len(out_ids) - 1)],
+        in_ids[np.clip(in_ptr[sid[rows]] + k - n_out[rows], 0, max(len(in_ids) - 1, 0))],
+    )
+    items = np.empty((total, 10), np.uint8)
+    items[:, :2] = np.where(is_out[:, None], _FLOW_TAG[None, :], _TERMINATING_FLOW_TAG[None, :])
+    items[:, 2:] = ids.astype("<u8").view(np.uint8).reshape(total, 8)
+    return items.reshape(-1), per * 10
