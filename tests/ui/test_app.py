@@ -173,3 +173,20 @@ def test_the_memory_panel_follows_the_timeline_zoom(
     window.timeline.set_visible_range(200_000, 700_000)
     qtbot.waitUntil(lambda: abs(memory.visible_range_ns()[0] - 200_000) < 1_000, timeout=5000)
     assert abs(memory.visible_range_ns()[1] - 700_000) < 1_000
+
+
+def test_panels_drive_the_timeline(window, open_trace, small_trace_file) -> None:
+    """Every docked panel's contract signals reach the timeline: one slice selects and
+    reveals it, several are highlighted, a range zooms."""
+    import numpy as np
+
+    open_trace(window, small_trace_file)
+    assert window.panels
+    for panel in window.panels.values():
+        panel.slices_selected.emit(np.array([21]))
+        assert window.timeline.selected == 21
+        assert "ampere_sgemm" in window.details.text()
+        panel.slices_selected.emit(np.array([22, 25]))
+        assert list(window.timeline.highlights) == [22, 25]
+        panel.range_requested.emit(300_000, 400_000)
+        assert window.timeline.visible_range() == (300_000, 400_000)
