@@ -25,7 +25,14 @@ import torch
 
 from explorer.collect.event_buffer import EventBuffer, now_ns, source_args, user_frame
 
-_local = threading.local()
+
+class _ThreadFlags(threading.local):
+    """Per-thread ``busy`` flag; the class default avoids a failed lookup on every call."""
+
+    busy = False
+
+
+_local = _ThreadFlags()
 
 
 class HookState:
@@ -35,7 +42,7 @@ class HookState:
 
 
 def _busy() -> bool:
-    return getattr(_local, "busy", False)
+    return _local.busy
 
 
 def _device_str(t: Any) -> str:
