@@ -190,3 +190,40 @@ def test_panels_drive_the_timeline(window, open_trace, small_trace_file) -> None
         assert list(window.timeline.highlights) == [22, 25]
         panel.range_requested.emit(300_000, 400_000)
         assert window.timeline.visible_range() == (300_000, 400_000)
+
+
+def test_interactive_main_loads_selects_and_quits(
+    qtbot, monkeypatch, small_trace_file, tmp_path
+) -> None:
+    """``main(path, select=...)`` as a user runs it: the window opens, loads in the
+    background, selects the event, and the event loop returns when the window closes."""
+    from PyQt6.QtCore import QSettings, QTimer
+    from PyQt6.QtWidgets import QApplication
+
+    from explorer.ui import app as app_module
+
+    monkeypatch.setattr(app_module, "has_display", lambda: True)
+    # The window's default QSettings(ORG, APP) lands in tmp_path, not the user's home.
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path))
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
+    seen: dict[str, object] = {}
+
+    def check() -> None:
+        windows = [
+            w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()
+        ]
+        w = windows[-1] if windows else None
+        if w is None or w.trace is None or w.timeline.selected < 0:
+            QTimer.singleShot(50, check)
+            return
+        seen["title"] = w.windowTitle()
+        seen["selected"] = w.trace.slices["name"].iat[w.timeline.selected]
+        w.close()
+        QApplication.instance().quit()
+
+    QTimer.singleShot(50, check)
+    assert app_module.main(str(small_trace_file), select="cudaDeviceSynchronize") == 0
+    assert seen["selected"] == "cudaDeviceSynchronize"
+    assert "small.pt.trace.json" in str(seen["title"])
+    saved = QSettings(str(tmp_path / "Explorer" / "explorer.conf"), QSettings.Format.IniFormat)
+    assert saved.value("recent") == [str(small_trace_file)]
