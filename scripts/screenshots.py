@@ -119,10 +119,13 @@ def main() -> int:
 
     save(window, "window")
     save(window.timeline, "timeline")
-    save(window.docks["findings"], "findings")
-    save(window.docks["details"], "details")
     from PyQt6.QtCore import Qt
 
+    right = [window.docks["findings"], window.docks["details"]]
+    window.resizeDocks(right, [height * 2 // 3, height // 3], Qt.Orientation.Vertical)
+    save(window.docks["findings"], "findings")
+    window.resizeDocks(right, [height // 4, height * 3 // 4], Qt.Orientation.Vertical)
+    save(window.docks["details"], "details")
     for name in window.panels:
         dock = window.docks[name]
         dock.raise_()
