@@ -25,9 +25,9 @@ from explorer.collect.event_buffer import (
 
 #: Messages that say an operator left the accelerator for the CPU.
 FALLBACK_MESSAGE = re.compile(
-    r"cpu[ _-]?fallback|fall(?:s|ing)?[ _-]?back to (?:run on )?(?:the )?cpu"
-    r"|executed via (?:the )?cpu|will fall ?back|run on the cpu"
-    r"|not (?:currently )?(?:supported|implemented) (?:on|for) the \w+ backend",
+    r"cpu[ _-]?fallback"
+    r"|fall(?:s|ing)?[ _-]?back (?:to )?(?:run )?(?:on |to )?(?:the )?cpu"
+    r"|executed (?:via|on) (?:the )?cpu|(?:will|to) run on the cpu",
     re.IGNORECASE,
 )
 _OP = re.compile(r"(aten::[\w.]+)|operator '([^']+)'|op(?:erator)? ([\w:.]+) ")

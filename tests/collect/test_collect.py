@@ -415,3 +415,28 @@ def test_ops_that_ran_through_the_cpu_fallback_are_found_in_the_profiler_events(
     with explorer.collect(tmp_path, with_stack=False, sampler_interval_s=None) as c2:
         torch.sin(torch.randn(16))
     assert explorer_events(read_trace(c2.trace_path), "explorer_fallback") == []
+
+
+@pytest.mark.parametrize(
+    ("message", "is_fallback"),
+    [
+        # MPS, PrivateUse1-style and XLA-style wordings
+        (
+            "The operator 'aten::nonzero' is not currently supported on the MPS backend and will fall back to run on the CPU. This may have performance implications.",
+            True,
+        ),
+        ("aten::_unique2 executed via CPU fallback", True),
+        ("Op aten::index_put_ falling back to CPU", True),
+        ("Warning: CPU fallback for aten::median", True),
+        # not fallbacks to the CPU
+        ("torch._dynamo hit config.recompile_limit; falling back to eager", False),
+        ("Triton autotuning failed, falling back to the default config", False),
+        ("Gradients will be None", False),
+    ],
+)
+def test_fallback_message_pattern(message: str, is_fallback: bool) -> None:
+    from explorer.collect.fallback_capture import FALLBACK_MESSAGE, fallback_args
+
+    assert bool(FALLBACK_MESSAGE.search(message)) is is_fallback
+    if is_fallback:
+        assert fallback_args(message)["op"].startswith("aten::")
