@@ -10,12 +10,14 @@ agree with each other and with ``trace.findings()``/``trace.breakdown()``.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
+from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import select_steps
 from explorer.errors import UsageError
@@ -30,8 +32,8 @@ MEMORY_POINTS = 600
 def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[str, Any]:
     """Everything a report shows, as JSON-able data (schema: :mod:`explorer.report.json_report`).
 
-    ``step`` restricts steps and summary to that step and keeps the findings that touch it;
-    ``top`` caps findings and source lines.
+    ``step`` restricts steps and summary to that step and keeps the findings that touch it,
+    with that step's time lost, share and ranges; ``top`` caps findings and source lines.
     """
     from explorer import __version__
 
@@ -59,9 +61,11 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         sums = g.groupby("category", observed=False)["ns"].sum()
         summary[str(dev)] = {c: int(sums.get(c, 0)) for c in CATEGORIES}
     all_findings = findings(trace)
-    if step is not None:
-        all_findings = [f for f in all_findings if int(step) in f.steps]
     total = int(st["dur_ns"].sum())
+    if step is not None:
+        all_findings = _for_step(
+            all_findings, int(step), int(st["start_ns"].iat[0]), int(st["end_ns"].iat[0])
+        )
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "explorer_version": __version__,
@@ -83,6 +87,28 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "memory": _memory(trace),
     }
     return doc
+
+
+def _for_step(found: list[Finding], step: int, start: int, end: int) -> list[Finding]:
+    """The findings touching ``step``, with that step's time lost, share and ranges (copies:
+    the trace's cached findings stay whole-trace)."""
+    out = []
+    for f in found:
+        if step not in f.steps:
+            continue
+        per = f.details.get("per_step_ns", {})
+        if step in per:
+            lost = int(per[step])
+            f = replace(
+                f,
+                time_lost_ns=lost,
+                share=lost / (end - start) if end > start else 0.0,
+                steps=[step],
+                ranges=[(a, b) for a, b in f.ranges if a < end and b > start],
+            )
+        out.append(f)
+    out.sort(key=lambda f: -f.time_lost_ns)
+    return out
 
 
 def _lost_by_kind(found: list[Any]) -> dict[str, int]:

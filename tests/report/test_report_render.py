@@ -96,7 +96,12 @@ def test_step_and_top_options(traces: dict) -> None:
     doc = document(t, step=2, top=1)
     assert [s["step"] for s in doc["steps"]] == [2] and doc["selected_step"] == 2
     assert doc["summary"]["total_ns"] == doc["steps"][0]["dur_ns"]
-    assert len(doc["findings"]) == 1 and 2 in doc["findings"][0]["steps"]
+    (f,) = doc["findings"]
+    whole = t.findings()[0]  # the trace's own finding stays whole-trace
+    assert f["steps"] == [2] and f["time_lost_ns"] == whole.details["per_step_ns"][2] < whole.time_lost_ns
+    assert f["share"] == pytest.approx(f["time_lost_ns"] / doc["steps"][0]["dur_ns"])
+    assert doc["summary"]["time_lost_by_kind"] == {"input_stall": f["time_lost_ns"]}
+    assert sum(whole.details["per_step_ns"].values()) == whole.time_lost_ns
     assert len(document(t, top=1)["by_source"]) <= 1
     with pytest.raises(UsageError):
         render(t, "pdf")

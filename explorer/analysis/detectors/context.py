@@ -189,7 +189,14 @@ class Context:
             explanation=explanation,
             recommendation=recommendation,
             device=m.device,
-            details=dict(details or {}),
+            details={
+                **(details or {}),
+                "per_step_ns": {
+                    int(s): int(v)
+                    for s, v in zip(self.steps["step"], m.per_step, strict=True)
+                    if v > 0
+                },
+            },
         )
 
 
