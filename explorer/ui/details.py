@@ -38,6 +38,8 @@ def related_events(
     if graph is not None and hasattr(graph, "edges_of"):
         seen = {(a, b) for a, b, _ in out}
         edges = graph.edges_of(int(slice_id))
+        # Nesting is already visible (and listed as the parent): keep the other edges.
+        edges = edges[edges["type"].astype(str) != "nest"]
         for row in edges.head(MAX_RELATED).itertuples(index=False):
             pair = (int(row.src), int(row.dst))
             if pair not in seen and pair[0] != pair[1]:

@@ -83,3 +83,18 @@ def test_a_kernel_shows_the_user_line_that_launched_it(window, open_trace, tmp_p
     window.reveal(kernel)
     text = window.details.text()
     assert f"{expected['file']}:{int(expected['line'])}" in text
+
+
+def test_dependency_neighbours_are_related_without_nesting(shared_trace) -> None:
+    """On a real trace with cudaEventSynchronize between streams, the dependency graph's
+    sync edges show up as related events; nesting edges (the parent) do not."""
+    import explorer
+
+    trace = explorer.load(shared_trace("critical_path__cuda_event_sync__event_sync_trace.json.gz"))
+    graph = trace.dependency_graph()
+    sync = graph.edges[graph.edges["type"].astype(str) == "sync"]
+    assert len(sync)
+    src, dst = int(sync["src"].iat[0]), int(sync["dst"].iat[0])
+    rel = related_events(trace, dst, graph)
+    assert (src, dst, "depends (sync)") in rel
+    assert not any(r.endswith("(nest)") for _, _, r in rel)
