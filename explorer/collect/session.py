@@ -136,6 +136,10 @@ class Collector:
     # -- the block ---------------------------------------------------------------------------
     def __enter__(self) -> Collector:
         global _active
+        if self._exiting:
+            raise ExplorerError(
+                "explorer.collect: this collector already recorded its block — call explorer.collect(...) again for another"
+            )
         with _active_lock:
             if _active is not None:
                 raise ExplorerError(

@@ -237,6 +237,9 @@ def test_step_outside_the_block_is_a_clear_error(tmp_path: Path) -> None:
         c.step()
     with pytest.raises(ExplorerError, match="outside"):
         c.step()
+    with pytest.raises(ExplorerError, match="already recorded"):
+        with c:
+            pass
 
 
 def test_hooks_are_removed_after_the_block_and_can_be_switched_off(tmp_path: Path) -> None:
