@@ -137,3 +137,37 @@ def test_sweep_matches_a_brute_force_rasteriser(seed: int) -> None:
         got = _covered(bounds, seg == k, a, b)
         want = [int((paint[x:y] == k).sum()) for x, y in zip(a, b, strict=True)]
         assert got.tolist() == want
+
+
+def test_two_devices_each_partition_the_step() -> None:
+    """One process driving two GPUs: each gets its own rows, each summing to the step."""
+    gpu1 = {"pid": 1, "tid": 7}
+    ev = [
+        _x("ProfilerStep#0", "user_annotation", 0, 100, HOST),
+        _x("gemm", "kernel", 0, 60, GPU, device=0, stream=7),
+        _x("gemm", "kernel", 50, 20, gpu1, device=1, stream=7),
+        _x("aten::mm", "cpu_op", 0, 100, HOST),
+    ]
+    w = breakdown_wide(trace_from_events(ev, cls=Trace)).set_index("device")
+    assert list(w.index) == ["cuda:0", "cuda:1"]
+    assert (w.loc["cuda:0", "compute"], w.loc["cuda:0", "host_bound"]) == (60_000, 40_000)
+    assert (w.loc["cuda:1", "compute"], w.loc["cuda:1", "host_bound"]) == (20_000, 80_000)
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [],
+        [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 0, "dur": 0, **HOST}],
+        [_x("k", "kernel", 0, 5, GPU, device=0, stream=7)],
+    ],
+    ids=["empty", "zero-length", "device-only"],
+)
+def test_degenerate_traces_still_partition(events: list[dict]) -> None:
+    t = trace_from_events(events, cls=Trace)
+    bd = breakdown(t)
+    assert (bd["ns"] >= 0).all()
+    assert (
+        bd.groupby(["step", "device"])["ns"].sum().tolist()
+        == t.steps()["dur_ns"].tolist() * bd["device"].nunique()
+    )
