@@ -3,7 +3,9 @@
 
     python benchmarks/collect_overhead.py [--steps 20] [--rounds 5]
 
-Step time (median over rounds × steps, measured inside the block) for:
+Per-step time (median over rounds × steps, measured inside the block) for the configurations
+below — process CPU time (all threads, the sampler's included; stable on a shared machine)
+and wall time (what a user waits; noisy when other jobs share the CPUs):
 
 * ``none``            — no profiling at all
 * ``bare_profiler``   — ``torch.profiler.profile`` with the same settings collect() uses
@@ -15,7 +17,8 @@ Step time (median over rounds × steps, measured inside the block) for:
 Configurations run interleaved, round by round, so a noisy neighbour hits them alike. Also
 reported: the time to write the trace at the end (profiler export vs collect's
 export+merge+gzip), and the per-call cost of a wrapped ``.item()``/``.to()`` without a profiler.
-Target: collect ≤ 1.10× bare_profiler.
+Target: collect ≤ 1.10× bare_profiler in CPU time per step. torch runs 1 intra-op thread by
+default here (``--threads``) so that scheduling noise does not swamp a few-percent effect.
 """
 
 from __future__ import annotations
