@@ -247,8 +247,8 @@ def encode_chunk(
         ],
         0,
     )
-    type_and_track = w.field_varint(11, uuid, prefix=_TYPE_TAG)
-    type_and_track.bytes[:, 1] = ev_type  # every type fits in the one byte after its tag
+    # every type fits in the one byte after its tag
+    type_and_track = w.with_column(w.field_varint(11, uuid, prefix=_TYPE_TAG), 1, ev_type)
     inner = w.Block([type_and_track])
     if named.any():
         inner.append(w.field_varint(10, name_iid, named))
@@ -305,7 +305,7 @@ def _flow_slots(
             rows = np.empty((len(sid), 10), np.uint8)
             rows[:, :2] = tag_bytes
             rows[:, 2:] = value.astype("<u8").view(np.uint8).reshape(len(sid), 8)
-            block.append(w.Part(rows, have))
+            block.append(w.matrix_part(rows, have))
     return block
 
 

@@ -24,6 +24,7 @@ decodes to what was meant.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -32,18 +33,22 @@ VARINT, FIXED64, LEN = 0, 1, 2
 
 
 class Part(NamedTuple):
-    """One field (or fields that go together) for ``n`` messages."""
+    """One field (or fields that go together) for ``n`` messages: ``width`` bytes each,
+    written by ``fill`` straight into the columns the block gives it."""
 
-    bytes: np.ndarray  # (n, width) uint8
+    width: int
     present: np.ndarray  # (n,) bool: whether message i has these bytes
-
-    @property
-    def width(self) -> int:
-        return int(self.bytes.shape[1])
+    fill: Callable[[np.ndarray], None]  # writes the (n, width) bytes into a view
 
     @property
     def lens(self) -> np.ndarray:
         return self.present.astype(np.int64) * self.width
+
+    def matrix(self) -> np.ndarray:
+        """The ``(n, width)`` bytes (for tests and nesting; blocks never need it)."""
+        out = np.empty((len(self.present), self.width), np.uint8)
+        self.fill(out)
+        return out
 
 
 class Block(list):
@@ -57,7 +62,8 @@ class Block(list):
         return out
 
     def flat(self) -> np.ndarray:
-        """Every message's bytes, back to back (uint8)."""
+        """Every message's bytes, back to back (uint8): each part writes its columns of
+        one matrix, and one ``np.compress`` keeps the bytes of the parts present."""
         if not self:
             return np.zeros(0, np.uint8)
         n = len(self[0].present)
@@ -66,10 +72,30 @@ class Block(list):
         keep = np.empty((n, width), bool)
         col = 0
         for p in self:
-            data[:, col : col + p.width] = p.bytes
+            p.fill(data[:, col : col + p.width])
             keep[:, col : col + p.width] = p.present[:, None]
             col += p.width
         return np.compress(keep.ravel(), data.ravel())
+
+
+def matrix_part(rows: np.ndarray, present: np.ndarray) -> Part:
+    """A part from bytes already laid out as an ``(n, width)`` matrix."""
+
+    def fill(out: np.ndarray) -> None:
+        out[...] = rows
+
+    return Part(int(rows.shape[1]), np.asarray(present, bool), fill)
+
+
+def with_column(part: Part, column: int, values: np.ndarray) -> Part:
+    """``part`` with byte ``column`` of each row replaced by ``values`` (e.g. a one-byte
+    enum written after a constant tag)."""
+
+    def fill(out: np.ndarray) -> None:
+        part.fill(out)
+        out[:, column] = values
+
+    return Part(part.width, part.present, fill)
 
 
 def varint_bytes(value: int) -> bytes:
@@ -117,25 +143,26 @@ def varint_matrix(
     return out
 
 
-def _with_head(head: bytes, n: int, width: int) -> np.ndarray:
-    """An ``(n, len(head) + width)`` array whose first columns hold ``head``."""
-    out = np.empty((n, len(head) + width), np.uint8)
-    out[:, : len(head)] = np.frombuffer(head, np.uint8)
-    return out
-
-
 def _all(n: int) -> np.ndarray:
     return np.ones(n, bool)
 
 
-def _prefix(blob: bytes, n: int) -> np.ndarray:
-    return np.broadcast_to(np.frombuffer(blob, np.uint8), (n, len(blob)))
+def _headed(
+    head: bytes, width: int, present: np.ndarray, body: Callable[[np.ndarray], None]
+) -> Part:
+    """A part of ``head`` followed by ``width`` bytes written by ``body``."""
+    h = np.frombuffer(head, np.uint8)
+
+    def fill(out: np.ndarray) -> None:
+        out[:, : len(h)] = h
+        body(out[:, len(h) :])
+
+    return Part(len(h) + width, present, fill)
 
 
 def constant(blob: bytes, present: np.ndarray) -> Part:
     """The same bytes in every message where ``present`` is true."""
-    present = np.asarray(present, bool)
-    return Part(_prefix(blob, len(present)), present)
+    return _headed(blob, 0, np.asarray(present, bool), lambda out: None)
 
 
 def field_varint(
@@ -143,14 +170,12 @@ def field_varint(
 ) -> Part:
     """``prefix`` then a varint field (int32/int64/uint64/enum/bool)."""
     values = np.asarray(values)
-    n = len(values)
-    head = prefix + tag(field, VARINT)
-    present = _all(n) if present is None else np.asarray(present, bool)
+    present = _all(len(values)) if present is None else np.asarray(present, bool)
     sel = values[present] if not present.all() else values
     width = varint_width(sel) if len(sel) else 1
-    out = _with_head(head, n, width)
-    varint_matrix(values, width, out[:, len(head) :])
-    return Part(out, present)
+    return _headed(
+        prefix + tag(field, VARINT), width, present, lambda out: varint_matrix(values, width, out)
+    )
 
 
 def field_fixed64(field: int, values: np.ndarray, present: np.ndarray | None = None) -> Part:
@@ -160,18 +185,17 @@ def field_fixed64(field: int, values: np.ndarray, present: np.ndarray | None = N
         v = v.astype(np.uint64)
     raw = v.astype(v.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(len(v), 8)
     present = _all(len(v)) if present is None else np.asarray(present, bool)
-    head = tag(field, FIXED64)
-    out = _with_head(head, len(v), 8)
-    out[:, len(head) :] = raw
-    return Part(out, present)
+
+    def body(out: np.ndarray) -> None:
+        out[...] = raw
+
+    return _headed(tag(field, FIXED64), 8, present, body)
 
 
 def message_part(field: int, inner: Part) -> Part:
     """A length-delimited field holding a one-part sub-message: still one part."""
     head = tag(field, LEN) + varint_bytes(inner.width)
-    out = _with_head(head, len(inner.present), inner.width)
-    out[:, len(head) :] = inner.bytes
-    return Part(out, inner.present)
+    return _headed(head, inner.width, inner.present, inner.fill)
 
 
 def message(field: int, inner: Block, extra_len: np.ndarray | None = None) -> Block:
@@ -186,12 +210,10 @@ def message(field: int, inner: Block, extra_len: np.ndarray | None = None) -> Bl
 
 def field_varint_len(field: int, lens: np.ndarray) -> Part:
     """The tag and length of a length-delimited field, in every row."""
-    n = len(lens)
-    head = tag(field, LEN)
     width = varint_width(lens)
-    out = _with_head(head, n, width)
-    varint_matrix(lens, width, out[:, len(head) :])
-    return Part(out, _all(n))
+    return _headed(
+        tag(field, LEN), width, _all(len(lens)), lambda out: varint_matrix(lens, width, out)
+    )
 
 
 def frame(packets: Block) -> np.ndarray:
