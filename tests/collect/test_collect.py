@@ -443,3 +443,25 @@ def test_fallback_message_pattern(message: str, is_fallback: bool) -> None:
     assert bool(FALLBACK_MESSAGE.search(message)) is is_fallback
     if is_fallback:
         assert fallback_args(message)["op"].startswith("aten::")
+
+
+def test_non_blocking_copy_and_accelerator_run_sync_filter(tmp_path: Path) -> None:
+    """``non_blocking=True`` is recorded as such; with an accelerator present (``cpu_syncs``
+    off) a CPU tensor's ``.item()`` is not a sync and is left out, while ``synchronize()``
+    calls are always recorded — even one that fails, as on this CPU-only machine, is not."""
+    from explorer.collect.event_buffer import EventBuffer
+    from explorer.collect.runtime_hooks import RuntimeHooks
+
+    buffer = EventBuffer()
+    hooks = RuntimeHooks(buffer, cpu_syncs=False)
+    hooks.install()
+    try:
+        torch.randn(8).to("meta", non_blocking=True)
+        torch.randn(3).sum().item()
+        with pytest.raises(RuntimeError):
+            torch.accelerator.synchronize()  # no accelerator here: raises, records nothing
+    finally:
+        hooks.uninstall()
+    assert [(e["cat"], e["args"].get("blocking")) for e in buffer.events] == [
+        ("explorer_copy", False)
+    ]
