@@ -87,9 +87,15 @@ def window_figures(trace, app) -> tuple[float, list[float]]:
     first = time.perf_counter() - t
     busy: list[float] = []
     deadline = time.perf_counter() + 60
+    k = 0
     while window.analysis.isRunning() and time.perf_counter() < deadline:
         app.processEvents()
-        window.timeline.zoom(0.9)
+        # Cycle from the whole trace down ~6 decades and back, as a user zooming around.
+        if k % 40 == 0:
+            window.timeline.fit_all()
+        else:
+            window.timeline.zoom(0.7)
+        k += 1
         busy.append(repaint_ms(window.timeline))
     window.analysis.wait()
     window.close()
