@@ -81,7 +81,11 @@ def test_html_plots_memory_over_time_when_the_trace_has_memory(traces: dict) -> 
     assert peaks["cuda:0"] > peaks.get("cpu", 0) > 0  # the leak is on the device
     (gpu,) = [p for p in doc["memory"]["peaks"] if p["device"] == "cuda:0"]
     holder = gpu["top"][0]  # what holds most at the peak: the clones kept every step
-    assert (holder["op"], holder["file"], holder["line"]) == ("aten::clone", "/synthetic/train.py", 102)
+    assert (holder["op"], holder["file"], holder["line"]) == (
+        "aten::clone",
+        "/synthetic/train.py",
+        102,
+    )
     assert "aten::clone" in render(traces["memory_growth"], "text").split("Memory")[-1]
     assert [f["kind"] for f in doc["findings"]] == ["memory"]
 
@@ -98,7 +102,10 @@ def test_step_and_top_options(traces: dict) -> None:
     assert doc["summary"]["total_ns"] == doc["steps"][0]["dur_ns"]
     (f,) = doc["findings"]
     whole = t.findings()[0]  # the trace's own finding stays whole-trace
-    assert f["steps"] == [2] and f["time_lost_ns"] == whole.details["per_step_ns"][2] < whole.time_lost_ns
+    assert (
+        f["steps"] == [2]
+        and f["time_lost_ns"] == whole.details["per_step_ns"][2] < whole.time_lost_ns
+    )
     assert f["share"] == pytest.approx(f["time_lost_ns"] / doc["steps"][0]["dur_ns"])
     assert doc["summary"]["time_lost_by_kind"] == {"input_stall": f["time_lost_ns"]}
     assert sum(whole.details["per_step_ns"].values()) == whole.time_lost_ns
