@@ -331,7 +331,10 @@ class MainWindow(QMainWindow):
             self.setWindowTitle("Explorer")
             return
         name = Path(t.path).name or "trace"
+        world = int(t.metadata.get("world_size", -1) or -1)
         rank = f"rank {t.rank}" if t.rank >= 0 else "rank ?"
+        if t.rank >= 0 and world > 1:
+            rank += f" of {world}"
         device = device_summary(t, self.results.get("breakdown"))
         synthetic = " [synthetic]" if t.synthetic else ""
         self.setWindowTitle(f"{name} — {rank} — {device}{synthetic} — Explorer")

@@ -362,3 +362,29 @@ def test_deep_tracks_compact_on_a_click_and_expand_for_a_selection(qtbot) -> Non
     assert v.slice_rect(sid) is None  # hidden while compact
     v.select_slice(sid)
     assert deep.hidden_lanes == 0 and v.slice_rect(sid) is not None
+
+
+def test_shift_wheel_and_wheel_over_labels_scroll_rows(view: TimelineView) -> None:
+    view.resize(1200, 200)  # shorter than the rows, so there is something to scroll
+    assert view.scrollbar.maximum() > 0
+    span = view.t1 - view.t0
+
+    def wheel(x: float, modifiers: Qt.KeyboardModifier) -> None:
+        view.wheelEvent(
+            QWheelEvent(
+                QPointF(x, 120),
+                QPointF(view.mapToGlobal(QPoint(int(x), 120))),
+                QPoint(0, 0),
+                QPoint(0, -120),
+                Qt.MouseButton.NoButton,
+                modifiers,
+                Qt.ScrollPhase.NoScrollPhase,
+                False,
+            )
+        )
+
+    wheel(LABEL_W + 200, Qt.KeyboardModifier.ShiftModifier)
+    assert view.scroll_y > 0 and view.t1 - view.t0 == span
+    view.scrollbar.setValue(0)
+    wheel(40, Qt.KeyboardModifier.NoModifier)  # over the row labels
+    assert view.scroll_y > 0 and view.t1 - view.t0 == span
