@@ -180,3 +180,52 @@ def test_sample_compile_graph_break_names_the_break_line(sample_traces: Path) ->
 @pytest.mark.parametrize("name", ["cpu_cnn.pt.trace.json.gz", "cpu_transformer.pt.trace.json.gz"])
 def test_healthy_samples_have_no_finding(sample_traces: Path, name: str) -> None:
     assert _sample(sample_traces, name).findings() == []
+
+
+def test_unlabelled_cpu_fallback_is_found_from_its_copy_pattern() -> None:
+    """No collector event: an op whose only device work is a device→host copy, then (after
+    CPU work) a host→device copy, is a CPU fallback; its copies are not a memcpy stall.
+    Hand-built 1 ms step (synthetic): the op holds the device from 400 to 800 µs."""
+    host, gpu = {"pid": 1, "tid": 1}, {"pid": 0, "tid": 7}
+
+    def x(name: str, cat: str, ts: float, dur: float, where: dict, **args) -> dict:
+        return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, **where, "args": args}
+
+    ev = [
+        x("ProfilerStep#0", "user_annotation", 0, 1000, host),
+        x("cudaLaunchKernel", "cuda_runtime", 0, 5, host, correlation=1),
+        x("gemm", "kernel", 5, 395, gpu, device=0, stream=7, correlation=1),
+        x("aten::eig_cpu_only", "cpu_op", 400, 400, host),
+        x("cudaMemcpyAsync", "cuda_runtime", 400, 30, host, correlation=2),
+        x(
+            "Memcpy DtoH (Device -> Pageable)",
+            "gpu_memcpy",
+            410,
+            20,
+            gpu,
+            device=0,
+            stream=7,
+            correlation=2,
+        ),
+        x("cudaMemcpyAsync", "cuda_runtime", 765, 30, host, correlation=3),
+        x(
+            "Memcpy HtoD (Pageable -> Device)",
+            "gpu_memcpy",
+            770,
+            20,
+            gpu,
+            device=0,
+            stream=7,
+            correlation=3,
+        ),
+        x("cudaLaunchKernel", "cuda_runtime", 800, 5, host, correlation=4),
+        x("gemm", "kernel", 805, 195, gpu, device=0, stream=7, correlation=4),
+    ]
+    t = trace_from_events(ev, cls=Trace)
+    found = findings(t)
+    assert [f.kind for f in found] == ["cpu_fallback"]
+    (f,) = found
+    op = int(np.flatnonzero((t.slices["name"] == "aten::eig_cpu_only").to_numpy())[0])
+    assert f.evidence[0] == op and f.details["from_pattern"] == 1
+    # copies (40 µs) + the device idle inside the op while the CPU computes (360 µs)
+    assert f.time_lost_ns == 400_000 and f.share == pytest.approx(0.4)
