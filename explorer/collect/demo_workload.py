@@ -6,7 +6,9 @@ that copy, so the trace points at a script the user can open, edit and run again
 
 The data is synthetic (random images and labels): the point is the shape of a real training
 step — a DataLoader, host→device copies, forward/backward/optimizer, a loss logged with
-``.item()`` every step — not what the model learns.
+``.item()`` every step — not what the model learns. The dataset's "decoding" is deliberately
+slow (a 0.5 ms sleep per image, read in the training process) so the report has something
+to find: the step waits for its input, and the report names the line.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import explorer
 
 
 class SyntheticImages(Dataset):
-    """Random 3×32×32 images with 10 classes (synthetic), with a little per-item work the
-    way real decoding/augmentation costs host time."""
+    """Random 3×32×32 images with 10 classes (synthetic), with a per-item cost standing in
+    for decoding and augmentation."""
 
-    def __init__(self, n: int, seed: int = 0) -> None:
+    def __init__(self, n: int, seed: int = 0, decode_s: float = 0.0005) -> None:
+        self.decode_s = decode_s
         g = torch.Generator().manual_seed(seed)
         self.images = torch.randn(n, 3, 32, 32, generator=g)
         self.labels = torch.randint(0, 10, (n,), generator=g)
@@ -35,6 +38,7 @@ class SyntheticImages(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.decode_s)  # "decoding" a JPEG
         img = self.images[i]
         if i % 2:
             img = img.flip(-1)  # "augmentation"
