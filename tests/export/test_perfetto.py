@@ -222,6 +222,63 @@ def test_size_is_well_under_the_json(tmp_path: Path) -> None:
     assert out.stat().st_size <= 0.5 * src.stat().st_size
 
 
+def test_counter_samples_sit_on_counter_rows_beside_their_process(tmp_path: Path) -> None:
+    # host CPU % and device utilisation samples as Explorer's collector writes them
+    events = (
+        [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 11,
+                "tid": 11,
+                "ts": 0,
+                "dur": 50,
+            },
+            {"ph": "M", "name": "process_name", "pid": 11, "tid": 0, "args": {"name": "train.py"}},
+        ]
+        + [
+            {
+                "ph": "C",
+                "cat": "explorer_system",
+                "name": "process CPU %",
+                "pid": 11,
+                "ts": 10 * i,
+                "args": {"process CPU %": 50.0 + i},
+            }
+            for i in range(5)
+        ]
+        + [
+            {
+                "ph": "C",
+                "cat": "explorer_system",
+                "name": "GPU 0 utilisation %",
+                "pid": 11,
+                "ts": 10 * i,
+                "args": {"GPU 0 utilisation %": 90.0 - i},
+            }
+            for i in range(3)
+        ]
+    )
+    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    assert len(trace.counters) == 8
+    out = tmp_path / "counters.pftrace"
+    summary = to_perfetto(trace, out, results=Results())
+    parsed = check(out)  # checks counter values only on counter rows
+    assert parsed.counters == summary.counter_samples == 8
+    rows = {d.uuid: d for d in parsed.descriptors.values() if d.HasField("counter")}
+    process = next(u for u, d in parsed.descriptors.items() if d.process.pid == 11)
+    assert {d.name for d in rows.values()} == {"process CPU %", "GPU 0 utilisation %"}
+    assert all(d.parent_uuid == process for d in rows.values())
+    start = int(trace.metadata["start_ns"])
+    cpu = sorted(
+        t for t, ty, u, *_ in parsed.events if u in rows and rows[u].name == "process CPU %"
+    )
+    labels = trace.tracks["label"].astype(str).to_numpy()[trace.counters["track"].to_numpy()]
+    expect = trace.counters["ts"].to_numpy()[labels == "process CPU %"]
+    assert cpu == sorted(start + int(t) for t in expect) and len(cpu) == 5
+
+
 def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
     trace = trace_from_events([], {"synthetic": True}, cls=explorer.Trace)
     out = tmp_path / "empty.pftrace"
