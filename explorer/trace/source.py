@@ -13,6 +13,8 @@ frame locates the user function; Explorer's collector events carry the exact lin
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import sys
 import sysconfig
@@ -91,6 +93,23 @@ def parse_frame(text: str) -> tuple[str, int, str] | None:
     return m.group("file"), int(m.group("line")), m.group("func")
 
 
+@functools.lru_cache(maxsize=4096)
+def _installed_package(top: str) -> bool:
+    """True when ``top`` is a package installed in this Python's site-packages (psutil,
+    a data library...): its frames are library code, wherever the trace was captured.
+    Looks the module up without importing it."""
+    if not top.isidentifier():
+        return False
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    origin = (spec.origin or "") if spec else ""
+    if not origin and spec and spec.submodule_search_locations:
+        origin = next(iter(spec.submodule_search_locations), "")
+    return "site-packages" in origin or "dist-packages" in origin
+
+
 def is_user_file(path: str) -> bool:
     """False for torch, other libraries, the standard library and Explorer's own code."""
     if not path or path.startswith("<"):
@@ -111,7 +130,7 @@ def is_user_file(path: str) -> bool:
     if p.startswith("/"):
         return True  # absolute paths outside the library prefixes above are the user's
     top = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    if top in LIBRARY_PACKAGES:
+    if top in LIBRARY_PACKAGES or _installed_package(top):
         return False
     # A stdlib name is only the stdlib when the file is one: a user's ``trace/run.py`` or
     # ``test/x.py`` shares a name with a stdlib module but is theirs.
@@ -167,6 +186,7 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
                     files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
                     own[i] = len(files) - 1
                     break
+    files = _unify_spellings(files)
     # 3) Inherit from the parent, shallowest first.
     frame = own.copy()
     depth = s["depth"].to_numpy()
@@ -184,6 +204,21 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     )
     trace.cache["user_frames"] = out
     return out
+
+
+def _unify_spellings(files: list[str]) -> list[str]:
+    """One spelling per file: torch names frames relative to ``sys.path`` (``train.py``)
+    while the collector writes absolute paths (``/home/me/train.py``); a relative name that
+    is the tail of exactly one absolute name becomes that absolute name."""
+    absolute = sorted({f for f in files if f.startswith("/")})
+    if not absolute:
+        return files
+    mapping: dict[str, str] = {}
+    for rel in {f for f in files if f and not f.startswith("/")}:
+        hits = [a for a in absolute if a.endswith("/" + rel)]
+        if len(hits) == 1:
+            mapping[rel] = hits[0]
+    return [mapping.get(f, f) for f in files] if mapping else files
 
 
 def stack_of(trace: TraceData, slice_id: int) -> list[tuple[str, int, str]]:

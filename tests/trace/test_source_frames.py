@@ -72,3 +72,22 @@ def test_frame_parsing_and_user_code_rules() -> None:
         "numpy/core/x.py",
     ):
         assert not is_user_file(lib), lib
+
+
+def test_installed_packages_are_library_code() -> None:
+    # psutil is a dependency: its frames (e.g. the collector's sampler thread) are not the user's.
+    assert not is_user_file("psutil/__init__.py")
+    assert not is_user_file("msgspec/__init__.py")
+
+
+def test_relative_and_absolute_spellings_of_one_file_merge() -> None:
+    from explorer.trace.source import _unify_spellings
+
+    assert _unify_spellings(["", "train.py", "/home/me/train.py", "other.py"]) == [
+        "",
+        "/home/me/train.py",
+        "/home/me/train.py",
+        "other.py",
+    ]
+    # Ambiguous tails stay as they are.
+    assert _unify_spellings(["x.py", "/a/x.py", "/b/x.py"])[0] == "x.py"
