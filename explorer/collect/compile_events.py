@@ -16,6 +16,7 @@ What works on torch 2.x, CPU included:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -69,15 +70,16 @@ class CompileEvents:
             tuple[logging.Logger, tuple[int, list[logging.Handler], bool], bool]
         ] = []
         self._callbacks: tuple[Any, Any] | None = None
+        self._orig_compile: Any = None
 
     def try_install(self, at_entry: bool = False) -> bool:
         """Install when dynamo is already imported (importing it costs ~1 s; a program that
         never compiles should not pay it). Called at entry and again at every step.
 
         Compiles already in dynamo's metrics at entry belong to before the block; when dynamo
-        was first imported inside the block, every compile it recorded is ours (graph breaks
-        logged before that first step are the one thing missed: call ``torch.compile`` before
-        the block, as usual, to have them all)."""
+        was first imported inside the block, every compile it recorded is ours. When dynamo
+        is not loaded at entry, :meth:`watch_torch_compile` installs the moment the block
+        calls ``torch.compile`` — before anything compiles, so no graph break is missed."""
         if self.installed or "torch._dynamo" not in sys.modules:
             return self.installed
         import torch._dynamo.callback as dyn_callback
@@ -154,7 +156,33 @@ class CompileEvents:
                 args,
             )
 
+    def watch_torch_compile(self) -> None:
+        """Wrap ``torch.compile`` (until :meth:`uninstall`) to install on its first call.
+
+        ``torch.compile`` imports dynamo and returns a wrapper; nothing compiles until that
+        is called, so installing right after ``torch.compile`` returns sees every compile."""
+        import torch
+
+        if self.installed or self._orig_compile is not None:
+            return
+        orig = torch.compile
+        events = self
+
+        @functools.wraps(orig)
+        def compile_and_watch(*args: Any, **kwargs: Any) -> Any:
+            out = orig(*args, **kwargs)
+            events.try_install()
+            return out
+
+        self._orig_compile = orig
+        torch.compile = compile_and_watch
+
     def uninstall(self) -> None:
+        if self._orig_compile is not None:
+            import torch
+
+            torch.compile = self._orig_compile
+            self._orig_compile = None
         if not self.installed:
             return
         self.harvest()

@@ -155,7 +155,8 @@ class Collector:
             if "fallback" in self.hooks:
                 self._fallback.install()
             if "compile" in self.hooks:
-                self._compile.try_install(at_entry=True)
+                if not self._compile.try_install(at_entry=True):
+                    self._compile.watch_torch_compile()
             if self.sampler_interval_s > 0:  # built here: its psutil setup is not traced
                 self._sampler = SystemSampler(self.buffer, self.sampler_interval_s)
             self._profiler = torch.profiler.profile(

@@ -108,7 +108,8 @@ def test_compiles_are_recorded_when_dynamo_is_first_imported_inside_the_block(
     tmp_path: Path,
 ) -> None:
     """A fresh interpreter: ``torch._dynamo`` is not loaded when the block starts, so the
-    compile hooks install at the first ``c.step()`` and still report every compile."""
+    compile hooks install when the block calls ``torch.compile`` and see every compile and
+    graph break; ``torch.compile`` is itself again after the block."""
     import subprocess
     import sys
     import textwrap
@@ -117,14 +118,18 @@ def test_compiles_are_recorded_when_dynamo_is_first_imported_inside_the_block(
         f"""
         import sys, torch, explorer
         assert "torch._dynamo" not in sys.modules
+        original = torch.compile
         def f(x):
-            return (x * 2).sin()
+            y = x * 2
+            print("break")
+            return y.sin()
         with explorer.collect({str(tmp_path)!r}, with_stack=False, sampler_interval_s=None) as c:
             g = torch.compile(f, backend="eager")
             g(torch.randn(4))
             c.step()
             g(torch.randn(2, 2))
             c.step()
+        assert torch.compile is original
         print(c.trace_path)
         """
     )
@@ -133,5 +138,14 @@ def test_compiles_are_recorded_when_dynamo_is_first_imported_inside_the_block(
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = read_trace(Path(proc.stdout.strip().splitlines()[-1]))
-    events = [e["args"]["event"] for e in explorer_events(doc, "explorer_compile")]
-    assert events == ["compile", "recompile"]
+    events = explorer_events(doc, "explorer_compile")
+    frames = [
+        (e["args"]["event"], e["args"]["frame"])
+        for e in events
+        if e["args"]["event"] != "graph_break"
+    ]
+    line = script.splitlines().index('    print("break")') + 1
+    assert frames[:2] == [("compile", "f"), ("compile", f"torch_dynamo_resume_in_f_at_{line}")]
+    assert ("recompile", "f") in frames
+    breaks = [e for e in events if e["args"]["event"] == "graph_break"]
+    assert breaks and {e["args"]["source_line"] for e in breaks} == {line}  # the print()
