@@ -171,7 +171,13 @@ class Collector:
                 # follow the sampler thread: the trace shows the user's threads only
                 self._sampler.start()
         except BaseException:
+            if self._profiler is not None:
+                try:
+                    self._profiler.stop()
+                except Exception:  # it may not have started; the original error matters
+                    pass
             self._teardown()
+            self._restore_sigterm()
             raise
         self._inside = True
         self._t0 = time.perf_counter_ns()
