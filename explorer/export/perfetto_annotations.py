@@ -123,9 +123,9 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
     source = _source_lines(trace)
     if source is not None:
         ann.add("source", strings.iids(source), source.notna().to_numpy(), string=True)
-    for name, values in _shape_args(trace).items():
-        has = values.notna().to_numpy()
-        ann.add(name, strings.iids(values), has, string=True)
+    for name, (codes, uniques) in _shape_args(trace).items():
+        table = np.array([strings.iid(u) for u in uniques] + [0], np.int64)
+        ann.add(name, table[codes], codes >= 0, string=True)
     return ann
 
 
@@ -180,8 +180,9 @@ def _optional_function(module: str, attr: str) -> Callable[..., pd.DataFrame] | 
     return getattr(mod, attr, None)
 
 
-def _shape_args(trace: TraceData) -> dict[str, pd.Series]:
-    """The :data:`SHAPE_ARGS` of every slice that has them, as JSON text (None if absent).
+def _shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """The :data:`SHAPE_ARGS` of every slice that has them, as JSON text: per key, each
+    slice's code into a list of distinct values (-1 where the slice lacks the key).
 
     A regex over all args bytes finds the slices that mention one of these keys; only
     those are decoded, in one msgspec call, into a struct that keeps just these keys as
@@ -206,16 +207,23 @@ def _shape_args(trace: TraceData) -> dict[str, pd.Series]:
     # slice i's args are row index[i]; k is its position among the decoded rows
     k = np.searchsorted(rows_with, index)
     has = (k < len(rows_with)) & (rows_with[np.clip(k, 0, len(rows_with) - 1)] == index)
-    out: dict[str, pd.Series] = {}
-    for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True):
+    present_keys = [
+        (key, attr)
+        for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True)
+        if blob.find(b'"' + key.encode() + b'"') >= 0
+    ]
+    out: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for key, attr in present_keys:
         raw = pd.Series(list(map(bytes, map(attrgetter(attr), decoded))), dtype=object)
         codes, uniques = pd.factorize(raw)
-        text = np.array([u.decode("utf-8", "replace") if u else None for u in uniques], object)
-        if all(t is None for t in text):
+        text = [u.decode("utf-8", "replace") for u in uniques]
+        empty = [i for i, u in enumerate(uniques) if not u]  # rows without this key
+        codes = np.where(np.isin(codes, empty), -1, codes) if empty else codes
+        if (codes < 0).all():
             continue
-        values = np.full(n, None, object)
-        values[has] = text[codes[k[has]]]
-        out[key] = pd.Series(values, dtype=object)
+        per_slice = np.full(n, -1, np.int64)
+        per_slice[has] = codes[k[has]]
+        out[key] = (per_slice, text)
     return out
 
 
