@@ -8,9 +8,10 @@ import pytest
 from PyQt6.QtCore import Qt
 
 import explorer
+from explorer.analysis.operators import operator_stats, slice_sides
 from explorer.trace.model import DEVICE_KINDS
 from explorer.ui.dataframe_model import RAW_ROLE
-from explorer.ui.panels.operators import OperatorsPanel, operator_stats, slice_sides
+from explorer.ui.panels.operators import OperatorsPanel
 from tests.conftest import shared_trace_files
 
 AMD = "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
