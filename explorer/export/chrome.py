@@ -83,8 +83,12 @@ def to_chrome(
     # epoch microseconds do not fit a double to the nanosecond, small offsets do.
     origin = 0
     where = _track_json(trace.tracks)
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "wb") as f:
+    if path.name.lower().endswith(".gz"):
+        # zlib's default level: gzip's 9 is several times slower for a few % smaller
+        stream: IO[bytes] = gzip.open(path, "wb", compresslevel=6)
+    else:
+        stream = open(path, "wb")  # closed by the with below
+    with stream as f:
         f.write(b'{"traceEvents":[\n')
         writer = _Lines(f)
         writer.add(_metadata_lines(trace.tracks, bool(results.count)))
