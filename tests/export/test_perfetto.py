@@ -176,6 +176,43 @@ def test_flows_link_launch_to_kernel_and_are_annotated(tmp_path: Path) -> None:
     assert gemm["correlation"] == 42 and gemm["grid"] == "[4,1,1]"
 
 
+def test_a_graph_launch_with_many_kernels_keeps_every_flow(tmp_path: Path) -> None:
+    # one cudaGraphLaunch, twelve kernels: more flow ids on one packet than the fixed columns
+    events = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 5,
+            "args": {"correlation": 42},
+        },
+    ] + [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 + 3 * i,
+            "dur": 2,
+            "args": {"correlation": 42, "stream": 7, "device": 0},
+        }
+        for i in range(12)
+    ]
+    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    assert len(trace.flows) == 12
+    out = tmp_path / "graph.pftrace"
+    summary = to_perfetto(trace, out, results=Results())
+    parsed = check(out)
+    assert parsed.flows == summary.flows == 12
+    assert {b[1] for _, b in parsed.flow_ends.values()} == {f"k{i}" for i in range(12)}
+    assert {a[1] for a, _ in parsed.flow_ends.values()} == {"cudaGraphLaunch"}
+    assert exported_slices(parsed, set()) == expected_slices(trace)
+
+
 def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
     path = write_scenario("sync_storm", tmp_path / "sync_storm.json", steps=4)
     trace = explorer.load(path, use_cache=False)
