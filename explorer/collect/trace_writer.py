@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import socket
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import msgspec
 import numpy as np
 
 from explorer.collect.fallback_ops import fallback_events
+from explorer.trace.decode import repair_unescaped_strings
 
 SUFFIX = ".pt.trace.json.gz"
 
@@ -43,26 +43,6 @@ def read_chrome_trace(path: Path) -> dict[str, Any]:
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     return doc
-
-
-_STRING_FIELD = re.compile(rb'^(\s*"(?:name|cat)": ")(.*)(",?)$', re.M)
-
-
-def _escape_field(m: re.Match[bytes]) -> bytes:
-    body = m.group(2)
-    try:
-        msgspec.json.decode(b'"' + body + b'"')
-        return m.group(0)
-    except msgspec.DecodeError:
-        fixed = msgspec.json.encode(body.decode("utf-8", "replace"))  # quoted and escaped
-        return m.group(1) + fixed[1:-1] + m.group(3)
-
-
-def repair_unescaped_strings(raw: bytes) -> bytes:
-    """Kineto writes event names unescaped: a Python frame whose "function" is a module
-    docstring (``torch/profiler/x.py(0):     \"\"\"``) yields invalid JSON. Kineto puts each
-    field on its own line, so we re-escape the names that do not parse, line by line."""
-    return _STRING_FIELD.sub(_escape_field, raw)
 
 
 def _windows(events: list[dict[str, Any]]) -> tuple[float, float]:

@@ -65,6 +65,27 @@ def read_bytes(path: Path) -> tuple[bytes, list[str]]:
         ) from None
 
 
+_STRING_FIELD = re.compile(rb'^(\s*"(?:name|cat)": ")(.*)(",?)$', re.M)
+
+
+def _escape_field(m: re.Match[bytes]) -> bytes:
+    body = m.group(2)
+    try:
+        msgspec.json.decode(b'"' + body + b'"')
+        return m.group(0)
+    except msgspec.DecodeError:
+        fixed = msgspec.json.encode(body.decode("utf-8", "replace"))  # quoted and escaped
+        return m.group(1) + fixed[1:-1] + m.group(3)
+
+
+def repair_unescaped_strings(raw: bytes) -> bytes:
+    """Kineto writes some event names unescaped: a Python frame whose "function" is a module
+    docstring (``torch/profiler/x.py(0):     \"\"\"``) yields invalid JSON. Kineto puts each
+    field on its own line, so we re-escape the names that do not parse, line by line."""
+    return _STRING_FIELD.sub(_escape_field, raw)
+
+
+
 def decode(path: Path, data: bytes) -> Decoded:
     """Split a trace document (object with ``traceEvents``, or a bare event array) into its
     event array and metadata."""
@@ -84,6 +105,11 @@ def decode(path: Path, data: bytes) -> Decoded:
             return _recover_truncated_document(path, data)
         if b"NaN" in data or b"Infinity" in data:
             return _decode_generic(path, data)
+        repaired = repair_unescaped_strings(data)
+        if repaired != data:
+            doc = decode(path, repaired)
+            doc.warnings.append("some event names had unescaped quotes (a known Kineto bug) and were repaired")
+            return doc
         raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
     if "traceEvents" not in top:
         if "nodes" in top and "schema" in top:

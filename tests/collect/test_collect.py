@@ -353,7 +353,7 @@ def test_dict_schedule_wait_warmup_active(tmp_path: Path) -> None:
 def test_kineto_names_with_unescaped_quotes_are_repaired() -> None:
     """Kineto writes a module-level frame's name with its docstring quotes unescaped (seen
     in a real capture: ``torch/profiler/_cupti_monitor.py(0):     \"\"\"``)."""
-    from explorer.collect.trace_writer import repair_unescaped_strings
+    from explorer.trace.decode import repair_unescaped_strings
 
     raw = (
         b'{"traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'

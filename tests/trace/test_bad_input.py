@@ -147,3 +147,16 @@ def test_missing_path() -> None:
 def test_empty_directory(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no trace files"):
         explorer.load(tmp_path)
+
+
+def test_unescaped_quotes_in_kineto_names_are_repaired(tmp_path: Path) -> None:
+    # Kineto writes a module-level frame's name with its docstring quotes unescaped.
+    raw = (
+        b'{"traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'
+        b'    "name": "torch/profiler/_cupti_monitor.py(0):     """",\n'
+        b'    "pid": 1,\n    "tid": 1,\n    "ts": 1.0,\n    "dur": 2.0\n  }\n]}'
+    )
+    (tmp_path / "k.json").write_bytes(raw)
+    t = explorer.load(tmp_path / "k.json", use_cache=False)
+    assert t.slices["name"].iat[0] == 'torch/profiler/_cupti_monitor.py(0):     """'
+    assert any("unescaped" in w for w in t.metadata["warnings"])
