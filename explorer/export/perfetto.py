@@ -11,14 +11,18 @@ The file is a stream of ``TracePacket`` messages on one trusted sequence:
    ``TYPE_COUNTER`` on counter rows; packets using interned ids carry
    ``SEQ_NEEDS_INCREMENTAL_STATE``. Flows ride on the begin packets as ``flow_ids`` (at
    the earlier end) and ``terminating_flow_ids`` (at the later end);
-4. Explorer's own rows (findings, critical path), built with the protobuf classes.
+4. Explorer's own rows (see :mod:`explorer.export.perfetto_results`): the critical path's
+   copies in time order like the trace's slices, then the findings, built with the
+   protobuf classes.
 
 Timestamps are absolute nanoseconds (``metadata["start_ns"] + ts``), so the trace lines up
 with anything else recorded on the same clock, and Perfetto shows wall-clock offsets.
 
-Slice and counter packets are encoded column-wise with :mod:`explorer.export.protowire`
-(a chunk of packets per handful of numpy operations) and written as they are made: memory
-holds one chunk's bytes, never the whole trace as protobuf objects.
+The header and descriptors are protobuf objects; slice, instant and counter packets are
+encoded column-wise (:mod:`explorer.export.perfetto_events`,
+:mod:`explorer.export.protowire`: a chunk of packets per handful of numpy operations) and
+written as they are made, so memory holds one chunk's bytes, never the whole trace as
+protobuf objects.
 """
 
 from __future__ import annotations
