@@ -57,10 +57,22 @@ def by_source(trace: TraceData) -> pd.DataFrame:
         return np.bincount(code[m], weights=w, minlength=nf).astype(np.int64)
 
     work_kinds = np.isin(kind, ["kernel", "memcpy", "memset", "collective"])
-    is_sync = (kind == "sync") | name_flags(trace, SYNC_OPS)
-    parent_sync = np.zeros(len(s), bool)
-    parent_sync[has_parent] = is_sync[parent[has_parent]]
-    outer_sync = is_sync & ~on_dev & ~parent_sync
+    collector_sync = np.asarray(s["cat"] == "explorer_sync")
+    if collector_sync.any():
+        # The collector saw every sync it hooks, with the exact line: count those, not the
+        # aten::item/_local_scalar_dense ops inside them (the same waits, seen again).
+        is_sync = collector_sync | ((kind == "sync") & ~name_flags(trace, SYNC_OPS))
+    else:
+        is_sync = (kind == "sync") | name_flags(trace, SYNC_OPS)
+    # A sync inside another (aten::item under the collector's .item() event, with Python
+    # frames between them) is the same wait: count the outermost only.
+    in_sync = np.zeros(len(s), bool)
+    depth = s["depth"].to_numpy()
+    for d in range(1, int(depth.max()) + 1 if len(s) else 0):
+        idx = np.flatnonzero((depth == d) & has_parent)
+        p = parent[idx]
+        in_sync[idx] = is_sync[p] | in_sync[p]
+    outer_sync = is_sync & ~on_dev & ~in_sync
     is_op = kind == "cpu_op"
     parent_op = np.zeros(len(s), bool)
     parent_op[has_parent] = is_op[parent[has_parent]]

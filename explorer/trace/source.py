@@ -83,6 +83,7 @@ LIBRARY_PACKAGES = frozenset(
 )
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 _STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"])
+_EXPLORER_DIR = str(Path(__file__).resolve().parents[1]) + "/"
 
 
 def parse_frame(text: str) -> tuple[str, int, str] | None:
@@ -122,8 +123,8 @@ def is_user_file(path: str) -> bool:
         or "/lib64/python3" in p
     ):
         return False
-    if "/explorer/collect/" in p or p.startswith("explorer/"):
-        return False
+    if p.startswith(_EXPLORER_DIR) or "/explorer/collect/" in p or p.startswith("explorer/"):
+        return False  # Explorer's own code (the collector's context manager, annotate())
     parts = [s for s in p.split("/") if s and s != "."]
     if not parts:
         return False

@@ -76,3 +76,21 @@ def test_fallbacks_and_pageable_copies_are_counted_at_their_lines() -> None:
     htod = (s["copy_kind"] == "HtoD").to_numpy() & (s["kind"] == "memcpy").to_numpy()
     cp = _row(by_source(t), 30)
     assert cp["copy_bytes"] == int(s["bytes"].to_numpy()[htod].sum()) > 0
+
+
+def test_collector_syncs_count_once_at_their_exact_line() -> None:
+    """The `.item()`-every-step sample (a real CPU run of the collector): each sync counts
+    once, at the line that called `.item()`, not again through the aten::item op inside it
+    (which torch's stack places on the enclosing function's first line)."""
+    from pathlib import Path
+
+    import explorer
+
+    path = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_item_every_step.pt.trace.json.gz"
+    t = explorer.load(path, use_cache=False)
+    src = t.by_source()
+    script = src[src["file"].astype(str).str.endswith("make_sample_traces.py")]
+    lines = dict(zip(script["line"], script["sync_count"], strict=True))
+    n_steps = len(t.steps())
+    assert lines[83] == n_steps  # print(f"loss {loss.item():.3f}")
+    assert lines.get(72, 0) == 0  # def _train_images(...): no double count
