@@ -139,6 +139,13 @@ def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
     dur_src = e["src"].to_numpy()[is_dur]
     waiting[is_dur] = (arrays.kind[dur_src] == "sync") | blocked[dur_src]
     cost = np.where(waiting, weight, 0).astype(np.float64)
+    # A parent's own duration edge ties with the route through its children (work is free
+    # either way); drop it so the path names the ops that did the work, not the Python
+    # frame or annotation around them.
+    has_child = np.zeros(arrays.n, bool)
+    has_child[arrays.parent[arrays.parent >= 0]] = True
+    kept = np.flatnonzero(~(is_dur & has_child[e["src"].to_numpy()]))
+    u, v, cost = u[kept], v[kept], cost[kept]
 
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
@@ -178,7 +185,7 @@ def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
     order = np.argsort(edge_key, kind="stable")
     want = points[:-1] * size + points[1:]
     at = order[np.searchsorted(edge_key[order], want)]
-    return points, e.iloc[at]
+    return points, e.iloc[kept[at]]
 
 
 def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -193,6 +200,10 @@ def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarra
     owner[nest] = np.where(sp[nest] == 0, src[nest], dst[nest])  # the parent's self time
     sib = etype == "sibling"
     owner[sib] = arrays.parent[src[sib]]
+    # A start→start sibling edge (the next sibling starts before this one ends, as torch's
+    # Python tracer sometimes records) is time spent inside the earlier sibling.
+    overlap = sib & (sp == 0)
+    owner[overlap] = src[overlap]
     for t, who in (
         ("launch", src),
         ("sync", dst),
