@@ -100,6 +100,10 @@ def to_chrome(
         writer.add(_memory_lines(trace, origin, where))
         writer.add(_instant_lines(trace, origin, where))
         writer.add(_result_lines(results, origin))
+        # evidence flow ids above every id the flows above could have used
+        first_id = 2 + max(int(trace.flows["flow_id"].max()) if len(trace.flows) else 0, 0)
+        first_id += len(trace.flows) + len(results.flows)
+        writer.add(_evidence_lines(trace, results, origin, where, first_id))
         writer.add(_path_lines(trace, results, origin))
         meta = {k: v for k, v in trace.metadata.items() if k not in _READER_KEYS}
         meta["baseTimeNanoseconds"] = int(trace.metadata.get("start_ns", 0) or 0)
@@ -244,6 +248,8 @@ def _flow_lines(trace: TraceData, origin: int, where: np.ndarray, results: Resul
     fl = pd.concat(parts, ignore_index=True)
     src, dst = fl["src"].to_numpy(np.int64), fl["dst"].to_numpy(np.int64)
     ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
+    # the trace's own flows first, then an analysis' flow only where no arrow exists yet
+    ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
     fl, src, dst = fl[ok], src[ok], dst[ok]
     fid = fl["flow_id"].to_numpy(np.int64)
     # Flows the reader derived from correlation ids have no id in the file: give them
@@ -361,6 +367,46 @@ def _result_lines(results: Results, origin: int) -> list[bytes]:
         ts = _us(np.array([s.ts + origin]))[0]
         dur = _us(np.array([s.dur]))[0]
         out.append(text.replace(b'"ts":0,"dur":0', b'"ts":' + ts + b',"dur":' + dur, 1))
+    return out
+
+
+def _evidence_lines(
+    trace: TraceData, results: Results, origin: int, where: np.ndarray, first_id: int
+) -> list[bytes]:
+    """Flows from each finding to its evidence slices (those starting after it does)."""
+    sl = trace.slices
+    n = len(sl)
+    ts = sl["ts"].to_numpy(np.int64)
+    track = sl["track"].to_numpy(np.int64)
+    out: list[bytes] = []
+    next_id = first_id
+    for s in results.slices:
+        for e in dict.fromkeys(s.links):
+            if not (0 <= e < n and ts[e] > s.ts):
+                continue
+            head = (
+                b',"id":' + str(next_id).encode() + b',"cat":"explorer_evidence","name":"evidence"'
+            )
+            out.append(
+                b'{"ph":"s"'
+                + head
+                + b',"pid":"'
+                + EXPLORER_PID.encode()
+                + b'","tid":'
+                + _ENC.encode(s.row)
+                + b',"ts":'
+                + _us(np.array([s.ts + origin]))[0]
+                + b"}"
+            )
+            out.append(
+                b'{"ph":"f"'
+                + head
+                + where[track[e]]
+                + b',"ts":'
+                + _us(np.array([ts[e] + origin]))[0]
+                + b',"bp":"e"}'
+            )
+            next_id += 1
     return out
 
 

@@ -11,9 +11,10 @@ The file is a stream of ``TracePacket`` messages on one trusted sequence:
    ``TYPE_COUNTER`` on counter rows; packets using interned ids carry
    ``SEQ_NEEDS_INCREMENTAL_STATE``. Flows ride on the begin packets as ``flow_ids`` (at
    the earlier end) and ``terminating_flow_ids`` (at the later end);
-4. Explorer's own rows (see :mod:`explorer.export.perfetto_results`): the critical path's
-   copies in time order like the trace's slices, then the findings, built with the
-   protobuf classes.
+4. Explorer's own rows (see :mod:`explorer.export.perfetto_results`): the findings
+   (protobuf objects, written before the events so that the flows they begin towards
+   their evidence precede the slices that end them), and the critical path's copies, in
+   time order like the trace's slices.
 
 Timestamps are absolute nanoseconds (``metadata["start_ns"] + ts``), so the trace lines up
 with anything else recorded on the same clock, and Perfetto shows wall-clock offsets.
@@ -151,10 +152,11 @@ def to_perfetto(
             write_packet(
                 f, pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=desc)
             )
+        # findings first: they begin the flows to their evidence, which the slices end
+        write_findings(f, results, rows, start_ns, flows.result_links)
         src_kind, src_idx, ev_kind = _write_events(f, tables)
         if path_tables is not None:
             _write_events(f, path_tables)
-        write_findings(f, results, rows, start_ns)
         summary.bytes = f.tell()
 
     is_slice = src_kind == FROM_SLICE

@@ -10,7 +10,7 @@ counter samples one packet each. :func:`event_order` puts them in time order onc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -47,19 +47,25 @@ _TERMINATING_FLOW_TAG = np.frombuffer(w.tag(48, w.FIXED64), np.uint8)
 
 @dataclass
 class Flows:
-    first: np.ndarray  # slice id carrying flow_ids (the earlier end)
-    second: np.ndarray  # slice id carrying terminating_flow_ids
+    """Flow ids 1..count: ``first`` carries ``flow_ids`` (the earlier end; -1 when that end
+    is a result slice, not a trace slice), ``second`` carries ``terminating_flow_ids``."""
+
+    first: np.ndarray
+    second: np.ndarray
     count: int
+    result_links: dict[int, list[int]] = field(default_factory=dict)
+    """Result slice index → the flow ids it begins (links to a finding's evidence)."""
 
     def by_slice(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """CSR lists: flow ids starting at / terminating at each slice."""
+        """CSR lists: flow ids starting at / terminating at each trace slice."""
         ids = np.arange(1, self.count + 1, dtype=np.int64)
 
         def csr(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            order = np.argsort(owner, kind="stable")
+            mine = owner >= 0
+            order = np.argsort(owner[mine], kind="stable")
             ptr = np.zeros(n + 1, np.int64)
-            np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
-            return ptr, ids[order]
+            np.cumsum(np.bincount(owner[mine], minlength=n), out=ptr[1:])
+            return ptr, ids[mine][order]
 
         o_ptr, o_ids = csr(self.first)
         i_ptr, i_ids = csr(self.second)
@@ -68,25 +74,39 @@ class Flows:
 
 def flow_table(trace: TraceData, results: Results) -> Flows:
     """Every flow between two distinct slices, oriented by start time so that a flow always
-    begins before it terminates (clock skew can put a kernel before its launch)."""
+    begins before it terminates (clock skew can put a kernel before its launch); then the
+    findings' links to their evidence (only to slices starting after the finding does)."""
     n = len(trace.slices)
     parts = [trace.flows[["src", "dst"]]] if trace.flows is not None and len(trace.flows) else []
     if len(results.flows):
         parts.append(results.flows[["src", "dst"]])
-    if not parts or n == 0:
+    if n == 0:
         return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
-    fl = pd.concat(parts, ignore_index=True)
-    src = fl["src"].to_numpy(np.int64)
-    dst = fl["dst"].to_numpy(np.int64)
-    ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
-    # the trace's own flows first, then an analysis' flow only where no arrow exists yet
-    ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
-    src, dst = src[ok], dst[ok]
+    first = second = np.zeros(0, np.int64)
     ts = trace.slices["ts"].to_numpy(np.int64)
-    swap = (ts[dst] < ts[src]) | ((ts[dst] == ts[src]) & (dst < src))
-    first = np.where(swap, dst, src)
-    second = np.where(swap, src, dst)
-    return Flows(first, second, len(first))
+    if parts:
+        fl = pd.concat(parts, ignore_index=True)
+        src = fl["src"].to_numpy(np.int64)
+        dst = fl["dst"].to_numpy(np.int64)
+        ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
+        # the trace's own flows first, then an analysis' flow only where no arrow exists yet
+        ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
+        src, dst = src[ok], dst[ok]
+        swap = (ts[dst] < ts[src]) | ((ts[dst] == ts[src]) & (dst < src))
+        first = np.where(swap, dst, src)
+        second = np.where(swap, src, dst)
+    links: dict[int, list[int]] = {}
+    extra: list[int] = []
+    for i, s in enumerate(results.slices):
+        targets = [e for e in dict.fromkeys(s.links) if 0 <= e < n and ts[e] > s.ts]
+        if targets:
+            start = len(first) + len(extra) + 1
+            links[i] = list(range(start, start + len(targets)))
+            extra.extend(targets)
+    if extra:
+        first = np.concatenate([first, np.full(len(extra), -1, np.int64)])
+        second = np.concatenate([second, np.asarray(extra, np.int64)])
+    return Flows(first, second, len(first), links)
 
 
 # -- counters ------------------------------------------------------------------------------

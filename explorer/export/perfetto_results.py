@@ -123,8 +123,11 @@ def critical_path_tables(
     )
 
 
-def write_findings(f: Any, results: Results, rows: ResultRows, start_ns: int) -> None:
-    """The findings' slices: few, so plain protobuf objects with inline names and args."""
+def write_findings(
+    f: Any, results: Results, rows: ResultRows, start_ns: int, links: dict[int, list[int]]
+) -> None:
+    """The findings' slices: few, so plain protobuf objects with inline names and args,
+    each beginning the flows to its evidence (``links``: flow ids by finding index)."""
     if not results.slices:
         return
     events = []
@@ -136,7 +139,7 @@ def write_findings(f: Any, results: Results, rows: ResultRows, start_ns: int) ->
         else:
             events.append((s.ts, INSTANT, i, uuid, s))
     events.sort(key=lambda e: (e[0], e[1], e[2]))
-    for t, kind, _, uuid, s in events:
+    for t, kind, i, uuid, s in events:
         te = pb.TrackEvent(track_uuid=uuid)
         if kind == END:
             te.type = TYPE_END
@@ -144,6 +147,7 @@ def write_findings(f: Any, results: Results, rows: ResultRows, start_ns: int) ->
             te.type = TYPE_BEGIN if kind == BEGIN else TYPE_INSTANT
             te.name = s.name
             te.categories.append(CATEGORY)
+            te.flow_ids.extend(links.get(i, []))
             for key, value in s.args.items():
                 a = te.debug_annotations.add(name=key)
                 if isinstance(value, bool):

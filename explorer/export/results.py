@@ -21,6 +21,8 @@ import pandas as pd
 from explorer.trace.model import TraceData
 
 FINDINGS_ROW = "Findings"
+#: A finding links to at most this many of its evidence slices (heaviest first).
+MAX_EVIDENCE_LINKS = 32
 CRITICAL_PATH_ROW = "Critical path"
 
 
@@ -33,6 +35,8 @@ class ResultSlice:
     dur: int
     name: str
     args: dict[str, Any] = field(default_factory=dict)
+    links: list[int] = field(default_factory=list)
+    """Slice ids this slice points at with flows (a finding's evidence)."""
 
 
 @dataclass
@@ -159,7 +163,8 @@ def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
             args["device"] = str(f.device)
         for k, (file, line, function) in enumerate(list(f.source_lines)[:5]):
             args[f"source {k + 1}"] = f"{file}:{int(line)} ({function})"
-        out.append(ResultSlice(FINDINGS_ROW, start, max(end - start, 0), str(f.title), args))
+        links = [int(e) for e in list(f.evidence)[:MAX_EVIDENCE_LINKS]]
+        out.append(ResultSlice(FINDINGS_ROW, start, max(end - start, 0), str(f.title), args, links))
     return out
 
 

@@ -82,3 +82,12 @@ def test_results_become_an_explorer_process(tmp_path: Path) -> None:
     assert summary.result_slices == len(found) + len(path)
     back = explorer.load(out, use_cache=False)
     assert len(back.slices) == len(trace.slices) + summary.result_slices
+    # the top finding's flows reach its evidence slices (those starting after it)
+    evidence = [e for e in doc["traceEvents"] if e.get("cat") == "explorer_evidence"]
+    assert evidence and len({e["id"] for e in evidence}) == len(evidence) // 2
+    file_ids = {
+        e["id"]
+        for e in doc["traceEvents"]
+        if e["ph"] in "sf" and e.get("cat") != "explorer_evidence"
+    }
+    assert not file_ids & {e["id"] for e in evidence}

@@ -225,6 +225,18 @@ def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
     assert parsed.slices_on(FINDINGS_ROW) == len(found)
     titles = {n for u, n, _, _ in parsed.completed if parsed.track_name(u) == FINDINGS_ROW}
     assert found[0].title in titles
+    # each finding points at its evidence slices (those starting after the finding does)
+    start = int(trace.metadata["start_ns"])
+    sl = trace.slices
+    top = found[0]
+    t0 = min((a for a, _ in top.ranges), default=0)
+    evidence = {
+        (int(sl["ts"].iat[e]) + start, str(sl["name"].iat[e]))
+        for e in top.evidence[:32]
+        if int(sl["ts"].iat[e]) > t0
+    }
+    linked = {b for a, b in parsed.flow_ends.values() if a[1] == top.title}
+    assert evidence and linked == evidence
     finding_anns = [a for a in parsed.annotations if "recommendation" in a]
     assert {a["title"] for a in finding_anns} == {f.title for f in found}
     cp = trace.critical_path()
