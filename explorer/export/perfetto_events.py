@@ -92,7 +92,12 @@ def flow_table(trace: TraceData, results: Results) -> Flows:
         # the trace's own flows first, then an analysis' flow only where no arrow exists yet
         ok &= ~pd.DataFrame({"s": src, "d": dst}).duplicated().to_numpy()
         src, dst = src[ok], dst[ok]
-        swap = (ts[dst] < ts[src]) | ((ts[dst] == ts[src]) & (dst < src))
+        # the end whose opening packet comes first in the file: by time, then begins
+        # before zero-length instants, then slice id (the order event_order writes)
+        inst = trace.slices["dur"].to_numpy(np.int64) == 0
+        key_s = np.stack([ts[src], inst[src], src])
+        key_d = np.stack([ts[dst], inst[dst], dst])
+        swap = _lex_less(key_d, key_s)
         first = np.where(swap, dst, src)
         second = np.where(swap, src, dst)
     links: dict[int, list[int]] = {}
@@ -107,6 +112,16 @@ def flow_table(trace: TraceData, results: Results) -> Flows:
         first = np.concatenate([first, np.full(len(extra), -1, np.int64)])
         second = np.concatenate([second, np.asarray(extra, np.int64)])
     return Flows(first, second, len(first), links)
+
+
+def _lex_less(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Column-wise lexicographic ``a < b`` for keys stacked as rows."""
+    less = np.zeros(a.shape[1], bool)
+    equal = np.ones(a.shape[1], bool)
+    for ra, rb in zip(a, b, strict=True):
+        less |= equal & (ra < rb)
+        equal &= ra == rb
+    return less
 
 
 # -- counters ------------------------------------------------------------------------------

@@ -213,6 +213,37 @@ def test_a_graph_launch_with_many_kernels_keeps_every_flow(tmp_path: Path) -> No
     assert exported_slices(parsed, set()) == expected_slices(trace)
 
 
+def test_flow_between_a_slice_and_an_instant_starting_together(tmp_path: Path) -> None:
+    # a zero-length marker launched at the same ns as the slice it flows to
+    events = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 0,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 4,
+            "args": {"correlation": 7, "stream": 7, "device": 0},
+        },
+    ]
+    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    assert len(trace.flows) == 1
+    out = tmp_path / "same_ns.pftrace"
+    to_perfetto(trace, out, results=Results())
+    assert check(out).flows == 1  # begun before it terminates, in file order
+
+
 def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
     path = write_scenario("sync_storm", tmp_path / "sync_storm.json", steps=4)
     trace = explorer.load(path, use_cache=False)
