@@ -220,36 +220,28 @@ class EventTables:
     counters: Counters
 
 
-@dataclass
-class _Chunk:
-    src_kind: np.ndarray
-    src_idx: np.ndarray
-    ev_kind: np.ndarray
-
-
 def encode_chunk(
     t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
 ) -> np.ndarray:
     """The framed bytes of one run of packets (as listed by :func:`event_order`)."""
-    chunk = _Chunk(src_kind, src_idx, ev_kind)
     start_ns, ts, dur, counters = t.start_ns, t.ts, t.dur, t.counters
     slice_uuid, slice_name_iid, slice_cat_iid = t.slice_uuid, t.slice_name_iid, t.slice_cat_iid
     inst_uuid, inst_name_iid, inst_cat_iid = t.inst_uuid, t.inst_name_iid, t.inst_cat_iid
     annotations, flow_csr = t.annotations, t.flow_csr
-    m = len(chunk.ev_kind)
-    is_slice = chunk.src_kind == FROM_SLICE
-    is_inst = chunk.src_kind == FROM_INSTANT
-    is_ctr = chunk.src_kind == FROM_COUNTER
-    opening = is_slice & (chunk.ev_kind != END)  # begins and zero-length slices
+    m = len(ev_kind)
+    is_slice = src_kind == FROM_SLICE
+    is_inst = src_kind == FROM_INSTANT
+    is_ctr = src_kind == FROM_COUNTER
+    opening = is_slice & (ev_kind != END)  # begins and zero-length slices
     named = opening | is_inst
-    sid = np.where(is_slice, chunk.src_idx, 0)
-    iidx = np.where(is_inst, chunk.src_idx, 0)
-    cidx = np.where(is_ctr, chunk.src_idx, 0)
+    sid = np.where(is_slice, src_idx, 0)
+    iidx = np.where(is_inst, src_idx, 0)
+    cidx = np.where(is_ctr, src_idx, 0)
 
     time = np.zeros(m, np.int64)
     if is_slice.any():
         start = ts[sid]
-        time = np.where(is_slice, start + np.where(chunk.ev_kind == END, dur[sid], 0), time)
+        time = np.where(is_slice, start + np.where(ev_kind == END, dur[sid], 0), time)
     if is_inst.any():
         time = np.where(is_inst, t.inst_ts[iidx], time)
     if is_ctr.any():
@@ -257,7 +249,7 @@ def encode_chunk(
     time = time + start_ns
 
     ev_type = np.select(
-        [chunk.ev_kind == BEGIN, chunk.ev_kind == END, is_ctr],
+        [ev_kind == BEGIN, ev_kind == END, is_ctr],
         [TYPE_BEGIN, TYPE_END, TYPE_COUNTER],
         TYPE_INSTANT,
     )
