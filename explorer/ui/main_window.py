@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PyQt6.QtCore import QSettings, Qt, QTimer
+from PyQt6.QtCore import QSettings, Qt, QThreadPool, QTimer
 from PyQt6.QtGui import QAction, QDragEnterEvent, QDropEvent, QKeySequence
 from PyQt6.QtWidgets import (
     QDockWidget,
@@ -455,4 +455,7 @@ class MainWindow(QMainWindow):
             if worker is not None and worker.isRunning():
                 worker.cancel()
                 worker.wait(5000)
+        # The panels' jobs run in the global pool; one still running when Python exits
+        # crashes the interpreter, so let them finish (their results are dropped).
+        QThreadPool.globalInstance().waitForDone(10000)
         super().closeEvent(event)

@@ -186,6 +186,16 @@ def kineto_document(steps: int = 3, synthetic: bool = False) -> dict[str, Any]:
     return doc
 
 
+@pytest.fixture(autouse=True)
+def _no_background_job_outlives_its_test() -> Any:
+    """Panels compute in Qt's global thread pool; a job still running when the interpreter
+    exits crashes it. Each test waits for its jobs before the next one starts."""
+    yield
+    from PyQt6.QtCore import QThreadPool
+
+    QThreadPool.globalInstance().waitForDone(30000)
+
+
 @pytest.fixture(scope="session")
 def small_trace_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("traces") / "small.pt.trace.json"
