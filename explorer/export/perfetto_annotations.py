@@ -231,26 +231,12 @@ def args_arrays(trace: TraceData) -> tuple[bytes, np.ndarray, np.ndarray] | None
     """All slices' raw args JSON as ``(blob, offsets, index)``: slice ``i``'s args are
     ``blob[offsets[index[i]]:offsets[index[i] + 1]]``. None when the trace keeps no args.
 
-    The args store has no public accessor for its arrays yet, so this reads them from
-    the store's fields (falling back to per-slice ``raw()`` for stores without them).
     """
     store = trace.args_store
     n = len(trace.slices)
     if store is None or n == 0:
         return None
-    if hasattr(store, "arrays"):
-        blob, offsets, index = store.arrays()
-    elif hasattr(store, "to_blob"):
-        blob, offsets = store.to_blob()
-        index = np.arange(n, dtype=np.int64)
-    elif hasattr(store, "_blob") and hasattr(store, "_load"):
-        store._load()
-        blob, offsets, index = store._blob, store._offsets, store._index
-    else:
-        parts = [store.raw(i) for i in range(n)]
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum([len(p) for p in parts], out=offsets[1:])
-        blob, index = b"".join(parts), np.arange(n, dtype=np.int64)
+    blob, offsets, index = store.arrays()
     if blob is None or offsets is None or index is None or len(index) != n:
         return None
     return bytes(blob), np.asarray(offsets, np.int64), np.asarray(index, np.int64)

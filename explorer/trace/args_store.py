@@ -39,6 +39,16 @@ class ArgsStore:
             self._offsets, self._index = arrays["offsets"], arrays["index"]
             self._blob = self._blob_path.read_bytes()
 
+    def arrays(self) -> tuple[bytes | bytearray, np.ndarray, np.ndarray]:
+        """``(blob, offsets, index)`` for code that reads many slices' raw args at once
+        (exporters): row ``index[i]`` of slice ``i`` spans ``blob[offsets[r]:offsets[r + 1]]``."""
+        self._load()
+        return (
+            self._blob or b"",
+            self._offsets if self._offsets is not None else np.zeros(1, np.int64),
+            self._index if self._index is not None else np.zeros(0, np.int64),
+        )
+
     def __len__(self) -> int:
         self._load()
         return 0 if self._index is None else len(self._index)

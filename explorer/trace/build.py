@@ -181,7 +181,7 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     # -- metadata -----------------------------------------------------------------------------
     base_ns = meta.get("baseTimeNanoseconds")
     base_ns = int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
-    meta["start_ns"] = base_ns + int(round(t0_us * 1000))
+    meta["start_ns"] = base_ns + int(t0_us) * 1000  # t0_us is whole µs: exact in Python ints
     meta["end_ns"] = meta["start_ns"] + (int(ends.max()) if len(ends) else 0)
     dist = meta.get("distributedInfo") or {}
     if isinstance(dist, dict):
