@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import explorer
+
 SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 TRACES = sorted(
     p for p in (SHARED_TRACES.iterdir() if SHARED_TRACES.is_dir() else [])
