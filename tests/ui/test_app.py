@@ -3,6 +3,7 @@ drag-and-drop, the saved layout and the ``explorer view`` command."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from PyQt6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -192,38 +193,53 @@ def test_panels_drive_the_timeline(window, open_trace, small_trace_file) -> None
         assert window.timeline.visible_range() == (300_000, 400_000)
 
 
-def test_interactive_main_loads_selects_and_quits(
-    qtbot, monkeypatch, small_trace_file, tmp_path
-) -> None:
+def test_interactive_main_loads_selects_and_quits(small_trace_file: Path, tmp_path: Path) -> None:
     """``main(path, select=...)`` as a user runs it: the window opens, loads in the
-    background, selects the event, and the event loop returns when the window closes."""
-    from PyQt6.QtCore import QSettings, QTimer
-    from PyQt6.QtWidgets import QApplication
+    background, selects the event, and the event loop returns when the window closes.
+    Runs in its own process: a finished ``app.exec()`` leaves the QApplication unusable
+    for the tests after it."""
+    import os
+    import subprocess
+    import sys
 
-    from explorer.ui import app as app_module
+    script = f"""
+import json
+from PyQt6.QtCore import QTimer
+from PyQt6.QtWidgets import QApplication
+from explorer.ui import app as app_module
+from explorer.ui.main_window import MainWindow
 
-    monkeypatch.setattr(app_module, "has_display", lambda: True)
-    # The window's default QSettings(ORG, APP) lands in tmp_path, not the user's home.
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path))
-    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
-    seen: dict[str, object] = {}
+app_module.has_display = lambda: True
+app_module.application()  # the timer below needs the application to exist
+seen = {{}}
 
-    def check() -> None:
-        windows = [
-            w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()
-        ]
-        w = windows[-1] if windows else None
-        if w is None or w.trace is None or w.timeline.selected < 0:
-            QTimer.singleShot(50, check)
-            return
-        seen["title"] = w.windowTitle()
-        seen["selected"] = w.trace.slices["name"].iat[w.timeline.selected]
-        w.close()
-        QApplication.instance().quit()
+def check():
+    windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+    w = windows[0] if windows else None
+    if w is None or w.trace is None or w.timeline.selected < 0:
+        QTimer.singleShot(50, check)
+        return
+    seen["title"] = w.windowTitle()
+    seen["selected"] = str(w.trace.slices["name"].iat[w.timeline.selected])
+    w.close()
+    QApplication.instance().quit()
 
-    QTimer.singleShot(50, check)
-    assert app_module.main(str(small_trace_file), select="cudaDeviceSynchronize") == 0
+QTimer.singleShot(50, check)
+seen["rc"] = app_module.main({str(small_trace_file)!r}, select="cudaDeviceSynchronize")
+print(json.dumps(seen))
+"""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["rc"] == 0
     assert seen["selected"] == "cudaDeviceSynchronize"
-    assert "small.pt.trace.json" in str(seen["title"])
+    assert "small.pt.trace.json" in seen["title"]
+    # Closing saved the layout and the recent file in the user's settings (here tmp_path).
+    from PyQt6.QtCore import QSettings
+
     saved = QSettings(str(tmp_path / "Explorer" / "explorer.conf"), QSettings.Format.IniFormat)
     assert saved.value("recent") == [str(small_trace_file)]
+    assert saved.value("window_state") is not None
