@@ -160,9 +160,8 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
 
     # -- flows ----------------------------------------------------------------------------------
     f_idx = ev.flow_rows
-    f_ph = np.where(ph[f_idx] == PH_S, "s", np.where(ph[f_idx] == PH_T, "t", "f")).astype(object)
     flows = build_flows(
-        f_ph, [ev.cats.values[c] for c in ev.cat[f_idx]], ev.flow_id, ev.flow_bp,
+        ph[f_idx] == PH_S, ph[f_idx] == PH_F, ev.cat[f_idx], ev.cats.values, ev.flow_id, ev.flow_bp,
         keys.track_of_events(f_idx), rel_ns[f_idx].astype(np.int64), slices, ends,
     )
 

@@ -10,7 +10,7 @@ chunk's objects are dropped before the next one is decoded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -88,7 +88,12 @@ class Vocabulary:
         self._ids: dict[Any, int] = {self.values[0]: 0}
 
     def codes(self, items: list[Any]) -> np.ndarray:
-        codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
+        arr = np.array(items) if not self.as_text else None
+        if arr is not None and arr.dtype.kind == "i":  # integer pids/tids: hash ints, not objects
+            codes, uniques = pd.factorize(arr)
+            uniques = uniques.tolist()
+        else:
+            codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
         table = np.empty(len(uniques) + 1, np.int32)
         table[-1] = 0  # None
         for k, u in enumerate(uniques):
@@ -123,10 +128,11 @@ class EventColumns:
     args_blob: bytes | bytearray = b""
     args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     slice_args: dict[str, np.ndarray] = field(default_factory=dict)
-    # Flow events: their rows and string ids / binding points.
+    # Flow events: their rows, ids (int64 codes: equal ids, equal codes) and whether the
+    # event binds to its enclosing slice (``bp: "e"``). Gathered per chunk, then joined.
     flow_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    flow_id: list[str] = field(default_factory=list)
-    flow_bp: list[str] = field(default_factory=list)
+    flow_id: Any = field(default_factory=list)
+    flow_bp: Any = field(default_factory=list)
     # Instant events: scope; [memory] instants: their args.
     instant_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     instant_scope: list[str] = field(default_factory=list)
@@ -187,9 +193,10 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
             where = f"event {start + k}" if k is not None else "an event"
             raise TraceError(path, f"{where} is not an object", "the file is damaged or is not a trace") from None
         del chunk
-        ph_text = list(map(attrgetter("ph"), evs))
-        ph = np.array([PH.get(p, PH_OTHER) if isinstance(p, str) else PH_OTHER for p in ph_text], np.int8)
-        del ph_text
+        ph_codes, ph_uniq = pd.factorize(np.array(list(map(attrgetter("ph"), evs)), dtype=object))
+        ph_table = np.array([PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq]
+                            + [PH_OTHER], np.int8)
+        ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
         parts["ph"].append(ph)
         parts["name"].append(out.names.codes(list(map(attrgetter("name"), evs))))
         parts["cat"].append(out.cats.codes(list(map(attrgetter("cat"), evs))))
@@ -208,7 +215,7 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         # Slices' args.
         rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
         if len(rows):
-            arg_raws = [evs[k].args for k in rows.tolist()]
+            arg_raws = list(map(attrgetter("args"), _pick(evs, rows)))
             blob += b"".join(arg_raws)
             lengths.append(np.fromiter(map(len, arg_raws), np.int64, len(arg_raws)))
             slice_cols.append(_slice_arg_columns(path, arg_raws, rows + start, out))
@@ -216,9 +223,9 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         # Flows.
         rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
         if len(rows):
-            fe = [evs[k] for k in rows.tolist()]
-            out.flow_id.extend(columns.strings([e.id for e in fe]))
-            out.flow_bp.extend(columns.strings([e.bp for e in fe]))
+            fe = _pick(evs, rows)
+            out.flow_id.append(_ids(list(map(attrgetter("id"), fe))))
+            out.flow_bp.append(np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e"))
             parts["flow_rows"].append(rows + start)
         # Instants, [memory] among them.
         rows = np.flatnonzero(ph == PH_I)
@@ -250,6 +257,8 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
     out.args_rows, out.flow_rows = cat("args_rows", np.int64), cat("flow_rows", np.int64)
     out.instant_rows, out.memory_rows = cat("instant_rows", np.int64), cat("memory_rows", np.int64)
     out.args_blob = blob
+    out.flow_id = np.concatenate(out.flow_id) if out.flow_id else np.empty(0, np.int64)
+    out.flow_bp = np.concatenate(out.flow_bp) if out.flow_bp else np.empty(0, bool)
     lens = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
     out.args_offsets = np.zeros(len(lens) + 1, np.int64)
     np.cumsum(lens, out=out.args_offsets[1:])
@@ -286,6 +295,31 @@ def _concat_struct_columns(parts: list[dict[str, np.ndarray]], spec: type) -> di
         f: (np.concatenate([p[f] for p in parts]) if parts else np.empty(0, object))
         for f in spec.__struct_fields__
     }
+
+
+def _pick(items: list[Any], rows: np.ndarray) -> list[Any]:
+    """``[items[k] for k in rows]`` at C speed."""
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(items)) if len(rows) else []
+
+
+_ID_TEXT: dict[str, int] = {}
+
+
+def _ids(ids: list[Any]) -> np.ndarray:
+    """Flow ids as int64: integer ids as they are (the usual case, one numpy call); other
+    ids (strings like "0x1f") get stable negative codes so equal ids stay equal."""
+    arr = np.array(ids)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64)
+    out = np.empty(len(ids), np.int64)
+    for k, v in enumerate(ids):
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62:
+            out[k] = v
+        else:
+            out[k] = -1 - _ID_TEXT.setdefault(columns.strings([v])[0], len(_ID_TEXT))
+    return out
 
 
 def _index_in_message(msg: str) -> int | None:

@@ -33,51 +33,51 @@ def empty_flows() -> pd.DataFrame:
 
 
 def build_flows(
-    ph: np.ndarray,
-    cats: Sequence[str],
-    ids: Sequence[str],
-    bps: Sequence[str],
-    track: np.ndarray,
-    ts: np.ndarray,
-    slices: pd.DataFrame,
-    ends: np.ndarray,
+    is_start: np.ndarray, is_end: np.ndarray, cat_code: np.ndarray, cat_values: Sequence[str],
+    ids: np.ndarray, bp_e: np.ndarray, track: np.ndarray, ts: np.ndarray,
+    slices: pd.DataFrame, ends: np.ndarray,
 ) -> pd.DataFrame:
-    """The flows table: explicit flows from the file plus launches from correlation ids."""
+    """The flows table: explicit flows from the file plus launches from correlation ids.
+
+    Flow events are ``s`` (start), ``t`` (step) and ``f`` (end); a flow is the events that
+    share a (category, id). Each start pairs with every later event of its flow.
+    """
     s_track = slices["track"].to_numpy()
     s_ts = slices["ts"].to_numpy()
     parent = slices["parent"].to_numpy()
     parts = []
-    if len(ph):
-        bp_e = np.array([b == "e" for b in bps], bool)
-        is_end = ph == "f"
-        bound = np.full(len(ph), -1, np.int64)
+    if len(ids):
+        bound = np.full(len(ids), -1, np.int64)
         ok = track >= 0
         enc_q = ok & (~is_end | bp_e)
         bound[enc_q] = enclosing(s_track, s_ts, ends, parent, track[enc_q], ts[enc_q])
         aft_q = ok & is_end & ~bp_e
         bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
-        df = pd.DataFrame({"cat": list(cats), "id": list(ids), "ph": ph, "slice": bound})
-        df = df[df["slice"] >= 0]
-        src = df[df["ph"] == "s"].drop_duplicates(["cat", "id"])
-        dst = df[df["ph"] != "s"]
-        pairs = src.merge(dst, on=["cat", "id"], suffixes=("_s", "_d"))
-        pairs = pairs[pairs["slice_s"] != pairs["slice_d"]]
-        if len(pairs):
-            cat = pairs["cat"].str.lower()
-            ftype = np.where(
-                cat.isin(_LAUNCH_CATS), "launch", np.where(cat == "fwdbwd", "fwdbwd", "other")
-            )
-            fid = pd.to_numeric(pairs["id"], errors="coerce").fillna(-1).astype(np.int64)
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "src": pairs["slice_s"].to_numpy(np.int64),
-                        "dst": pairs["slice_d"].to_numpy(np.int64),
-                        "type": ftype,
-                        "flow_id": fid.to_numpy(),
-                    }
-                )
-            )
+        # One integer key per (category, id).
+        key = pd.factorize(pd.MultiIndex.from_arrays([cat_code, ids]))[0]
+        has = bound >= 0
+        src_rows = np.flatnonzero(has & is_start)
+        # The first start of each flow.
+        first_key, first_at = np.unique(key[src_rows], return_index=True)
+        src_rows = src_rows[first_at]
+        dst_rows = np.flatnonzero(has & ~is_start)
+        pos = np.searchsorted(first_key, key[dst_rows])
+        pos_ok = pos < len(first_key)
+        matched = np.zeros(len(dst_rows), bool)
+        matched[pos_ok] = first_key[pos[pos_ok]] == key[dst_rows[pos_ok]]
+        dst_rows = dst_rows[matched]
+        src_of = src_rows[pos[matched]]
+        src_slice, dst_slice = bound[src_of], bound[dst_rows]
+        keep = src_slice != dst_slice
+        if keep.any():
+            cats = np.array([str(c).lower() for c in cat_values] + [""], dtype=object)
+            cat_text = cats[cat_code[src_of[keep]]]
+            launch = np.isin(cat_text, list(_LAUNCH_CATS))
+            ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
+            parts.append(pd.DataFrame({
+                "src": src_slice[keep], "dst": dst_slice[keep], "type": ftype,
+                "flow_id": ids[src_of[keep]],
+            }))
     parts.append(_launches_from_correlation(slices))
     flows = pd.concat(parts, ignore_index=True) if parts else empty_flows()
     flows = flows.drop_duplicates(["src", "dst"], keep="first")
@@ -99,7 +99,9 @@ def _launches_from_correlation(slices: pd.DataFrame) -> pd.DataFrame:
     device = np.flatnonzero(
         has & np.asarray(kind.isin(dev_kinds)) & (slices["device"].to_numpy() >= 0)
     )
-    device = np.setdiff1d(device, host)
+    is_host = np.zeros(len(corr), bool)
+    is_host[host] = True
+    device = device[~is_host[device]]
     if len(host) == 0 or len(device) == 0:
         return empty_flows()
     h = pd.DataFrame({"c": corr[host], "src": host})
