@@ -46,6 +46,23 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"{}")
 
 
+class TypedEvent(msgspec.Struct, gc=False):
+    """:class:`Event` with numeric times: the fast path for well-formed chunks (a missing
+    ``ts`` is NaN and reported as missing; a missing ``dur`` is 0)."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: float = float("nan")
+    dur: float = 0.0
+    id: Any = None
+    bp: Any = None
+    s: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
 class SliceArgs(msgspec.Struct, gc=False):
     """The args of slices that become columns; the rest stay in the raw args."""
 
@@ -72,6 +89,7 @@ class MemoryArgs(msgspec.Struct, gc=False):
 
 
 _EVENTS = msgspec.json.Decoder(list[Event])
+_EVENTS_TYPED = msgspec.json.Decoder(list[TypedEvent])
 _SLICE_ARGS = msgspec.json.Decoder(list[SliceArgs])
 _MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
 _ANY = msgspec.json.Decoder()
@@ -187,7 +205,12 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
     for start in range(0, len(raws), CHUNK):
         chunk = raws[start : start + CHUNK]
         try:
-            evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+            joined = b"[" + b",".join(chunk) + b"]"
+            try:
+                evs, typed = _EVENTS_TYPED.decode(joined), True
+            except msgspec.ValidationError:
+                evs, typed = _EVENTS.decode(joined), False  # odd types somewhere: the general path
+            del joined
         except msgspec.ValidationError as exc:
             k = _index_in_message(str(exc))
             where = f"event {start + k}" if k is not None else "an event"
@@ -206,12 +229,16 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         def where(k: int, _s: int = start) -> str:
             return f"event {_s + k}"
 
-        parts["ts"].append(columns.floats(list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where))
-        durs = list(map(attrgetter("dur"), evs))
-        missing = np.equal(np.array(durs, dtype=object), None)
-        parts["dur_missing"].append(missing)
-        parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
-        del durs
+        if typed:
+            n = len(evs)
+            parts["ts"].append(np.fromiter(map(attrgetter("ts"), evs), np.float64, n))
+            parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
+            parts["dur_missing"].append(np.zeros(n, bool))  # absent durations decoded as 0
+        else:
+            parts["ts"].append(columns.floats(list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where))
+            durs = list(map(attrgetter("dur"), evs))
+            parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), None))
+            parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
         # Slices' args.
         rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
         if len(rows):
@@ -279,8 +306,35 @@ _ARG_WHAT = {
 }
 
 
+class SliceArgsInts(msgspec.Struct, gc=False):
+    """:class:`SliceArgs` typed as plain integers: the fast path, valid for nearly every
+    trace. A chunk where any of these is a string, a float or out of range takes the
+    general path, which coerces what it can and names the event it cannot."""
+
+    external_id: int = msgspec.field(default=-1, name="External id")
+    external_id_old: int = msgspec.field(default=-1, name="external id")
+    correlation: int = -1
+    stream: int = -1
+    device: int = -1
+    bytes: int = -1
+    Bytes: int = -1
+    seq: int = msgspec.field(default=-1, name="Sequence number")
+    call_stack: Any = msgspec.field(default=None, name="Call stack")
+
+
+_SLICE_ARGS_INTS = msgspec.json.Decoder(list[SliceArgsInts])
+
+
 def _slice_arg_columns(path: object, raws: list[Any], rows: np.ndarray, ev: EventColumns) -> dict[str, np.ndarray]:
     """The chunk's slice args as int64 columns now, so no Python int outlives the chunk."""
+    n = len(raws)
+    try:
+        parsed = _SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
+        out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
+        out["has_call_stack"] = np.not_equal(np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), None)
+        return out
+    except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
+        pass
     cols = _struct_columns(_SLICE_ARGS, SliceArgs, raws)
     out = {
         f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=lambda k, f=f: ev.where(int(rows[k])))
