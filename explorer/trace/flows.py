@@ -54,7 +54,8 @@ def build_flows(
         aft_q = ok & is_end & ~bp_e
         bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
         # One integer key per (category, id).
-        key = pd.factorize(pd.MultiIndex.from_arrays([cat_code, ids]))[0]
+        id_code, id_uniq = pd.factorize(ids)
+        key = cat_code.astype(np.int64) * max(len(id_uniq), 1) + id_code
         has = bound >= 0
         src_rows = np.flatnonzero(has & is_start)
         # The first start of each flow.
