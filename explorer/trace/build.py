@@ -153,7 +153,7 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
         "copy_kind": pd.Categorical(copy_kind),
         "src_mem": pd.Categorical(src_mem),
         "dst_mem": pd.Categorical(dst_mem),
-    })[SLICE_COLUMNS]
+    }, copy=False)[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     if progress:
         progress(0.75, "linking flows")
     ends = s_ts + s_dur
