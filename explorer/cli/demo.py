@@ -8,13 +8,13 @@ to look at it, prints the report, and opens the viewer when there is a display.
 from __future__ import annotations
 
 import argparse
-import os
 import runpy
 import shutil
 import sys
 from pathlib import Path
 
 from explorer.errors import ExplorerError
+from explorer.ui.app import has_display  # no Qt import: only the environment is read
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,15 +31,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--device", default="auto", help="cpu, cuda, xpu, ... (default: best available)")
     p.add_argument("--no-view", action="store_true", help="do not open the viewer")
     return p
-
-
-def can_show_window() -> bool:
-    """A display exists and Qt is not told to render offscreen."""
-    if os.environ.get("QT_QPA_PLATFORM", "").lower() in ("offscreen", "minimal"):
-        return False
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             status = 1
-    if not args.no_view and can_show_window():
+    if not args.no_view and has_display():
         from explorer.ui.app import main as view
 
         return int(view(str(trace_path)) or status)

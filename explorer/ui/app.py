@@ -21,7 +21,7 @@ _APP: Any = None
 
 def has_display() -> bool:
     """Whether a window can be shown (an X or Wayland display, or a non-Linux desktop)."""
-    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+    if os.environ.get("QT_QPA_PLATFORM", "").lower() in ("offscreen", "minimal"):
         return False
     if sys.platform.startswith("linux"):
         return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

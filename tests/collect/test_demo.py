@@ -48,16 +48,16 @@ def test_demo_rejects_zero_steps(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_demo_never_opens_a_window_offscreen(monkeypatch: pytest.MonkeyPatch) -> None:
-    from explorer.cli.demo import can_show_window
+    from explorer.ui.app import has_display
 
     monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
-    assert not can_show_window()
+    assert not has_display()
     monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
-    assert can_show_window()
+    assert has_display()
     monkeypatch.delenv("DISPLAY")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    assert can_show_window() == (os.sys.platform in ("darwin", "win32"))
+    assert has_display() == (os.sys.platform in ("darwin", "win32"))
 
 
 def test_demo_on_a_device_this_machine_lacks_is_a_clear_error(
