@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
 
 def load(
-    path: str | PathLike[str], *, use_cache: bool = True, progress: Any = None,
+    path: str | PathLike[str],
+    *,
+    use_cache: bool = True,
+    progress: Any = None,
     execution_trace: str | PathLike[str] | None = None,
 ) -> Trace:
     """Read a trace file or directory into a :class:`Trace`.
@@ -64,4 +67,13 @@ def annotate(name: str) -> Any:
     return _annotate(name)
 
 
-__all__ = ["ExplorerError", "Trace", "TraceError", "annotate", "collect", "diff", "load", "load_ranks"]
+__all__ = [
+    "ExplorerError",
+    "Trace",
+    "TraceError",
+    "annotate",
+    "collect",
+    "diff",
+    "load",
+    "load_ranks",
+]

@@ -22,7 +22,8 @@ def shared_trace_files() -> list[Path]:
     if not SHARED_TRACES.is_dir():
         return []
     return sorted(
-        p for p in SHARED_TRACES.iterdir()
+        p
+        for p in SHARED_TRACES.iterdir()
         if p.name.endswith((".json", ".json.gz")) and not p.name.endswith("_et.json.gz")
     )
 

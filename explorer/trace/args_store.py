@@ -25,8 +25,12 @@ class ArgsStore:
     """
 
     def __init__(
-        self, *, blob: bytes | None = None, offsets: np.ndarray | None = None,
-        index: np.ndarray | None = None, blob_path: Path | None = None,
+        self,
+        *,
+        blob: bytes | None = None,
+        offsets: np.ndarray | None = None,
+        index: np.ndarray | None = None,
+        blob_path: Path | None = None,
     ) -> None:
         self._blob = blob
         self._offsets = offsets
@@ -72,5 +76,8 @@ class ArgsStore:
         self._load()
         blob_path.write_bytes(self._blob or b"")
         with open(blob_path.with_suffix(".npz"), "wb") as f:
-            np.savez(f, offsets=self._offsets if self._offsets is not None else np.zeros(1, np.int64),
-                     index=self._index if self._index is not None else np.zeros(0, np.int64))
+            np.savez(
+                f,
+                offsets=self._offsets if self._offsets is not None else np.zeros(1, np.int64),
+                index=self._index if self._index is not None else np.zeros(0, np.int64),
+            )

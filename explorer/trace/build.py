@@ -73,7 +73,9 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     missing = needs_ts & np.isnan(ts_us)
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
-        raise TraceError(path, f"{ev.where(i)} has no timestamp ('ts')", "the file is damaged; re-capture it")
+        raise TraceError(
+            path, f"{ev.where(i)} has no timestamp ('ts')", "the file is damaged; re-capture it"
+        )
     timed = needs_ts
     t0_us = float(np.floor(ts_us[timed].min())) if timed.any() else 0.0
     rel_ns = np.rint((ts_us - t0_us) * 1000.0)
@@ -84,18 +86,27 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     dur_us = np.where(ev.dur_missing[x_idx], 0.0, ev.dur[x_idx])  # absent: zero-length
     bad = np.flatnonzero(np.isnan(dur_us))
     if len(bad):
-        raise TraceError(path, f"{ev.where(int(x_idx[bad[0]]))} has a NaN duration", "the file is damaged; re-capture it")
+        raise TraceError(
+            path,
+            f"{ev.where(int(x_idx[bad[0]]))} has a NaN duration",
+            "the file is damaged; re-capture it",
+        )
     bad = np.flatnonzero(dur_us < 0)
     if len(bad):
         k = int(bad[0])
-        raise TraceError(path, f"{ev.where(int(x_idx[k]))} has a negative duration ({dur_us[k]} µs)",
-                         "the file is damaged; re-capture it")
+        raise TraceError(
+            path,
+            f"{ev.where(int(x_idx[k]))} has a negative duration ({dur_us[k]} µs)",
+            "the file is damaged; re-capture it",
+        )
     s_idx = x_idx
     s_ts = rel_ns[x_idx]
     s_dur = np.rint(dur_us * 1000.0)
     be_idx = np.flatnonzero(is_b | is_e)
     if len(be_idx):
-        end_of_trace = max(float(rel_ns[timed].max()), float((s_ts + s_dur).max()) if len(s_ts) else 0.0)
+        end_of_trace = max(
+            float(rel_ns[timed].max()), float((s_ts + s_dur).max()) if len(s_ts) else 0.0
+        )
         b_rows, b_ts, b_dur, n_open, n_orphan = _pair_begin_end(
             be_idx, is_b[be_idx], keys.event_track(be_idx), rel_ns[be_idx], end_of_trace
         )
@@ -103,7 +114,9 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
         s_ts = np.concatenate([s_ts, b_ts])
         s_dur = np.concatenate([s_dur, b_dur])
         if n_open:
-            warnings.append(f"{n_open} 'B' events had no matching 'E': closed at the end of the trace")
+            warnings.append(
+                f"{n_open} 'B' events had no matching 'E': closed at the end of the trace"
+            )
         if n_orphan:
             warnings.append(f"{n_orphan} 'E' events had no matching 'B' and were ignored")
     if progress:
@@ -121,7 +134,9 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     device, stream = ev.slice_args["device"][s_args], ev.slice_args["stream"][s_args]
 
     # -- tracks, then the final slice order: (track, ts, -dur, file order) -----------------------
-    tracks, slice_track = build_tracks(keys, s_idx, cat_cat, device, stream, np.flatnonzero(is_i), ev, meta)
+    tracks, slice_track = build_tracks(
+        keys, s_idx, cat_cat, device, stream, np.flatnonzero(is_i), ev, meta
+    )
     order = np.lexsort((s_idx, -s_dur, s_ts, slice_track))
     s_idx, s_ts, s_dur, slice_track = s_idx[order], s_ts[order], s_dur[order], slice_track[order]
     name_cat, cat_cat, kind = name_cat[order], cat_cat[order], kind[order]
@@ -135,25 +150,28 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     ext, ext_old = known["external_id"], known["external_id_old"]
     nbytes, nbytes2 = known["bytes"], known["Bytes"]
     copy_kind, src_mem, dst_mem = parse_copy_names(name_cat)
-    slices = pd.DataFrame({
-        "ts": s_ts,
-        "dur": s_dur,
-        "name": name_cat,
-        "cat": cat_cat,
-        "kind": pd.Categorical(kind, categories=list(KINDS)),
-        "track": slice_track.astype(np.int32),
-        "depth": depth,
-        "parent": parent,
-        "correlation": known["correlation"],
-        "external_id": np.where(ext >= 0, ext, ext_old),
-        "stream": stream,
-        "device": device,
-        "bytes": np.where(nbytes >= 0, nbytes, nbytes2),
-        "seq": known["seq"],
-        "copy_kind": pd.Categorical(copy_kind),
-        "src_mem": pd.Categorical(src_mem),
-        "dst_mem": pd.Categorical(dst_mem),
-    }, copy=False)[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
+    slices = pd.DataFrame(
+        {
+            "ts": s_ts,
+            "dur": s_dur,
+            "name": name_cat,
+            "cat": cat_cat,
+            "kind": pd.Categorical(kind, categories=list(KINDS)),
+            "track": slice_track.astype(np.int32),
+            "depth": depth,
+            "parent": parent,
+            "correlation": known["correlation"],
+            "external_id": np.where(ext >= 0, ext, ext_old),
+            "stream": stream,
+            "device": device,
+            "bytes": np.where(nbytes >= 0, nbytes, nbytes2),
+            "seq": known["seq"],
+            "copy_kind": pd.Categorical(copy_kind),
+            "src_mem": pd.Categorical(src_mem),
+            "dst_mem": pd.Categorical(dst_mem),
+        },
+        copy=False,
+    )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     if progress:
         progress(0.75, "linking flows")
     ends = s_ts + s_dur
@@ -161,25 +179,37 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     # -- flows ----------------------------------------------------------------------------------
     f_idx = ev.flow_rows
     flows = build_flows(
-        ph[f_idx] == PH_S, ph[f_idx] == PH_F, ev.cat[f_idx], ev.cats.values, ev.flow_id, ev.flow_bp,
-        keys.track_of_events(f_idx), rel_ns[f_idx].astype(np.int64), slices, ends,
+        ph[f_idx] == PH_S,
+        ph[f_idx] == PH_F,
+        ev.cat[f_idx],
+        ev.cats.values,
+        ev.flow_id,
+        ev.flow_bp,
+        keys.track_of_events(f_idx),
+        rel_ns[f_idx].astype(np.int64),
+        slices,
+        ends,
     )
 
     # -- instants, memory, counters ----------------------------------------------------------
     inst_idx = ev.instant_rows
-    instants = pd.DataFrame({
-        "ts": rel_ns[inst_idx].astype(np.int64),
-        "name": _categorical(ev.name[inst_idx], ev.names.values),
-        "cat": _categorical(ev.cat[inst_idx], ev.cats.values),
-        "track": keys.track_of_events(inst_idx).astype(np.int32),
-        "scope": pd.Categorical(ev.instant_scope),
-    })
+    instants = pd.DataFrame(
+        {
+            "ts": rel_ns[inst_idx].astype(np.int64),
+            "name": _categorical(ev.name[inst_idx], ev.names.values),
+            "cat": _categorical(ev.cat[inst_idx], ev.cats.values),
+            "track": keys.track_of_events(inst_idx).astype(np.int32),
+            "scope": pd.Categorical(ev.instant_scope),
+        }
+    )
     memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
     counters, tracks = _counters(ev, rel_ns, keys, tracks)
 
     # -- metadata -----------------------------------------------------------------------------
     base_ns = meta.get("baseTimeNanoseconds")
-    base_ns = int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
+    base_ns = (
+        int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
+    )
     meta["start_ns"] = base_ns + int(t0_us) * 1000  # t0_us is whole µs: exact in Python ints
     meta["end_ns"] = meta["start_ns"] + (int(ends.max()) if len(ends) else 0)
     dist = meta.get("distributedInfo") or {}
@@ -190,15 +220,26 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     meta["synthetic"] = bool(meta.get("synthetic", False))
     meta["warnings"] = warnings
     meta["source"] = str(path)
-    meta.setdefault("format", "kineto" if "schemaVersion" in meta or "deviceProperties" in meta else "chrome")
+    meta.setdefault(
+        "format", "kineto" if "schemaVersion" in meta or "deviceProperties" in meta else "chrome"
+    )
     meta["event_counts"] = {
-        "duration": int(len(slices)), "flow": int(len(f_idx)), "instant": int(is_i.sum()),
-        "counter": int(is_c.sum()), "metadata": int(is_m.sum()),
+        "duration": int(len(slices)),
+        "flow": int(len(f_idx)),
+        "instant": int(is_i.sum()),
+        "counter": int(is_c.sum()),
+        "metadata": int(is_m.sum()),
     }
     store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
     return cls(
-        slices=slices, tracks=tracks, flows=flows, counters=counters, instants=instants,
-        memory=memory, metadata=meta, args_store=store,
+        slices=slices,
+        tracks=tracks,
+        flows=flows,
+        counters=counters,
+        instants=instants,
+        memory=memory,
+        metadata=meta,
+        args_store=store,
     )
 
 
@@ -239,9 +280,13 @@ def _pair_begin_end(
     return b_rows, b_ts, np.maximum(b_end - b_ts, 0), int(open_b.sum()), n_orphan
 
 
-
 def _memory_table(
-    ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, slices: pd.DataFrame, ends: np.ndarray, path: object,
+    ev: EventColumns,
+    rel_ns: np.ndarray,
+    keys: TrackKeys,
+    slices: pd.DataFrame,
+    ends: np.ndarray,
+    path: object,
 ) -> pd.DataFrame:
     rows = ev.memory_rows
     known = ev.memory_args
@@ -251,26 +296,47 @@ def _memory_table(
 
     trk = keys.track_of_events(rows)
     ts = rel_ns[rows].astype(np.int64)
-    enc = enclosing(slices["track"].to_numpy(), slices["ts"].to_numpy(), ends,
-                    slices["parent"].to_numpy(), trk, ts)
-    return pd.DataFrame({
-        "ts": ts,
-        "device_type": columns.ints(known["device_type"], path=path, what="a Device Type", where=w),
-        "device": columns.ints(known["device_id"], path=path, what="a Device Id", where=w),
-        "addr": columns.ints(known["addr"], path=path, what="an Addr", where=w),
-        "bytes": columns.ints(known["Bytes"], path=path, what="Bytes", where=w),
-        "total_allocated": columns.ints(known["total_allocated"], path=path, what="Total Allocated", where=w),
-        "total_reserved": columns.ints(known["total_reserved"], path=path, what="Total Reserved", where=w),
-        "track": trk.astype(np.int32),
-        "slice": enc,
-    })
+    enc = enclosing(
+        slices["track"].to_numpy(),
+        slices["ts"].to_numpy(),
+        ends,
+        slices["parent"].to_numpy(),
+        trk,
+        ts,
+    )
+    return pd.DataFrame(
+        {
+            "ts": ts,
+            "device_type": columns.ints(
+                known["device_type"], path=path, what="a Device Type", where=w
+            ),
+            "device": columns.ints(known["device_id"], path=path, what="a Device Id", where=w),
+            "addr": columns.ints(known["addr"], path=path, what="an Addr", where=w),
+            "bytes": columns.ints(known["Bytes"], path=path, what="Bytes", where=w),
+            "total_allocated": columns.ints(
+                known["total_allocated"], path=path, what="Total Allocated", where=w
+            ),
+            "total_reserved": columns.ints(
+                known["total_reserved"], path=path, what="Total Reserved", where=w
+            ),
+            "track": trk.astype(np.int32),
+            "slice": enc,
+        }
+    )
 
 
-def _counters(ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, tracks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _counters(
+    ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, tracks: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Counter events (``ph: C``): one counter track per (process, name, series)."""
     if not ev.counter_args:
-        return pd.DataFrame({"track": np.empty(0, np.int32), "ts": np.empty(0, np.int64),
-                             "value": np.empty(0, np.float64)}), tracks
+        return pd.DataFrame(
+            {
+                "track": np.empty(0, np.int32),
+                "ts": np.empty(0, np.int64),
+                "value": np.empty(0, np.float64),
+            }
+        ), tracks
     rows_key, rows_ts, rows_val = [], [], []
     for i, args in ev.counter_args:
         pid = columns.strings([ev.pids.values[ev.pid[i]]])[0]
@@ -286,25 +352,31 @@ def _counters(ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, tracks: pd.
     base_id = len(tracks)
     base_order = int(tracks["order"].max()) + 1 if len(tracks) else 0
     rank = int(tracks["rank"].iloc[0]) if len(tracks) else -1
-    new = pd.DataFrame({
-        "id": np.arange(base_id, base_id + len(uniq), dtype=np.int32),
-        "pid": [p for p, _ in uniq],
-        "tid": [lab for _, lab in uniq],
-        "process": [proc_label.get(p, p) for p, _ in uniq],
-        "thread": [lab for _, lab in uniq],
-        "label": [lab for _, lab in uniq],
-        "type": "counter",
-        "device": np.full(len(uniq), -1, np.int64),
-        "stream": np.full(len(uniq), -1, np.int64),
-        "rank": np.full(len(uniq), rank, np.int64),
-        "order": np.arange(base_order, base_order + len(uniq), dtype=np.int64),
-    })
+    new = pd.DataFrame(
+        {
+            "id": np.arange(base_id, base_id + len(uniq), dtype=np.int32),
+            "pid": [p for p, _ in uniq],
+            "tid": [lab for _, lab in uniq],
+            "process": [proc_label.get(p, p) for p, _ in uniq],
+            "thread": [lab for _, lab in uniq],
+            "label": [lab for _, lab in uniq],
+            "type": "counter",
+            "device": np.full(len(uniq), -1, np.int64),
+            "stream": np.full(len(uniq), -1, np.int64),
+            "rank": np.full(len(uniq), rank, np.int64),
+            "order": np.arange(base_order, base_order + len(uniq), dtype=np.int64),
+        }
+    )
     tracks = pd.concat([tracks, new], ignore_index=True)
-    tracks["type"] = pd.Categorical(tracks["type"].astype(str), categories=["host_thread", "device_stream", "counter", "other"])
+    tracks["type"] = pd.Categorical(
+        tracks["type"].astype(str), categories=["host_thread", "device_stream", "counter", "other"]
+    )
     ids = {k: base_id + j for j, k in enumerate(uniq)}
-    counters = pd.DataFrame({
-        "track": np.array([ids[k] for k in rows_key], np.int32),
-        "ts": np.asarray(rows_ts, np.int64),
-        "value": np.asarray(rows_val, np.float64),
-    }).sort_values(["track", "ts"], kind="stable", ignore_index=True)
+    counters = pd.DataFrame(
+        {
+            "track": np.array([ids[k] for k in rows_key], np.int32),
+            "ts": np.asarray(rows_ts, np.int64),
+            "value": np.asarray(rows_val, np.float64),
+        }
+    ).sort_values(["track", "ts"], kind="stable", ignore_index=True)
     return counters, tracks

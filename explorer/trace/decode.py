@@ -85,7 +85,6 @@ def repair_unescaped_strings(raw: bytes) -> bytes:
     return _STRING_FIELD.sub(_escape_field, raw)
 
 
-
 def decode(path: Path, data: bytes) -> Decoded:
     """Split a trace document (object with ``traceEvents``, or a bare event array) into its
     event array and metadata."""
@@ -93,7 +92,8 @@ def decode(path: Path, data: bytes) -> Decoded:
     if head not in (b"{", b"["):
         what = "empty" if not data.strip() else "not JSON"
         raise TraceError(
-            path, f"this file is {what}, not a trace",
+            path,
+            f"this file is {what}, not a trace",
             "give a Kineto/Chrome trace (.json or .json.gz) written by torch.profiler or explorer.collect",
         )
     if head == b"[":
@@ -108,15 +108,20 @@ def decode(path: Path, data: bytes) -> Decoded:
         repaired = repair_unescaped_strings(data)
         if repaired != data:
             doc = decode(path, repaired)
-            doc.warnings.append("some event names had unescaped quotes (a known Kineto bug) and were repaired")
+            doc.warnings.append(
+                "some event names had unescaped quotes (a known Kineto bug) and were repaired"
+            )
             return doc
-        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+        ) from None
     if "traceEvents" not in top:
         if "nodes" in top and "schema" in top:
             return Decoded([], {}, [], execution_trace={})
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceError(
-            path, f"no 'traceEvents' in this JSON (top-level keys: {keys})",
+            path,
+            f"no 'traceEvents' in this JSON (top-level keys: {keys})",
             "this is not a Kineto/Chrome trace; give the .pt.trace.json written by torch.profiler",
         )
     metadata: dict[str, Any] = {}
@@ -131,14 +136,18 @@ def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, An
     try:
         return Decoded(_EVENT_ARRAY.decode(events), metadata)
     except msgspec.ValidationError:
-        raise TraceError(path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
+        ) from None
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
             raws = _recover_events(bytes(events))
             return Decoded(raws, metadata, [_truncation_warning(len(raws))])
         if b"NaN" in bytes(events) or b"Infinity" in bytes(events):
             return _decode_generic(path, bytes(events), metadata)
-        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+        ) from None
 
 
 def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = None) -> Decoded:
@@ -147,14 +156,18 @@ def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = N
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise TraceError(path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it") from None
+        raise TraceError(
+            path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
+        ) from None
     if isinstance(doc, dict):
         events = doc.pop("traceEvents", None)
         metadata = doc
     else:
         events = doc
     if not isinstance(events, list):
-        raise TraceError(path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace")
+        raise TraceError(
+            path, "no 'traceEvents' list in this JSON", "this is not a Kineto/Chrome trace"
+        )
     for i, e in enumerate(events):
         if not isinstance(e, dict):
             continue
@@ -163,7 +176,8 @@ def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = N
             if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
                 name = e.get("name")
                 raise TraceError(
-                    path, f"event {i}" + (f" ({name!r})" if name else "") + f" has a NaN {what}",
+                    path,
+                    f"event {i}" + (f" ({name!r})" if name else "") + f" has a NaN {what}",
                     "the file is damaged; re-capture it",
                 )
     return Decoded(_EVENT_ARRAY.decode(msgspec.json.encode(events)), metadata or {})

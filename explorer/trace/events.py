@@ -23,7 +23,21 @@ from explorer.trace import columns
 CHUNK = 25_000
 
 #: ``ph`` values the model knows, as small integer codes.
-PH = {"X": 0, "B": 1, "E": 2, "i": 3, "I": 3, "C": 4, "s": 5, "t": 6, "f": 7, "M": 8, "b": 9, "e": 10, "n": 11}
+PH = {
+    "X": 0,
+    "B": 1,
+    "E": 2,
+    "i": 3,
+    "I": 3,
+    "C": 4,
+    "s": 5,
+    "t": 6,
+    "f": 7,
+    "M": 8,
+    "b": 9,
+    "e": 10,
+    "n": 11,
+}
 PH_X, PH_B, PH_E, PH_I, PH_C, PH_S, PH_T, PH_F, PH_M = 0, 1, 2, 3, 4, 5, 6, 7, 8
 PH_ASYNC = (9, 10, 11)
 PH_OTHER = 12
@@ -177,7 +191,9 @@ def _dict(raw: msgspec.Raw) -> dict[str, Any]:
     return a if isinstance(a, dict) else {}
 
 
-def _struct_columns(decoder: msgspec.json.Decoder, spec: type, raws: list[Any]) -> dict[str, np.ndarray]:
+def _struct_columns(
+    decoder: msgspec.json.Decoder, spec: type, raws: list[Any]
+) -> dict[str, np.ndarray]:
     fields = spec.__struct_fields__
     if not raws:
         return {f: np.empty(0, object) for f in fields}
@@ -196,8 +212,23 @@ def _struct_columns(decoder: msgspec.json.Decoder, spec: type, raws: list[Any]) 
 def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) -> EventColumns:
     """Columns of every event, from each event's raw JSON."""
     out = EventColumns(n=len(raws))
-    parts: dict[str, list[Any]] = {k: [] for k in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "dur_missing",
-                                                   "args_rows", "flow_rows", "instant_rows", "memory_rows")}
+    parts: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "ph",
+            "name",
+            "cat",
+            "pid",
+            "tid",
+            "ts",
+            "dur",
+            "dur_missing",
+            "args_rows",
+            "flow_rows",
+            "instant_rows",
+            "memory_rows",
+        )
+    }
     blob = bytearray()  # grown in place: joining pieces at the end would hold the args twice
     lengths: list[np.ndarray] = []
     slice_cols: list[dict[str, np.ndarray]] = []
@@ -214,11 +245,15 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         except msgspec.ValidationError as exc:
             k = _index_in_message(str(exc))
             where = f"event {start + k}" if k is not None else "an event"
-            raise TraceError(path, f"{where} is not an object", "the file is damaged or is not a trace") from None
+            raise TraceError(
+                path, f"{where} is not an object", "the file is damaged or is not a trace"
+            ) from None
         del chunk
         ph_codes, ph_uniq = pd.factorize(np.array(list(map(attrgetter("ph"), evs)), dtype=object))
-        ph_table = np.array([PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq]
-                            + [PH_OTHER], np.int8)
+        ph_table = np.array(
+            [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
+            np.int8,
+        )
         ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
         parts["ph"].append(ph)
         parts["name"].append(out.names.codes(list(map(attrgetter("name"), evs))))
@@ -235,7 +270,11 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
             parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
             parts["dur_missing"].append(np.zeros(n, bool))  # absent durations decoded as 0
         else:
-            parts["ts"].append(columns.floats(list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where))
+            parts["ts"].append(
+                columns.floats(
+                    list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
+                )
+            )
             durs = list(map(attrgetter("dur"), evs))
             parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), None))
             parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
@@ -252,7 +291,9 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         if len(rows):
             fe = _pick(evs, rows)
             out.flow_id.append(_ids(list(map(attrgetter("id"), fe))))
-            out.flow_bp.append(np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e"))
+            out.flow_bp.append(
+                np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
+            )
             parts["flow_rows"].append(rows + start)
         # Instants, [memory] among them.
         rows = np.flatnonzero(ph == PH_I)
@@ -264,14 +305,18 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
             parts["instant_rows"].append(inst + start)
             mem = rows[is_mem]
             if len(mem):
-                mem_cols.append(_struct_columns(_MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()]))
+                mem_cols.append(
+                    _struct_columns(_MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()])
+                )
                 parts["memory_rows"].append(mem + start)
         for k in np.flatnonzero(ph == PH_C).tolist():
             out.counter_args.append((start + k, _dict(evs[k].args)))
         for k in np.flatnonzero(ph == PH_M).tolist():
             out.meta_args.append((start + k, _dict(evs[k].args)))
         del evs
-        raws[start : start + CHUNK] = [None] * len(raws[start : start + CHUNK])  # free the views as we go
+        raws[start : start + CHUNK] = [None] * len(
+            raws[start : start + CHUNK]
+        )  # free the views as we go
         if progress:
             progress(0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(raws), 1)), "decoding events")
 
@@ -280,7 +325,11 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
 
     out.ph, out.name, out.cat = cat("ph", np.int8), cat("name", np.int32), cat("cat", np.int32)
     out.pid, out.tid = cat("pid", np.int32), cat("tid", np.int32)
-    out.ts, out.dur, out.dur_missing = cat("ts", np.float64), cat("dur", np.float64), cat("dur_missing", bool)
+    out.ts, out.dur, out.dur_missing = (
+        cat("ts", np.float64),
+        cat("dur", np.float64),
+        cat("dur_missing", bool),
+    )
     out.args_rows, out.flow_rows = cat("args_rows", np.int64), cat("flow_rows", np.int64)
     out.instant_rows, out.memory_rows = cat("instant_rows", np.int64), cat("memory_rows", np.int64)
     out.args_blob = blob
@@ -298,10 +347,24 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
 
 
 #: Slice args that become int64 columns (-1 when absent), with how messages name them.
-SLICE_INT_ARGS = ("external_id", "external_id_old", "correlation", "stream", "device", "bytes", "Bytes", "seq")
+SLICE_INT_ARGS = (
+    "external_id",
+    "external_id_old",
+    "correlation",
+    "stream",
+    "device",
+    "bytes",
+    "Bytes",
+    "seq",
+)
 _ARG_WHAT = {
-    "external_id": "an External id", "external_id_old": "an external id", "correlation": "a correlation id",
-    "stream": "a stream", "device": "a device", "bytes": "a byte count", "Bytes": "a byte count",
+    "external_id": "an External id",
+    "external_id_old": "an external id",
+    "correlation": "a correlation id",
+    "stream": "a stream",
+    "device": "a device",
+    "bytes": "a byte count",
+    "Bytes": "a byte count",
     "seq": "a sequence number",
 }
 
@@ -325,19 +388,25 @@ class SliceArgsInts(msgspec.Struct, gc=False):
 _SLICE_ARGS_INTS = msgspec.json.Decoder(list[SliceArgsInts])
 
 
-def _slice_arg_columns(path: object, raws: list[Any], rows: np.ndarray, ev: EventColumns) -> dict[str, np.ndarray]:
+def _slice_arg_columns(
+    path: object, raws: list[Any], rows: np.ndarray, ev: EventColumns
+) -> dict[str, np.ndarray]:
     """The chunk's slice args as int64 columns now, so no Python int outlives the chunk."""
     n = len(raws)
     try:
         parsed = _SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
         out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
-        out["has_call_stack"] = np.not_equal(np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), None)
+        out["has_call_stack"] = np.not_equal(
+            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), None
+        )
         return out
     except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
         pass
     cols = _struct_columns(_SLICE_ARGS, SliceArgs, raws)
     out = {
-        f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=lambda k, f=f: ev.where(int(rows[k])))
+        f: columns.ints(
+            cols[f], path=path, what=_ARG_WHAT[f], where=lambda k, f=f: ev.where(int(rows[k]))
+        )
         for f in SLICE_INT_ARGS
     }
     out["has_call_stack"] = np.not_equal(cols["call_stack"], None)

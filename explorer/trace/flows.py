@@ -33,9 +33,16 @@ def empty_flows() -> pd.DataFrame:
 
 
 def build_flows(
-    is_start: np.ndarray, is_end: np.ndarray, cat_code: np.ndarray, cat_values: Sequence[str],
-    ids: np.ndarray, bp_e: np.ndarray, track: np.ndarray, ts: np.ndarray,
-    slices: pd.DataFrame, ends: np.ndarray,
+    is_start: np.ndarray,
+    is_end: np.ndarray,
+    cat_code: np.ndarray,
+    cat_values: Sequence[str],
+    ids: np.ndarray,
+    bp_e: np.ndarray,
+    track: np.ndarray,
+    ts: np.ndarray,
+    slices: pd.DataFrame,
+    ends: np.ndarray,
 ) -> pd.DataFrame:
     """The flows table: explicit flows from the file plus launches from correlation ids.
 
@@ -75,10 +82,16 @@ def build_flows(
             cat_text = cats[cat_code[src_of[keep]]]
             launch = np.isin(cat_text, list(_LAUNCH_CATS))
             ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
-            parts.append(pd.DataFrame({
-                "src": src_slice[keep], "dst": dst_slice[keep], "type": ftype,
-                "flow_id": ids[src_of[keep]],
-            }))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "src": src_slice[keep],
+                        "dst": dst_slice[keep],
+                        "type": ftype,
+                        "flow_id": ids[src_of[keep]],
+                    }
+                )
+            )
     parts.append(_launches_from_correlation(slices))
     flows = pd.concat(parts, ignore_index=True) if parts else empty_flows()
     flows = flows.drop_duplicates(["src", "dst"], keep="first")

@@ -86,7 +86,11 @@ def test_collector_syncs_count_once_at_their_exact_line() -> None:
 
     import explorer
 
-    path = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_item_every_step.pt.trace.json.gz"
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "sample_traces"
+        / "cpu_item_every_step.pt.trace.json.gz"
+    )
     t = explorer.load(path, use_cache=False)
     src = t.by_source()
     script = src[src["file"].astype(str).str.endswith("make_sample_traces.py")]

@@ -14,7 +14,8 @@ import explorer
 
 SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 TRACES = sorted(
-    p for p in (SHARED_TRACES.iterdir() if SHARED_TRACES.is_dir() else [])
+    p
+    for p in (SHARED_TRACES.iterdir() if SHARED_TRACES.is_dir() else [])
     if p.name.endswith((".json", ".json.gz")) and not p.name.endswith("_et.json.gz")
 )
 pytestmark = pytest.mark.skipif(
