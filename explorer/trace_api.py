@@ -24,6 +24,13 @@ class Trace(TraceData):
 
         return steps(self, pattern=pattern)
 
+    def use_steps(self, pattern: str | None) -> None:
+        """Take steps from host annotations matching ``pattern`` (a regex) in every
+        analysis, instead of ``ProfilerStep#N``; ``None`` restores the default."""
+        from explorer.analysis.steps import set_step_pattern
+
+        set_step_pattern(self, pattern)
+
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""
         from explorer.analysis.breakdown import breakdown

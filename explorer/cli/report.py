@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="only this step (its number, e.g. 12 for ProfilerStep#12)",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="REGEX",
+        default=None,
+        help="take steps from host annotations matching REGEX (default: ProfilerStep#N, "
+        "else the whole trace)",
     )
     p.add_argument(
         "--top", type=int, default=10, help="at most K findings and source lines (default 10)"
@@ -55,9 +63,18 @@ def run(args: argparse.Namespace) -> int:
     from explorer.report.fail_on import evaluate, parse
 
     rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
+    if args.steps is not None:
+        try:
+            re.compile(args.steps)
+        except re.error as exc:
+            raise UsageError(
+                f"--steps {args.steps!r} is not a valid regular expression: {exc}"
+            ) from None
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress())
+    if args.steps is not None:
+        trace.use_steps(args.steps)
     to_file = args.output is not None
     color = args.color == "always" or (
         args.color == "auto"
