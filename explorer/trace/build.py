@@ -231,6 +231,7 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
         "metadata": int(is_m.sum()),
     }
     store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
+    _copy_bytes_from_launch(slices, flows, store)
     return cls(
         slices=slices,
         tracks=tracks,
@@ -241,6 +242,28 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
         metadata=meta,
         args_store=store,
     )
+
+
+def _copy_bytes_from_launch(slices: pd.DataFrame, flows: pd.DataFrame, store: ArgsStore) -> None:
+    """Device copies without a byte count (ROCm's ``gpu_memcpy`` has none) take it from the
+    runtime call that launched them (``hipMemcpyWithStream``'s ``size``). Only those few
+    calls' args are decoded."""
+    nbytes = slices["bytes"].to_numpy()
+    kind = slices["kind"].to_numpy()
+    launch = flows[flows["type"] == "launch"]
+    dst = launch["dst"].to_numpy()
+    want = ((kind[dst] == "memcpy") | (kind[dst] == "memset")) & (nbytes[dst] < 0)
+    if not want.any():
+        return
+    fixed = nbytes.copy()
+    for src, d in zip(launch["src"].to_numpy()[want], dst[want], strict=True):
+        a = store.get(int(src))
+        v = a.get("bytes", a.get("size", a.get("Bytes")))
+        try:
+            fixed[d] = int(v, 0) if isinstance(v, str) else int(v)
+        except (TypeError, ValueError):
+            continue
+    slices["bytes"] = fixed
 
 
 def _pair_begin_end(

@@ -84,7 +84,7 @@ _MEM_KINDS = {
     "pinned": "Pinned",
     "device": "Device",
     "managed": "Managed",
-    "host": "Pageable",
+    "host": "Host",
     "array": "Device",
 }
 
@@ -122,6 +122,9 @@ def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
 
 def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Direction and memory kinds of memcpy slices, parsed once per distinct name.
+
+    ROCm writes ``(Host -> Device)``, which does not say whether the host memory was pinned:
+    that stays ``Host`` rather than being guessed as ``Pageable``.
 
     ``"Memcpy HtoD (Pageable -> Device)"`` → (``HtoD``, ``Pageable``, ``Device``).
     Names that are not copies give empty strings.

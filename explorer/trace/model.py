@@ -27,7 +27,8 @@ before their children.
     bytes            int64       bytes moved (memcpy/memset/copy), -1 when absent
     seq              int64       autograd sequence number, -1 when absent
     copy_kind        category    memcpy direction: HtoD, DtoH, DtoD, PtoP, HtoH, or ""
-    src_mem          category    memcpy source memory: Pageable, Pinned, Device, Managed, or ""
+    src_mem          category    memcpy source memory: Pageable, Pinned, Device, Managed, Host
+                                 (host memory of unknown kind, as ROCm writes it), or ""
     dst_mem          category    memcpy destination memory, likewise
     ===============  ==========  ==========================================================
 

@@ -126,3 +126,17 @@ def test_shared_dir_is_read_only_and_still_loads() -> None:
     # The cache never writes beside the trace: the shared folder is read-only.
     t = explorer.load(SHARED_TRACES / "trace_compare__base__base.json.gz")
     assert len(t.slices) == 33
+
+
+def test_rocm_copies_get_bytes_from_their_launch_and_no_guessed_memory_kind(
+    shared_traces: Path,
+) -> None:
+    t = explorer.load(
+        shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", use_cache=False
+    )
+    mc = t.slices[t.slices["kind"] == "memcpy"]
+    assert len(mc) == 2
+    assert (mc["bytes"] == 2560).all()  # hipMemcpyWithStream's "size": "2560"
+    assert set(mc["src_mem"].astype(str)) == {
+        "Host"
+    }  # "(Host -> Device)": pinned or not is unknown
