@@ -21,7 +21,8 @@ host_busy       host_bound       device idle, host running Python, ops or launch
 sync_refill     sync_stall       device idle from the instant a host sync returns until
                                  the next device work: the drained queue being refilled
 fallback_refill host_bound       the same after a CPU-fallback slice returns
-copy_refill     data_movement    the same after a blocking (pageable) copy ends
+copy_refill     data_movement    the same after a blocking copy ends (pageable memory, or a
+                                 synchronous call such as cudaMemcpy / hipMemcpyWithStream)
 (none)          other_idle       device idle and the host idle too
 ==============  ===============  ======================================================
 
@@ -280,8 +281,26 @@ def device_reason_intervals(
     code[on & (kind == "sync")] = 3
     keep = code >= 0
     pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
+    blocking = copy & (pageable | synchronous_copies(trace))
     ts = s["ts"].to_numpy()[keep]
-    return ts, ts + s["dur"].to_numpy()[keep], code[keep], (copy & pageable)[keep]
+    return ts, ts + s["dur"].to_numpy()[keep], code[keep], blocking[keep]
+
+
+#: Runtime calls that copy synchronously whatever the memory: plain ``cudaMemcpy``/
+#: ``hipMemcpy``, ``hipMemcpyWithStream`` (the call ROCm's ``.to()`` uses), memsets...
+#: — every Memcpy/Memset call but the ``*Async`` ones.
+SYNC_COPY_CALL = re.compile(r"^(cu|cuda|hip)?Mem(cpy|set)(?!.*Async)", re.I)
+
+
+def synchronous_copies(trace: TraceData) -> np.ndarray:
+    """Device copies launched by a synchronous runtime call (the host blocks until they end)."""
+    s = trace.slices
+    out = np.zeros(len(s), bool)
+    launch = trace.flows[trace.flows["type"] == "launch"]
+    if len(launch):
+        src = launch["src"].to_numpy()
+        out[launch["dst"].to_numpy()[name_flags(trace, SYNC_COPY_CALL)[src]]] = True
+    return out
 
 
 def sweep(

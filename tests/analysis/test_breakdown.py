@@ -171,3 +171,19 @@ def test_degenerate_traces_still_partition(events: list[dict]) -> None:
         bd.groupby(["step", "device"])["ns"].sum().tolist()
         == t.steps()["dur_ns"].tolist() * bd["device"].nunique()
     )
+
+
+def test_synchronous_copy_calls_block_whatever_the_memory(shared_traces) -> None:  # noqa: ANN001
+    """ROCm's hipMemcpyWithStream blocks the host even though its trace does not say
+    'Pageable': the device idle right after such a copy is data movement, not host time."""
+    import explorer
+    from explorer.analysis.breakdown import synchronous_copies
+
+    t = explorer.load(shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    sync = synchronous_copies(t)
+    mc = (t.slices["kind"] == "memcpy").to_numpy()
+    assert sync[mc].all() and not sync[~mc].any()
+    b = t.breakdown()
+    dm = b[(b["step"] == 1) & (b["category"] == "data_movement")]["ns"].sum()
+    copy_time = t.slices.loc[mc, "dur"].sum()
+    assert dm > copy_time  # the copies plus the idle they cause
