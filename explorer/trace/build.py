@@ -18,7 +18,7 @@ import pandas as pd
 from explorer.errors import TraceError
 from explorer.trace import columns
 from explorer.trace.args_store import ArgsStore
-from explorer.trace.decode import _EVENT_ARRAY, Decoded
+from explorer.trace.decode import Decoded, EventChunks
 from explorer.trace.events import (
     PH_ASYNC,
     PH_B,
@@ -45,8 +45,11 @@ def trace_from_events(
 ) -> TraceData:
     """Build a trace in memory from Chrome-trace event dicts (for tests and generators).
     The events go through exactly the path a file's events take."""
-    raws = _EVENT_ARRAY.decode(msgspec.json.encode(list(events)))
-    return build(Decoded(raws, dict(metadata or {})), path="<memory>", cls=cls)
+    return build(
+        Decoded(EventChunks.of(msgspec.json.encode(list(events))), dict(metadata or {})),
+        path="<memory>",
+        cls=cls,
+    )
 
 
 def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -57,7 +60,7 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
 
 def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any = None) -> TraceData:
     """The tables for one decoded file."""
-    ev = decode_columns(path, decoded.raws, progress)
+    ev = decode_columns(path, decoded.chunks, progress)
     meta = dict(decoded.metadata)
     warnings = list(decoded.warnings)
     ph = ev.ph

@@ -17,25 +17,80 @@ import json
 import math
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from explorer.errors import TraceError
+from explorer.trace.events import CHUNK
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _EVENT_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 
 
+class EventChunks:
+    """The event array as byte ranges of about ``size`` events each, ready to decode one at
+    a time — without keeping a million per-event objects alive while they are decoded.
+
+    Splitting the array needs one cheap pass that yields a view per event; only every
+    ``size``-th view's position is kept, then the views are dropped.
+    """
+
+    def __init__(self, buffer: Any, raws: list[msgspec.Raw], size: int) -> None:
+        self.n = len(raws)
+        self.size = size
+        self._view = memoryview(buffer) if self.n else memoryview(b"")
+        base = _address(buffer) if self.n else 0
+        firsts = raws[::size]
+        self._starts = np.array([_address(r) - base for r in firsts], np.int64)
+        last = raws[-1] if self.n else b""
+        self._end = _address(last) - base + len(last) if self.n else 0
+
+    @classmethod
+    def of(cls, buffer: Any, size: int = CHUNK) -> EventChunks:
+        """Chunks of a JSON array of events held in ``buffer``."""
+        return cls(buffer, _EVENT_ARRAY.decode(buffer), size)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[int, bytearray]]:
+        """``(index of the chunk's first event, the chunk as a JSON array)``."""
+        if self.n == 0:
+            return
+        ends = np.append(self._starts[1:], self._end)
+        for k, (a, b) in enumerate(zip(self._starts, ends, strict=True)):
+            text = bytearray(b"[")
+            text += self._view[int(a) : int(b)]
+            while text[-1] in b" \t\r\n,":  # the separator before the next chunk
+                del text[-1]
+            text += b"]"
+            yield k * self.size, text
+        # Done: let the file's bytes go before the tables are built (they are the largest
+        # thing in memory, and nothing refers to them any more).
+        try:
+            self._view.release()
+        except BufferError:  # a slice of it is still referenced somewhere: just drop ours
+            pass
+        self._view = memoryview(b"")
+
+
+def _address(buf: Any) -> int:
+    """Where a buffer's bytes start in memory (msgspec's Raw views share their source's)."""
+    return int(np.frombuffer(buf, np.uint8).ctypes.data)
+
+
 @dataclass
 class Decoded:
-    """What a file holds before it becomes tables: each event's raw JSON (a view into the
-    file's bytes, decoded a chunk at a time by :mod:`explorer.trace.events`) and the metadata."""
+    """What a file holds before it becomes tables: the event array in chunks (views into the
+    file's bytes, decoded one at a time by :mod:`explorer.trace.events`) and the metadata."""
 
-    raws: list[msgspec.Raw]
+    chunks: EventChunks
     metadata: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     execution_trace: dict[str, Any] | None = None
@@ -117,7 +172,7 @@ def decode(path: Path, data: bytes) -> Decoded:
         ) from None
     if "traceEvents" not in top:
         if "nodes" in top and "schema" in top:
-            return Decoded([], {}, [], execution_trace={})
+            return Decoded(EventChunks.of(b"[]"), {}, [], execution_trace={})
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceError(
             path,
@@ -134,15 +189,15 @@ def decode(path: Path, data: bytes) -> Decoded:
 def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, Any]) -> Decoded:
     """The event array as is when it is well-formed; recovered or re-encoded when not."""
     try:
-        return Decoded(_EVENT_ARRAY.decode(events), metadata)
+        return Decoded(EventChunks.of(events), metadata)
     except msgspec.ValidationError:
         raise TraceError(
             path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
         ) from None
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
-            raws = _recover_events(bytes(events))
-            return Decoded(raws, metadata, [_truncation_warning(len(raws))])
+            chunks = _recover_events(bytes(events))
+            return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
         if b"NaN" in bytes(events) or b"Infinity" in bytes(events):
             return _decode_generic(path, bytes(events), metadata)
         raise TraceError(
@@ -180,7 +235,7 @@ def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = N
                     f"event {i}" + (f" ({name!r})" if name else "") + f" has a NaN {what}",
                     "the file is damaged; re-capture it",
                 )
-    return Decoded(_EVENT_ARRAY.decode(msgspec.json.encode(events)), metadata or {})
+    return Decoded(EventChunks.of(msgspec.json.encode(events)), metadata or {})
 
 
 def _truncation_warning(n: int) -> str:
@@ -203,11 +258,11 @@ def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
         metadata = json.loads(prefix)
     except ValueError:
         metadata = {}
-    raws = _recover_events(data[m.end() - 1 :])
-    return Decoded(raws, metadata, [_truncation_warning(len(raws))])
+    chunks = _recover_events(data[m.end() - 1 :])
+    return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
 
 
-def _recover_events(array: bytes) -> list[msgspec.Raw]:
+def _recover_events(array: bytes) -> EventChunks:
     """The events of the longest prefix of a truncated JSON array that decodes.
 
     Cuts are tried at each ``}`` from the end backwards; a ``}`` that closes a nested args
@@ -220,7 +275,7 @@ def _recover_events(array: bytes) -> list[msgspec.Raw]:
             break
         candidate = array[: pos + 1] + b"]"
         try:
-            return _EVENT_ARRAY.decode(candidate)
+            return EventChunks.of(candidate)
         except (msgspec.DecodeError, msgspec.ValidationError):
             end = pos
-    return []
+    return EventChunks.of(b"[]")

@@ -1,10 +1,11 @@
 """The event array → typed columns, a chunk at a time.
 
 Holding a million decoded event objects costs several times the JSON's size, so the
-array is first split into raw event byte ranges (cheap views), then decoded in chunks of
-:data:`CHUNK` events; each chunk's fields go straight into numpy columns and small
-vocabularies (names, categories, pids, tids), its slices' args into one byte blob, and the
-chunk's objects are dropped before the next one is decoded.
+array is split into byte ranges of :data:`CHUNK` events (:class:`~explorer.trace.decode.
+EventChunks`) and decoded one range at a time; each chunk's fields go straight into numpy
+columns and small vocabularies (names, categories, pids, tids), its slices' args into one
+byte blob, and the chunk's objects are dropped before the next one is decoded. (Small
+chunks are also faster: their objects stay in the CPU caches.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pandas as pd
 from explorer.errors import TraceError
 from explorer.trace import columns
 
-CHUNK = 25_000
+CHUNK = 10_000
 
 #: ``ph`` values the model knows, as small integer codes.
 PH = {
@@ -209,9 +210,9 @@ def _struct_columns(
     return {f: np.array(list(map(attrgetter(f), parsed)), dtype=object) for f in fields}
 
 
-def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) -> EventColumns:
+def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColumns:
     """Columns of every event, from each event's raw JSON."""
-    out = EventColumns(n=len(raws))
+    out = EventColumns(n=len(chunks))
     parts: dict[str, list[Any]] = {
         k: []
         for k in (
@@ -233,15 +234,12 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
     lengths: list[np.ndarray] = []
     slice_cols: list[dict[str, np.ndarray]] = []
     mem_cols: list[dict[str, np.ndarray]] = []
-    for start in range(0, len(raws), CHUNK):
-        chunk = raws[start : start + CHUNK]
+    for start, chunk in chunks:
         try:
-            joined = b"[" + b",".join(chunk) + b"]"
             try:
-                evs, typed = _EVENTS_TYPED.decode(joined), True
+                evs, typed = _EVENTS_TYPED.decode(chunk), True
             except msgspec.ValidationError:
-                evs, typed = _EVENTS.decode(joined), False  # odd types somewhere: the general path
-            del joined
+                evs, typed = _EVENTS.decode(chunk), False  # odd types somewhere: the general path
         except msgspec.ValidationError as exc:
             k = _index_in_message(str(exc))
             where = f"event {start + k}" if k is not None else "an event"
@@ -314,11 +312,10 @@ def decode_columns(path: object, raws: list[msgspec.Raw], progress: Any = None) 
         for k in np.flatnonzero(ph == PH_M).tolist():
             out.meta_args.append((start + k, _dict(evs[k].args)))
         del evs
-        raws[start : start + CHUNK] = [None] * len(
-            raws[start : start + CHUNK]
-        )  # free the views as we go
         if progress:
-            progress(0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(raws), 1)), "decoding events")
+            progress(
+                0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(chunks), 1)), "decoding events"
+            )
 
     def cat(key: str, dtype: Any) -> np.ndarray:
         return np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype)

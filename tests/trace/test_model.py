@@ -154,3 +154,16 @@ def test_collector_categories_map_to_kinds() -> None:
     ]
     kinds = trace_from_events(ev).slices["kind"].astype(str).tolist()
     assert sorted(kinds) == sorted(["copy", "sync", "fallback", "compile", "other"])
+
+
+def test_empty_event_array_and_chunk_boundaries() -> None:
+    from explorer.trace.decode import EventChunks
+
+    assert len(trace_from_events([]).slices) == 0
+    # Chunks split between events whatever the spacing, and cover every event once.
+    text = b'[ {"ph":"X","name":"a","ts":1,"dur":1} ,\n {"ph":"X","name":"b","ts":2,"dur":1},{"ph":"X","name":"c","ts":3,"dur":1}\n]'
+    chunks = list(EventChunks.of(text, size=2))
+    assert [start for start, _ in chunks] == [0, 2]
+    import json
+
+    assert [[e["name"] for e in json.loads(bytes(c))] for _, c in chunks] == [["a", "b"], ["c"]]
