@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (re-exported for the renderers)
+
 #: One colour per breakdown category (ANSI 256-colour codes) and for headings/warnings.
 CATEGORY_COLOURS = {
     "compute": 34,
@@ -28,23 +30,6 @@ LABELS = {
     "other_idle": "other idle",
 }
 BAR_WIDTH = 30
-
-
-def fmt_ns(ns: float) -> str:
-    """``1234567`` → ``"1.23 ms"``."""
-    v = float(ns)
-    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(v) >= size:
-            return f"{v / size:.3g} {unit}"
-    return f"{v:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    v = float(n)
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(v) >= size:
-            return f"{v / size:.3g} {unit}"
-    return f"{v:.0f} B"
 
 
 def pct(part: float, whole: float) -> str:

@@ -20,6 +20,7 @@ from explorer.analysis.breakdown import ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
 from explorer.analysis.steps import steps as trace_steps
 from explorer.trace.model import TraceData
+from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (re-exported for the renderers)
 
 #: A finding is reported when it costs at least this share of the total step time.
 MIN_SHARE = 0.02
@@ -198,20 +199,3 @@ class Context:
                 },
             },
         )
-
-
-def fmt_ns(ns: float) -> str:
-    """Human duration for titles (analysis text only; renderers have their own)."""
-    ns = float(ns)
-    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= size:
-            return f"{ns / size:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    n = float(n)
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
