@@ -20,7 +20,7 @@ from explorer.analysis.breakdown import ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
 from explorer.analysis.steps import steps as trace_steps
 from explorer.trace.model import TraceData
-from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (re-exported for the renderers)
+from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (the detectors import them from here)
 
 #: A finding is reported when it costs at least this share of the total step time.
 MIN_SHARE = 0.02
