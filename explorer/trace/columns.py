@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from explorer.errors import TraceError
 
@@ -91,23 +90,6 @@ def ints(
             )
         out[i] = v
     return out
-
-
-def categorical(values: Sequence[Any]) -> pd.Categorical:
-    """Strings (None → '') as a pandas Categorical, hashed once per value."""
-
-    obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
-    codes, uniques = pd.factorize(obj, use_na_sentinel=True)
-    cats = [u if isinstance(u, str) else num_str(u) for u in uniques]
-    if (codes < 0).any():
-        if "" in cats:
-            codes = np.where(codes < 0, cats.index(""), codes)
-        else:
-            cats.append("")
-            codes = np.where(codes < 0, len(cats) - 1, codes)
-    if len(set(cats)) != len(cats):  # 1 and "1" both became "1"
-        return pd.Categorical([cats[c] for c in codes])
-    return pd.Categorical.from_codes(codes, categories=cats)
 
 
 def strings(values: Sequence[Any]) -> list[str]:

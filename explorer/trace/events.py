@@ -230,6 +230,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
             "memory_rows",
         )
     }
+    text_ids: dict[str, int] = {}  # codes for non-integer flow ids, shared by all chunks
     blob = bytearray()  # grown in place: joining pieces at the end would hold the args twice
     lengths: list[np.ndarray] = []
     slice_cols: list[dict[str, np.ndarray]] = []
@@ -288,7 +289,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
         rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
         if len(rows):
             fe = _pick(evs, rows)
-            out.flow_id.append(_ids(list(map(attrgetter("id"), fe))))
+            out.flow_id.append(_ids(list(map(attrgetter("id"), fe)), text_ids))
             out.flow_bp.append(
                 np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
             )
@@ -424,12 +425,10 @@ def _pick(items: list[Any], rows: np.ndarray) -> list[Any]:
     return list(itemgetter(*rows.tolist())(items)) if len(rows) else []
 
 
-_ID_TEXT: dict[str, int] = {}
-
-
-def _ids(ids: list[Any]) -> np.ndarray:
-    """Flow ids as int64: integer ids as they are (the usual case, one numpy call); other
-    ids (strings like "0x1f") get stable negative codes so equal ids stay equal."""
+def _ids(ids: list[Any], text_ids: dict[str, int]) -> np.ndarray:
+    """Flow ids as int64: integer ids as they are (the usual case, one numpy call), numeric
+    strings ("0x1f") parsed; any other id gets a negative code from ``text_ids`` (below -1,
+    which the flows table keeps for derived flows), equal ids getting equal codes."""
     arr = np.array(ids)
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
@@ -438,7 +437,15 @@ def _ids(ids: list[Any]) -> np.ndarray:
         if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62:
             out[k] = v
         else:
-            out[k] = -1 - _ID_TEXT.setdefault(columns.strings([v])[0], len(_ID_TEXT))
+            try:
+                parsed = int(v, 0)  # "0x1f", "42"
+                if 0 <= parsed < 2**62:
+                    out[k] = parsed
+                    continue
+            except (TypeError, ValueError):
+                pass
+            # -1 means "derived from correlation ids" in the flows table: start below it.
+            out[k] = -2 - text_ids.setdefault(columns.strings([v])[0], len(text_ids))
     return out
 
 

@@ -167,3 +167,40 @@ def test_empty_event_array_and_chunk_boundaries() -> None:
     import json
 
     assert [[e["name"] for e in json.loads(bytes(c))] for _, c in chunks] == [["a", "b"], ["c"]]
+
+
+def test_flow_ids_written_as_strings() -> None:
+    ev = [
+        X("a", 0, 5),
+        X("b", 10, 5, tid=2),
+        X("c", 20, 5),
+        X("d", 30, 5, tid=2),
+        {"ph": "s", "id": "0xab", "cat": "fwdbwd", "name": "f", "pid": 1, "tid": 1, "ts": 0},
+        {
+            "ph": "f",
+            "id": "0xab",
+            "cat": "fwdbwd",
+            "name": "f",
+            "pid": 1,
+            "tid": 2,
+            "ts": 10,
+            "bp": "e",
+        },
+        {"ph": "s", "id": "step-7", "cat": "custom", "name": "f", "pid": 1, "tid": 1, "ts": 20},
+        {
+            "ph": "f",
+            "id": "step-7",
+            "cat": "custom",
+            "name": "f",
+            "pid": 1,
+            "tid": 2,
+            "ts": 30,
+            "bp": "e",
+        },
+    ]
+    t = trace_from_events(ev)
+    names = t.slices["name"].astype(str).tolist()
+    got = {(names[a], names[b], ty, fid) for a, b, ty, fid in t.flows.itertuples(index=False)}
+    assert ("a", "b", "fwdbwd", 0xAB) in got
+    other = [g for g in got if g[0] == "c"]
+    assert len(other) == 1 and other[0][1] == "d" and other[0][2] == "other" and other[0][3] < -1
