@@ -338,10 +338,8 @@ class Simulator:
         self.device_ops.append(op)
         return op
 
-    def runtime_call(self, name: str, dur_ns: float = 3_000) -> None:
-        """A runtime call with no device op (event record, stream wait...)."""
-        start = self.t
-        self.t += self.dur(dur_ns)
+    def _emit_runtime(self, name: str, start: float) -> None:
+        """A host runtime call from ``start`` to now, with its own correlation id."""
         self._emit(
             {
                 "ph": "X",
@@ -359,6 +357,12 @@ class Simulator:
             }
         )
 
+    def runtime_call(self, name: str, dur_ns: float = 3_000) -> None:
+        """A runtime call with no device op (event record, stream wait...)."""
+        start = self.t
+        self.t += self.dur(dur_ns)
+        self._emit_runtime(name, start)
+
     def synchronize(
         self, name: str = "cudaStreamSynchronize", stream: int | None = COMPUTE_STREAM
     ) -> HostSpan:
@@ -366,22 +370,7 @@ class Simulator:
         start = self.t
         done = max(self.stream_free.values()) if stream is None else self.stream_free[stream]
         self.t = max(self.t + self.dur(2_000), done + self.dur(2_500))
-        self._emit(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": name,
-                "pid": HOST_PID,
-                "tid": MAIN_TID,
-                "ts": us(start),
-                "dur": us(self.t - start),
-                "args": {
-                    "External id": self._current_ext(),
-                    "cbid": _CBID.get(name, 0),
-                    "correlation": self.next_id("corr"),
-                },
-            }
-        )
+        self._emit_runtime(name, start)
         span = HostSpan(self.tag or "sync", start, self.t, self.step)
         self.host_spans.append(span)
         return span
