@@ -96,7 +96,7 @@ def _rank_main(
         per_item = delay_ms / 1000 / batch if slow and cause == "input" else 0.0
         data = SyntheticBatches(batch * steps, width, per_item, seed=rank)
         loader = DataLoader(data, batch_size=batch, num_workers=0)
-        extra = int(delay_ms) if slow and cause == "compute" else 0
+        extra = int(delay_ms * 5) if slow and cause == "compute" else 0  # ~0.2 ms each
         model = DistributedDataParallel(MLP(width, extra))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
@@ -108,7 +108,7 @@ def _rank_main(
                 with explorer.annotate("backward"):
                     loss.backward()
                 if slow and cause == "sync":
-                    _log_gradients(model, int(delay_ms * 20))
+                    _log_gradients(model, int(delay_ms * 13))  # ~80 µs per .item() under the profiler
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 c.step()
@@ -173,6 +173,27 @@ def run_job(
     return files
 
 
+def write_sample_readme(out: Path, files: list[Path]) -> None:
+    """The sample job's README: what was run, and what the job report should find."""
+    info = json.loads((out / "job.info").read_text())
+    rows = "\n".join(
+        f"| `{f.name}` | {r} | {f.stat().st_size / 1024:.0f} KiB |" for r, f in enumerate(files)
+    )
+    (out / "README.md").write_text(
+        f"# {out.name}: a real 4-rank DDP job with one slow input pipeline\n\n"
+        "Written by `python scripts/make_job_traces.py --sample`: "
+        f"{info['world_size']} processes (`torch.multiprocessing`, spawn) in one gloo process "
+        "group on this machine's CPU train a small MLP with `DistributedDataParallel` for "
+        f"{info['steps']} steps under `explorer.collect()`. Rank {info['slow_rank']}'s "
+        f"DataLoader sleeps about {info['delay_ms_per_step']:.0f} ms per batch (slow decoding), "
+        "so the other ranks wait for it in DDP's gradient all_reduce. `job.info` records the "
+        "settings. The data are random tensors; processes, collectives and timings are real.\n\n"
+        "| file | rank | size |\n|---|---|---|\n" + rows + "\n\n"
+        f"`explorer report {out.relative_to(ROOT)}` names rank {info['slow_rank']} as the "
+        "straggler, its input stall and the line of the training loop that waits for data.\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", help="directory for rank<R>.pt.trace.json.gz")
@@ -199,6 +220,8 @@ def main() -> None:
         delay_ms=args.delay_ms,
     )  # fmt: skip
     size = sum(f.stat().st_size for f in files) / 1024
+    if args.sample:
+        write_sample_readme(out, files)
     print(f"{len(files)} ranks in {out}: {size:.0f} KiB in {time.perf_counter() - t0:.1f} s")
 
 

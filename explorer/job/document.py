@@ -121,10 +121,14 @@ def _summary(
     n = len(blame)
     worst = float(blame["caused_ns"].max()) / max(n - 1, 1) if n else 0.0
     return {
+        # the named straggler's cost to the others (0 when none is named), which
+        # '--fail-on straggler>X%' reads; the worst rank's cost even when it is not
+        # singled out (every rank is late now and then) is max_caused_wait_share
+        "straggler_share": float(straggler.share) if straggler is not None else 0.0,
+        "max_caused_wait_share": worst / total if total > 0 else 0.0,
         "mean_step_ns": int(total / max(float(blame["steps"].mean()), 1.0)) if n else 0,
         "total_ns": int(total),
         "straggler_rank": None if straggler is None else int(straggler.rank),
-        "straggler_share": worst / total if total > 0 else 0.0,
         "collective_wait_share": float(blame["wait_ns"].sum()) / (total * n) if total else 0.0,
         "collectives_matched": len(coll),
         "collectives_unmatched": unmatched,

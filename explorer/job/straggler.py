@@ -6,8 +6,9 @@ with the longest steps; it is the rank that enters collectives *last*, and what 
 the other ranks' wait in those collectives (:func:`explorer.job.reduce.wait_by_rank_step`).
 
 The straggler is named when the other ranks lose at least :data:`MIN_SHARE` of their step
-time waiting for it and it was the last to arrive for most of that wait
-(:data:`MIN_BLAME`); a balanced job names nobody.
+time waiting for it, it was the last to arrive for most of that wait (:data:`MIN_BLAME`),
+and it costs them :data:`MIN_LEAD` times what any other rank does; a balanced job (whose
+ranks are each late now and then) names nobody.
 
 Why: the straggler's own time per step is compared with the median of the other ranks —
 finding by finding (``input_stall``, ``sync_stall``...), and category by category of the
@@ -28,8 +29,11 @@ from explorer.job.reduce import excess_over_others
 
 #: The others must lose at least this share of their step time waiting for one rank.
 MIN_SHARE = 0.05
-#: ... and that rank must have entered last for at least this share of all waiting.
+#: ... and that rank must have entered last for at least this share of all waiting,
 MIN_BLAME = 0.5
+#: ... and cost the others at least this many times what the runner-up costs them: on a
+#: busy machine every rank is late now and then; a straggler is late by far the most.
+MIN_LEAD = 2.0
 #: A cause is listed when its excess is at least this share of the others' wait per step.
 MIN_CAUSE = 0.15
 #: Comparing communication would be circular: the straggler waits least, by definition.
@@ -87,11 +91,18 @@ def find_straggler(
     n = len(blame)
     if n < 2 or blame["caused_ns"].sum() <= 0:
         return None
-    top = blame.loc[blame["caused_ns"].idxmax()]
+    ordered = blame.sort_values("caused_ns", ascending=False, kind="stable")
+    top = ordered.iloc[0]
+    runner_up = float(ordered["caused_ns"].iloc[1])
     rank = int(top["rank"])
-    per_other = float(top["caused_ns"]) / (n - 1)
+    caused = float(top["caused_ns"])
+    per_other = caused / (n - 1)
     share = per_other / max(float(blame["total_ns"].mean()), 1.0)
-    if share < MIN_SHARE or float(top["caused_ns"]) < MIN_BLAME * float(blame["caused_ns"].sum()):
+    if (
+        share < MIN_SHARE
+        or caused < MIN_BLAME * float(blame["caused_ns"].sum())
+        or caused < MIN_LEAD * runner_up
+    ):
         return None
     n_steps = max(int(top["steps"]), 1)
     mine = wait[wait["rank"] == rank]
@@ -139,7 +150,8 @@ def causes(con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int) -> list[Cau
     if explained >= (1 - MIN_CAUSE) * extra_ns:
         return out
     cats = excess_over_others(con, rank, "breakdown")
-    cats = cats[~cats["category"].isin(NOT_A_CAUSE) & (cats["excess_ns"] >= floor)]
+    named = NOT_A_CAUSE | {c.what for c in out}  # the sync_stall category is its finding
+    cats = cats[~cats["category"].isin(named) & (cats["excess_ns"] >= floor)]
     lines = excess_over_others(con, rank, "by_source")
     lines = lines[(lines["excess_ns"] > 0) & (lines["file"] != "")]
     for row in cats.head(2).itertuples(index=False):

@@ -43,8 +43,9 @@ def headline(doc: dict[str, Any]) -> str:
     s = doc["straggler"]
     if s is None:
         return (
-            f"No straggler: no rank makes the others wait more than "
-            f"{100 * doc['summary']['straggler_share']:.1f}% of their step time."
+            "No straggler: no rank holds the others back much more than the rest (the worst "
+            f"makes them wait {100 * doc['summary']['max_caused_wait_share']:.1f}% of their "
+            "step time)."
         )
     others = doc["ranks_present"] - 1
     causes = "; ".join(
