@@ -68,12 +68,15 @@ class MLP(nn.Module):
             nn.Linear(width, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
         )
         self.extra_compute = extra_compute
+        self.register_buffer("work", torch.randn(256, 256) / 16, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x
-        for _ in range(self.extra_compute):  # the slowed rank's extra work
-            h = torch.tanh(h @ torch.ones(h.shape[1], h.shape[1]) * 1e-3) + x
-        return self.net(h)
+        if self.extra_compute:  # the slowed rank's extra work: 256×256 matmuls, ~3 ms each
+            with torch.no_grad():
+                z = self.work
+                for _ in range(self.extra_compute):
+                    z = torch.tanh(z @ self.work)
+        return self.net(x)
 
 
 def _rank_main(
@@ -96,7 +99,7 @@ def _rank_main(
         per_item = delay_ms / 1000 / batch if slow and cause == "input" else 0.0
         data = SyntheticBatches(batch * steps, width, per_item, seed=rank)
         loader = DataLoader(data, batch_size=batch, num_workers=0)
-        extra = int(delay_ms * 5) if slow and cause == "compute" else 0  # ~0.2 ms each
+        extra = max(1, round(delay_ms / 3)) if slow and cause == "compute" else 0
         model = DistributedDataParallel(MLP(width, extra))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
@@ -108,7 +111,7 @@ def _rank_main(
                 with explorer.annotate("backward"):
                     loss.backward()
                 if slow and cause == "sync":
-                    _log_gradients(model, int(delay_ms * 13))  # ~80 µs per .item() under the profiler
+                    _log_gradients(model, int(delay_ms * 25))  # ~40-80 µs per .item() under the profiler
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 c.step()

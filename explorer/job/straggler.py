@@ -5,10 +5,12 @@ ranks spend the difference waiting inside collectives. So the straggler is not t
 with the longest steps; it is the rank that enters collectives *last*, and what it costs is
 the other ranks' wait in those collectives (:func:`explorer.job.reduce.wait_by_rank_step`).
 
-The straggler is named when the other ranks lose at least :data:`MIN_SHARE` of their step
-time waiting for it, it was the last to arrive for most of that wait (:data:`MIN_BLAME`),
-and it costs them :data:`MIN_LEAD` times what any other rank does; a balanced job (whose
-ranks are each late now and then) names nobody.
+Ranks are compared by what they typically cost the others per step (the median over
+steps of the wait they cause), so one bad step — a warm-up, a hiccup of a busy machine —
+does not make a straggler. The straggler is named when that typical cost, per other rank,
+is at least :data:`MIN_SHARE` of the median step time and :data:`MIN_LEAD` times the
+runner-up's; a balanced job (whose ranks are each late now and then) names nobody. How
+much the others lose is then reported over all steps.
 
 Why: the straggler's own time per step is compared with the median of the other ranks —
 finding by finding (``input_stall``, ``sync_stall``...), and category by category of the
@@ -28,9 +30,7 @@ import pandas as pd
 from explorer.job.reduce import excess_over_others
 
 #: The others must lose at least this share of their step time waiting for one rank.
-MIN_SHARE = 0.05
-#: ... and that rank must have entered last for at least this share of all waiting,
-MIN_BLAME = 0.5
+MIN_SHARE = 0.10
 #: ... and cost the others at least this many times what the runner-up costs them: on a
 #: busy machine every rank is late now and then; a straggler is late by far the most.
 MIN_LEAD = 2.0
@@ -91,19 +91,18 @@ def find_straggler(
     n = len(blame)
     if n < 2 or blame["caused_ns"].sum() <= 0:
         return None
-    ordered = blame.sort_values("caused_ns", ascending=False, kind="stable")
-    top = ordered.iloc[0]
-    runner_up = float(ordered["caused_ns"].iloc[1])
-    rank = int(top["rank"])
-    caused = float(top["caused_ns"])
-    per_other = caused / (n - 1)
-    share = per_other / max(float(blame["total_ns"].mean()), 1.0)
+    # a rank's typical cost per step: one bad step (a warm-up, a hiccup) is not a straggler
+    typical = wait.groupby("rank")["caused_ns"].median().sort_values(ascending=False, kind="stable")
+    rank = int(typical.index[0])
+    top = blame.set_index("rank").loc[rank]
+    step_ns = float(wait["dur_ns"].median())
     if (
-        share < MIN_SHARE
-        or caused < MIN_BLAME * float(blame["caused_ns"].sum())
-        or caused < MIN_LEAD * runner_up
+        typical.iloc[0] / (n - 1) < MIN_SHARE * step_ns
+        or typical.iloc[0] < MIN_LEAD * typical.iloc[1]
     ):
         return None
+    per_other = float(top["caused_ns"]) / (n - 1)
+    share = per_other / max(float(blame["total_ns"].mean()), 1.0)
     n_steps = max(int(top["steps"]), 1)
     mine = wait[wait["rank"] == rank]
     step_mean = wait.groupby("step")["dur_ns"].mean()
