@@ -52,6 +52,7 @@ class RankSummary:
     collectives: int
     seconds: float
     synthetic: bool = False
+    host: str = ""  # the machine, where the trace says (Explorer's collector does)
     warnings: list[str] = field(default_factory=list)
     #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
     #: Carried as text: Dask would have to pickle the exception itself.
@@ -154,6 +155,8 @@ def _analyse(
         df.to_parquet(out / f"{name}.parquet", index=False)
     meta = trace.metadata
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    mine = meta.get("explorer") if isinstance(meta.get("explorer"), dict) else {}
+    env = mine.get("environment") if isinstance(mine.get("environment"), dict) else {}
     return RankSummary(
         rank=rank,
         source=str(source),
@@ -166,5 +169,6 @@ def _analyse(
         collectives=len(tables["collectives"]),
         seconds=time.perf_counter() - t0,
         synthetic=bool(trace.synthetic),
+        host=str(env.get("host", "")),
         warnings=[str(w) for w in meta.get("warnings", [])],
     )

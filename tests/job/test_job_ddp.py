@@ -45,7 +45,9 @@ def test_slowed_rank_is_named_with_its_cause(slowed_job: tuple[Path, dict]) -> N
 
 
 def test_balanced_job_names_no_straggler(tmp_path: Path) -> None:
-    info = run_ddp_job(tmp_path)
+    # 8 steps: on a busy 2-core machine each rank is late now and then; over more steps
+    # no rank is late in most of them
+    info = run_ddp_job(tmp_path, "--steps", "8")
     assert info["slow_rank"] is None
     r = run_cli("report", str(tmp_path), "--format", "json", "--fail-on", "straggler>10%")
     assert r.returncode == 0, r.stderr
