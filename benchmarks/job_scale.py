@@ -102,7 +102,9 @@ def main() -> None:
     by = {(n, w): res for n, w, res, _ in rows}
     for n in args.sizes:
         if (n, 1) in by and (n, 2) in by:
-            print(f"{n:4d} ranks: 2 workers {by[(n, 1)]['wall_s'] / by[(n, 2)]['wall_s']:.2f}x faster than 1")
+            print(
+                f"{n:4d} ranks: 2 workers {by[(n, 1)]['wall_s'] / by[(n, 2)]['wall_s']:.2f}x faster than 1"
+            )
     mem = [by[(n, w)]["peak_rss_mb"] for n in args.sizes for w in args.workers if (n, w) in by]
     print(f"driver peak RSS from {min(mem):.0f} to {max(mem):.0f} MB ({max(mem) / min(mem):.2f}x)")
     print(f"started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; jobs in {base}")

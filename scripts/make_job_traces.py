@@ -112,7 +112,9 @@ def _rank_main(
                 with explorer.annotate("backward"):
                     loss.backward()
                 if slow and cause == "sync":
-                    _log_gradients(model, int(delay_ms * 25))  # ~40-80 µs per .item() under the profiler
+                    _log_gradients(
+                        model, int(delay_ms * 25)
+                    )  # ~40-80 µs per .item() under the profiler
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 c.step()
@@ -171,8 +173,14 @@ def run_job(
     files = [out_dir / f"rank{r}.pt.trace.json.gz" for r in range(world)]
     (out_dir / "job.info").write_text(
         json.dumps(
-            {"world_size": world, "slow_rank": slow_rank, "cause": cause if slow_rank is not None
-             else None, "delay_ms_per_step": delay_ms, "input_ms_per_step": input_ms, "steps": steps},  # fmt: skip
+            {
+                "world_size": world,
+                "slow_rank": slow_rank,
+                "cause": cause if slow_rank is not None else None,
+                "delay_ms_per_step": delay_ms,
+                "input_ms_per_step": input_ms,
+                "steps": steps,
+            },  # fmt: skip
             indent=1,
         )
         + "\n"

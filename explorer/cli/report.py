@@ -74,10 +74,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     import explorer
+    from explorer.job import is_job
     from explorer.report import document, render
     from explorer.report.fail_on import evaluate, parse
-
-    from explorer.job import is_job
 
     if is_job(args.trace):
         return run_job(args)

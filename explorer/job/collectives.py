@@ -60,7 +60,9 @@ def collective_slices(trace: TraceData) -> np.ndarray:
     """Ids of the slices that stand for this rank's collectives (see the module doc)."""
     s = trace.slices
     kind = s["kind"].to_numpy()
-    device_tracks = trace.tracks["id"].to_numpy()[trace.tracks["type"].to_numpy() == "device_stream"]
+    device_tracks = trace.tracks["id"].to_numpy()[
+        trace.tracks["type"].to_numpy() == "device_stream"
+    ]
     dev = np.isin(s["track"].to_numpy(), device_tracks)
     ids = np.flatnonzero((kind == "collective") & dev)
     if len(ids):

@@ -169,9 +169,7 @@ def _ranks(
                 "collectives_matched_with_reference": int(o.loc[r, "matched"])
                 if r in o.index
                 else 0,
-                "breakdown": {
-                    str(c): int(v) for c, v in cat.loc[r].items() if not pd.isna(v)
-                }
+                "breakdown": {str(c): int(v) for c, v in cat.loc[r].items() if not pd.isna(v)}
                 if r in cat.index
                 else {},
                 "top_findings": [

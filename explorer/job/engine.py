@@ -80,8 +80,14 @@ def map_ranks(
     with dask_client(scheduler, workers, len(files)) as client:
         futures = [
             client.submit(
-                analyse_rank, str(f), r, str(store), use_cache, step_pattern,
-                key=f"explorer-rank-{r}-{token}", pure=False,
+                analyse_rank,
+                str(f),
+                r,
+                str(store),
+                use_cache,
+                step_pattern,
+                key=f"explorer-rank-{r}-{token}",
+                pure=False,
             )  # fmt: skip
             for r, f in files
         ]

@@ -106,9 +106,10 @@ def find_straggler(
     n_steps = max(int(top["steps"]), 1)
     mine = wait[wait["rank"] == rank]
     step_mean = wait.groupby("step")["dur_ns"].mean()
-    slow = mine["caused_ns"].to_numpy() / (n - 1) >= MIN_SHARE * step_mean.reindex(
-        mine["step"]
-    ).to_numpy()
+    slow = (
+        mine["caused_ns"].to_numpy() / (n - 1)
+        >= MIN_SHARE * step_mean.reindex(mine["step"]).to_numpy()
+    )
     ops = (
         collectives[collectives["last_rank"] == rank]
         .groupby("op")["caused_wait_ns"]

@@ -68,7 +68,9 @@ def test_step_matrix_and_waits_match_the_traces(sample_doc: dict, sample_job: Pa
     n_params = 128 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10
     assert {r["bytes"] for r in rows} == {4 * n_params}
     # the others' wait for rank 2 adds up from the collectives it entered last
-    caused = sum(c["caused_wait_ns"] for c in sample_doc["collectives"]["rows"] if c["last_rank"] == 2)
+    caused = sum(
+        c["caused_wait_ns"] for c in sample_doc["collectives"]["rows"] if c["last_rank"] == 2
+    )
     assert sample_doc["ranks"][2]["caused_wait_ns"] == caused
 
 
@@ -107,8 +109,17 @@ def test_existing_dask_cluster_gives_the_same_report(
     dask = Path(sys.executable).parent / "dask"
     procs = [
         subprocess.Popen(
-            [str(dask), "scheduler", "--scheduler-file", str(sched_file), "--port", "0",
-             "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                str(dask),
+                "scheduler",
+                "--scheduler-file",
+                str(sched_file),
+                "--port",
+                "0",
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )  # fmt: skip
     ]
     try:
@@ -117,9 +128,19 @@ def test_existing_dask_cluster_gives_the_same_report(
             time.sleep(0.2)
         procs.append(
             subprocess.Popen(
-                [str(dask), "worker", "--scheduler-file", str(sched_file), "--nworkers", "2",
-                 "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    str(dask),
+                    "worker",
+                    "--scheduler-file",
+                    str(sched_file),
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )  # fmt: skip
         )
         address = json.loads(sched_file.read_text())["address"]
