@@ -58,7 +58,7 @@ def _encode(model: TraceData) -> tuple[dict[str, bytes], dict[str, Any]]:
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
     for name, df in tables.items():
-        files[f"{name}.parquet"] = encode_table(df)
+        files[f"{name}.parquet"] = encode_table(name, df)
         categories[name] = categories_of(df)
     files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
     files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
@@ -156,7 +156,9 @@ def open_trace(
     args_bytes = read_checked(d, header, ARGS_FILE)
     meta_bytes = read_checked(d, header, METADATA_FILE)
     try:
-        tables = {name: decode_table(data, categories.get(name, {})) for name, data in raw.items()}
+        tables = {
+            name: decode_table(name, data, categories.get(name, {})) for name, data in raw.items()
+        }
         metadata = json.loads(meta_bytes)
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
         # Only reachable when damage kept the checksum (or the header was edited by hand).

@@ -77,7 +77,15 @@ def write_header(
         "files": {name: {"bytes": len(b), "crc32": checksum(b)} for name, b in files.items()},
         **extra,
     }
+    doc["header_crc32"] = _self_checksum(doc)
     (directory / HEADER).write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def _self_checksum(doc: dict[str, Any]) -> int:
+    """CRC-32 of the header's content (all but this field), so that damage to the header
+    itself (a category name, a size) is caught as surely as damage to a table."""
+    body = {k: v for k, v in doc.items() if k != "header_crc32"}
+    return checksum(json.dumps(body, sort_keys=True).encode())
 
 
 def read_header(directory: Path) -> dict[str, Any]:
@@ -90,6 +98,8 @@ def read_header(directory: Path) -> dict[str, Any]:
         raise StoreDamaged(directory, f"{HEADER} is unreadable ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise StoreDamaged(directory, f"{HEADER} is not an Explorer store header")
+    if doc.get("header_crc32") != _self_checksum(doc):
+        raise StoreDamaged(directory, f"{HEADER} is damaged (its checksum differs)")
     if doc.get("version") != STORE_VERSION:
         raise StoreDamaged(
             directory,

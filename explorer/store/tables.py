@@ -6,9 +6,11 @@ place, pandas/polars/Spark open them), it keeps categorical columns dictionary-e
 dictionaries; their category list and order are also kept in the header and restored on
 read, so a category no row uses, or a different order, never changes a dtype.
 
-The slices' args become one table, ``args``, with a binary ``json`` column in slice order
-(row ``i`` is slice ``i``'s args exactly as the trace file had them), which DuckDB can also
-query with its JSON functions.
+Ids are row positions in the model; on disk ``slices`` also carries them as an ``id``
+column (what ``flows.src``/``dst``, ``slices.parent`` and ``memory.slice`` refer to), so a
+SQL join needs no row numbering. The slices' args become one table, ``args``: ``slice_id``
+and a binary ``json`` column (slice ``i``'s args exactly as the trace file had them), which
+DuckDB can also query with its JSON functions.
 """
 
 from __future__ import annotations
@@ -41,17 +43,32 @@ def categories_of(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     }
 
 
-def encode_table(df: pd.DataFrame) -> bytes:
-    """``df`` (index dropped; ids are row positions) as Parquet file bytes."""
-    sink = pa.BufferOutputStream()
+#: Tables whose row position is an id other tables refer to, stored as an ``id`` column.
+_ID_TABLES = frozenset({"slices"})
+
+
+def arrow_table(name: str, df: pd.DataFrame) -> pa.Table:
+    """Model table ``name`` as Arrow, as it is stored and queried (with ``id`` where the
+    row position is an id)."""
     table = pa.Table.from_pandas(df, preserve_index=False)
-    pq.write_table(table, sink, row_group_size=max(len(df), 1), **_WRITE)
+    if name in _ID_TABLES:
+        table = table.add_column(0, "id", pa.array(np.arange(len(df), dtype=np.int64)))
+    return table
+
+
+def encode_table(name: str, df: pd.DataFrame) -> bytes:
+    """Model table ``name`` as Parquet file bytes."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(arrow_table(name, df), sink, row_group_size=max(len(df), 1), **_WRITE)
     return sink.getvalue().to_pybytes()
 
 
-def decode_table(data: bytes, categories: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """The DataFrame written by :func:`encode_table`, categories restored exactly."""
-    df = pq.read_table(pa.BufferReader(data)).to_pandas()
+def decode_table(name: str, data: bytes, categories: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The model table written by :func:`encode_table`, categories restored exactly."""
+    table = pq.read_table(pa.BufferReader(data))
+    if name in _ID_TABLES:
+        table = table.drop_columns(["id"])
+    df = table.to_pandas()
     for col, cat in categories.items():
         values = pd.Index(cat["categories"], dtype=cat["dtype"])
         want = pd.CategoricalDtype(values, ordered=cat["ordered"])
@@ -60,8 +77,8 @@ def decode_table(data: bytes, categories: dict[str, dict[str, Any]]) -> pd.DataF
     return df
 
 
-def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
-    """The slices' raw args as Parquet bytes: one ``json`` row per slice, in slice order."""
+def args_table(store: ArgsStore | None, n_slices: int) -> pa.Table:
+    """The slices' raw args as a table: ``slice_id``, ``json`` (one row per slice)."""
     if store is None or len(store) == 0:
         column = pa.array([b"{}"] * n_slices, pa.large_binary())
     else:
@@ -72,14 +89,20 @@ def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
             [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)), pa.py_buffer(blob)],
         )
         column = rows.take(pa.array(np.asarray(index, np.int64)))
+    return pa.table({"slice_id": np.arange(len(column), dtype=np.int64), "json": column})
+
+
+def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
+    """:func:`args_table` as Parquet bytes."""
     sink = pa.BufferOutputStream()
-    pq.write_table(pa.table({"json": column}), sink, **_ARGS_WRITE)
+    pq.write_table(args_table(store, n_slices), sink, **_ARGS_WRITE)
     return sink.getvalue().to_pybytes()
 
 
 def decode_args(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
     """``(blob, offsets, index)`` for an :class:`ArgsStore` from :func:`encode_args` bytes."""
-    column = pq.read_table(pa.BufferReader(data)).column("json").combine_chunks()
+    table = pq.read_table(pa.BufferReader(data), columns=["json"])
+    column = table.column("json").combine_chunks()
     n = len(column)
     if n == 0:
         return b"", np.zeros(1, np.int64), np.zeros(0, np.int64)
