@@ -13,10 +13,12 @@ process replacing the entry cannot change what it sees.
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from explorer.store.header import (
     HEADER,
     SourceStamp,
     StoreDamaged,
+    map_checked,
     read_checked,
     read_header,
     source_matches,
@@ -90,6 +93,7 @@ def write_trace(
             f"{target}: exists and is not an Explorer store entry — choose a new directory"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent))
     try:
         for name, data in files.items():
@@ -99,6 +103,19 @@ def write_trace(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already when installed
     return target
+
+
+#: A temporary directory of an entry's writer older than this was left by a killed process.
+STALE_TEMPORARY_S = 3600
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove what writers of ``target`` killed mid-write left (``.NAME.*.writing`` and
+    ``.NAME.*.old`` directories); recent ones may belong to a writer still running."""
+    cutoff = time.time() - STALE_TEMPORARY_S
+    for p in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        if p.suffix in (".writing", ".old") and p.is_dir() and p.stat().st_mtime < cutoff:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def is_entry(path: Path) -> bool:
@@ -152,7 +169,7 @@ def open_trace(
         raise StoreDamaged(d, f"{HEADER} lists no tables")
     if not set(TABLES) <= set(names) <= set(TABLES + OPTIONAL_TABLES):
         raise StoreDamaged(d, f"{HEADER} lists unexpected tables {names}")
-    raw = {name: read_checked(d, header, f"{name}.parquet") for name in names}
+    raw = {name: map_checked(d, header, f"{name}.parquet") for name in names}
     args_bytes = read_checked(d, header, ARGS_FILE)
     meta_bytes = read_checked(d, header, METADATA_FILE)
     try:

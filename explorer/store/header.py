@@ -10,6 +10,8 @@ file as it is now, so a trace replaced during its own parse is never cached as t
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,16 +114,46 @@ def read_header(directory: Path) -> dict[str, Any]:
 
 def read_checked(directory: Path, header: dict[str, Any], name: str) -> bytes:
     """The bytes of file ``name`` of an entry, after checking size and checksum."""
-    meta = header["files"].get(name)
-    if not isinstance(meta, dict):
-        raise StoreDamaged(directory, f"{HEADER} does not list {name}")
+    meta = _listed(directory, header, name)
     try:
         data = (directory / name).read_bytes()
     except OSError as exc:
-        raise StoreDamaged(directory, f"{name} is unreadable ({exc.strerror or exc})") from exc
+        raise _unreadable(directory, name, exc) from exc
+    _verify(directory, meta, name, data)
+    return data
+
+
+def map_checked(directory: Path, header: dict[str, Any], name: str) -> memoryview:
+    """File ``name`` of an entry memory-mapped read-only (no copy), after checking size and
+    checksum. The mapping keeps the file's contents even if the entry is later replaced
+    (entries are renamed and unlinked, never rewritten in place)."""
+    meta = _listed(directory, header, name)
+    try:
+        with open(directory / name, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                data = memoryview(b"")
+            else:
+                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except OSError as exc:
+        raise _unreadable(directory, name, exc) from exc
+    _verify(directory, meta, name, data)
+    return data
+
+
+def _listed(directory: Path, header: dict[str, Any], name: str) -> dict[str, Any]:
+    meta = header["files"].get(name)
+    if not isinstance(meta, dict):
+        raise StoreDamaged(directory, f"{HEADER} does not list {name}")
+    return meta
+
+
+def _unreadable(directory: Path, name: str, exc: OSError) -> StoreDamaged:
+    return StoreDamaged(directory, f"{name} is unreadable ({exc.strerror or exc})")
+
+
+def _verify(directory: Path, meta: dict[str, Any], name: str, data: bytes | memoryview) -> None:
     if len(data) != meta.get("bytes") or checksum(data) != meta.get("crc32"):
         raise StoreDamaged(directory, f"{name} is damaged (size or checksum differs from {HEADER})")
-    return data
 
 
 def source_matches(header: dict[str, Any], stamp: SourceStamp) -> bool:

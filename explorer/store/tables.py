@@ -63,9 +63,11 @@ def encode_table(name: str, df: pd.DataFrame) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def decode_table(name: str, data: bytes, categories: dict[str, dict[str, Any]]) -> pd.DataFrame:
+def decode_table(
+    name: str, data: bytes | memoryview, categories: dict[str, dict[str, Any]]
+) -> pd.DataFrame:
     """The model table written by :func:`encode_table`, categories restored exactly."""
-    table = pq.read_table(pa.BufferReader(data))
+    table = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data))).read()
     if name in _ID_TABLES:
         table = table.drop_columns(["id"])
     df = table.to_pandas()
@@ -101,7 +103,7 @@ def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
 
 def decode_args(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
     """``(blob, offsets, index)`` for an :class:`ArgsStore` from :func:`encode_args` bytes."""
-    table = pq.read_table(pa.BufferReader(data), columns=["json"])
+    table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["json"])
     column = table.column("json").combine_chunks()
     n = len(column)
     if n == 0:

@@ -3,6 +3,8 @@ categories, the metadata, every slice's raw args — on every real trace we have
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import duckdb
@@ -95,3 +97,18 @@ def test_write_refuses_to_replace_what_is_not_an_entry(tmp_path: Path) -> None:
     entry = store.write_trace(model, tmp_path / "entry")
     store.write_trace(model, entry)  # an entry is replaced whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry", "my_runs"]  # no temp left
+
+
+def test_a_killed_writers_leftovers_are_removed_later(tmp_path: Path) -> None:
+    model = load_trace(SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz", use_cache=False)
+    old, recent = tmp_path / ".e.abc.writing", tmp_path / ".e.def.writing"
+    for d in (old, recent):
+        d.mkdir()
+        (d / "slices.parquet").write_bytes(b"half")
+    stale = time.time() - store.entry.STALE_TEMPORARY_S - 10
+    os.utime(old, (stale, stale))
+    store.write_trace(model, tmp_path / "e")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".e.def.writing",
+        "e",
+    ]  # another writer's may still be running
