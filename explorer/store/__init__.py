@@ -1,7 +1,8 @@
 """The columnar store: a trace's tables as Parquet files plus a small JSON header.
 
 One entry is one directory holding ``slices``, ``tracks``, ``flows``, ``counters``,
-``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet``, the
+``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet`` (or
+``<table>.arrow``, Arrow IPC, for the trace cache: see :mod:`explorer.store.tables`), the
 slices' raw args as ``args.parquet`` (a binary ``json`` column, row ``i`` = slice ``i``),
 ``metadata.json``, and ``header.json`` (format version, the source file's stamp, and each
 file's size and CRC-32). It serves three users:

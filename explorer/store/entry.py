@@ -37,6 +37,7 @@ from explorer.store.header import (
     write_header,
 )
 from explorer.store.tables import (
+    TABLE_FORMATS,
     categories_of,
     decode_args,
     decode_table,
@@ -54,18 +55,20 @@ ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
-def _encode(model: TraceData) -> tuple[dict[str, bytes], dict[str, Any]]:
+def _encode(model: TraceData, table_format: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+    suffix = TABLE_FORMATS[table_format]
     files: dict[str, bytes] = {}
     categories: dict[str, Any] = {}
     tables = {t: getattr(model, t) for t in TABLES}
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
     for name, df in tables.items():
-        files[f"{name}.parquet"] = encode_table(name, df)
+        files[name + suffix] = encode_table(name, df, table_format)
         categories[name] = categories_of(df)
     files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
     files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
-    return files, {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
+    extra = {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
+    return files, {**extra, "table_format": table_format}
 
 
 def _json_scalar(v: Any) -> Any:
@@ -75,9 +78,17 @@ def _json_scalar(v: Any) -> Any:
 
 
 def write_trace(
-    model: TraceData, directory: str | os.PathLike[str], *, source: SourceStamp | None = None
+    model: TraceData,
+    directory: str | os.PathLike[str],
+    *,
+    source: SourceStamp | None = None,
+    table_format: str = "parquet",
 ) -> Path:
     """Write ``model``'s tables, args and metadata as a store entry at ``directory``.
+
+    Tables are Parquet files (``table_format="parquet"``, for DuckDB and other tools) or
+    Arrow IPC files (``"arrow"``: memory-mapped, no decoding on open; what the trace cache
+    uses). The args are Parquet either way.
 
     ``directory`` must not exist, or be a store entry (which is replaced atomically); its
     parent is created. ``source`` stamps the entry with the file the model was parsed from
@@ -86,8 +97,10 @@ def write_trace(
     :class:`~explorer.errors.ExplorerError` when ``directory`` is something other than a
     store entry (nothing of the user's is ever replaced).
     """
+    if table_format not in TABLE_FORMATS:
+        raise ValueError(f"table_format must be one of {sorted(TABLE_FORMATS)}")
     target = Path(directory)
-    files, extra = _encode(model)
+    files, extra = _encode(model, table_format)
     if target.exists() and not is_entry(target):
         raise ExplorerError(
             f"{target}: exists and is not an Explorer store entry — choose a new directory"
@@ -169,12 +182,16 @@ def open_trace(
         raise StoreDamaged(d, f"{HEADER} lists no tables")
     if not set(TABLES) <= set(names) <= set(TABLES + OPTIONAL_TABLES):
         raise StoreDamaged(d, f"{HEADER} lists unexpected tables {names}")
-    raw = {name: map_checked(d, header, f"{name}.parquet") for name in names}
+    table_format = header.get("table_format")
+    if table_format not in TABLE_FORMATS:
+        raise StoreDamaged(d, f"unknown table format {table_format!r}")
+    raw = {name: map_checked(d, header, name + TABLE_FORMATS[table_format]) for name in names}
     args_bytes = read_checked(d, header, ARGS_FILE)
     meta_bytes = read_checked(d, header, METADATA_FILE)
     try:
         tables = {
-            name: decode_table(name, data, categories.get(name, {})) for name, data in raw.items()
+            name: decode_table(name, data, categories.get(name, {}), table_format)
+            for name, data in raw.items()
         }
         metadata = json.loads(meta_bytes)
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
@@ -191,14 +208,16 @@ def open_trace(
 
 
 def table_paths(directory: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Path]:
-    """The Parquet file of each table of the entry at ``directory`` (``slices``, ``tracks``,
+    """The file of each table of the entry at ``directory`` (``slices``, ``tracks``,
     ``flows``, ``counters``, ``instants``, ``memory``, ``args``, and ``execution_trace`` when
-    present), for DuckDB's ``read_parquet`` or any Parquet reader. With ``verify`` (the
-    default) every file's checksum is checked first (:class:`StoreDamaged` when one fails)."""
+    present): Parquet files for DuckDB's ``read_parquet`` or any Parquet reader (Arrow IPC
+    files, ``.arrow``, for the tables of an entry written with ``table_format="arrow"``).
+    With ``verify`` (the default) every file's checksum is checked first
+    (:class:`StoreDamaged` when one fails)."""
     d = Path(directory)
     header = read_header(d)
-    names = [n for n in header["files"] if n.endswith(".parquet")]
+    names = [n for n in header["files"] if n.endswith(tuple(TABLE_FORMATS.values()))]
     if verify:
         for n in names:
             read_checked(d, header, n)
-    return {n.removesuffix(".parquet"): d / n for n in sorted(names)}
+    return {n.rsplit(".", 1)[0]: d / n for n in sorted(names)}

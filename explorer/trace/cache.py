@@ -3,7 +3,8 @@
 Kept in a cache directory (``$EXPLORER_CACHE_DIR``, else ``$XDG_CACHE_HOME/explorer``, else
 ``~/.cache/explorer``; or a directory the caller names) rather than beside the trace:
 traces often sit on read-only or shared storage, and a cache must never be mistaken for,
-or overwrite, what a user captured. An entry (see :mod:`explorer.store`) is keyed by the
+or overwrite, what a user captured. An entry (see :mod:`explorer.store`; its tables are
+Arrow IPC files, memory-mapped on reopen with nothing to decode) is keyed by the
 trace's absolute path and used only when it was made from exactly the file as it is now:
 same size, modification time and inode, stamped *before* the file was read, so a trace
 replaced while it was being parsed is parsed again next time. A damaged, partial or
@@ -63,7 +64,7 @@ def save_cached(
             return False
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
-        write_trace(trace, entry, source=stamp)
+        write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
         return True
     except (OSError, ExplorerError):
         return False

@@ -41,8 +41,9 @@ def assert_same_model(a: TraceData, b: TraceData) -> None:
 @pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
 def test_every_real_trace_round_trips_exactly(path: Path, tmp_path: Path) -> None:
     model = load_trace(path, use_cache=False)
-    entry = store.write_trace(model, tmp_path / "entry")
-    assert_same_model(model, store.open_trace(entry))
+    for table_format in ("parquet", "arrow"):
+        entry = store.write_trace(model, tmp_path / table_format, table_format=table_format)
+        assert_same_model(model, store.open_trace(entry))
 
 
 def test_categories_keep_order_unused_values_and_ordered_flag(tmp_path: Path) -> None:
