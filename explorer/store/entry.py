@@ -19,10 +19,12 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
@@ -55,20 +57,22 @@ ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
-def _encode(model: TraceData, table_format: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+def _encode(
+    model: TraceData, table_format: str, extra_tables: Mapping[str, pd.DataFrame]
+) -> tuple[dict[str, bytes], dict[str, Any]]:
     suffix = TABLE_FORMATS[table_format]
     files: dict[str, bytes] = {}
     categories: dict[str, Any] = {}
     tables = {t: getattr(model, t) for t in TABLES}
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
-    for name, df in tables.items():
+    for name, df in {**tables, **extra_tables}.items():
         files[name + suffix] = encode_table(name, df, table_format)
         categories[name] = categories_of(df)
     files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
     files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
     extra = {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
-    return files, {**extra, "table_format": table_format}
+    return files, {**extra, "extra_tables": sorted(extra_tables), "table_format": table_format}
 
 
 def _json_scalar(v: Any) -> Any:
@@ -83,12 +87,15 @@ def write_trace(
     *,
     source: SourceStamp | None = None,
     table_format: str = "parquet",
+    extra_tables: Mapping[str, pd.DataFrame] | None = None,
 ) -> Path:
     """Write ``model``'s tables, args and metadata as a store entry at ``directory``.
 
     Tables are Parquet files (``table_format="parquet"``, for DuckDB and other tools) or
     Arrow IPC files (``"arrow"``: memory-mapped, no decoding on open; what the trace cache
-    uses). The args are Parquet either way.
+    uses). The args are Parquet either way. ``extra_tables`` are stored beside the model's
+    tables in the same format (e.g. a rank's ``steps`` and ``findings`` in a job store; read
+    one back with :func:`read_table`, or all through :func:`table_paths`).
 
     ``directory`` must not exist, or be a store entry (which is replaced atomically); its
     parent is created. ``source`` stamps the entry with the file the model was parsed from
@@ -99,8 +106,12 @@ def write_trace(
     """
     if table_format not in TABLE_FORMATS:
         raise ValueError(f"table_format must be one of {sorted(TABLE_FORMATS)}")
+    reserved = set(TABLES) | set(OPTIONAL_TABLES) | {"args", "metadata", "header"}
+    clash = reserved & set(extra_tables or {})
+    if clash:
+        raise ValueError(f"extra table names {sorted(clash)} are the model's own")
     target = Path(directory)
-    files, extra = _encode(model, table_format)
+    files, extra = _encode(model, table_format, extra_tables or {})
     if target.exists() and not is_entry(target):
         raise ExplorerError(
             f"{target}: exists and is not an Explorer store entry — choose a new directory"
@@ -205,6 +216,22 @@ def open_trace(
         execution_trace=tables.get("execution_trace"),
         args_store=ArgsStore(load=lambda: decode_args(args_bytes)),
     )
+
+
+def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
+    """One table of the entry at ``directory`` (a model table or an extra table), verified
+    against the header and with its categories restored; :class:`StoreDamaged` otherwise."""
+    d = Path(directory)
+    header = read_header(d)
+    table_format = header.get("table_format")
+    categories = header.get("categories")
+    if table_format not in TABLE_FORMATS or not isinstance(categories, dict):
+        raise StoreDamaged(d, f"{HEADER} is incomplete")
+    data = map_checked(d, header, name + TABLE_FORMATS[table_format])
+    try:
+        return decode_table(name, data, categories.get(name, {}), table_format)
+    except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+        raise StoreDamaged(d, f"{name} does not decode ({exc})") from exc
 
 
 def table_paths(directory: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Path]:
