@@ -56,11 +56,11 @@ def categories_of(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
 _ID_TABLES = frozenset({"slices"})
 
 
-def arrow_table(name: str, df: pd.DataFrame) -> pa.Table:
+def arrow_table(name: str, df: pd.DataFrame, ids: bool = True) -> pa.Table:
     """Model table ``name`` as Arrow, as it is stored and queried (with ``id`` where the
-    row position is an id)."""
+    row position is an id, unless ``ids`` is false)."""
     table = pa.Table.from_pandas(df, preserve_index=False)
-    if name in _ID_TABLES:
+    if ids and name in _ID_TABLES:
         table = table.add_column(0, "id", pa.array(np.arange(len(df), dtype=np.int64)))
     return table
 
@@ -71,7 +71,8 @@ TABLE_FORMATS: dict[str, str] = {"parquet": ".parquet", "arrow": ".arrow"}
 
 def encode_table(name: str, df: pd.DataFrame, table_format: str = "parquet") -> bytes:
     """Model table ``name`` as file bytes in ``table_format`` (see the module docstring)."""
-    table = arrow_table(name, df)
+    # Only Explorer reads the cache's Arrow files: no ``id`` column to write, map and drop.
+    table = arrow_table(name, df, ids=table_format == "parquet")
     sink = pa.BufferOutputStream()
     if table_format == "arrow":
         with pa.ipc.new_file(sink, table.schema) as writer:
@@ -93,7 +94,7 @@ def decode_table(
         table = pa.ipc.open_file(buf).read_all()  # zero-copy over the mapped file
     else:
         table = pq.ParquetFile(pa.BufferReader(buf)).read()
-    if name in _ID_TABLES:
+    if table_format == "parquet" and name in _ID_TABLES:
         table = table.drop_columns(["id"])
     df = table.to_pandas()
     for col, cat in categories.items():
