@@ -71,6 +71,8 @@ def _encode(
         categories[name] = categories_of(df)
     files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
     files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
+    if json.loads(files[METADATA_FILE]) != model.metadata:  # a tuple, a non-str key, a NaN
+        raise ExplorerError("the trace's metadata does not survive JSON; it cannot be stored")
     extra = {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
     return files, {**extra, "extra_tables": sorted(extra_tables), "table_format": table_format}
 

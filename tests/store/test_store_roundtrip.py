@@ -146,3 +146,12 @@ def test_extra_tables_live_in_the_entry_and_join_across_entries(tmp_path: Path) 
             tmp_path / "x",
             extra_tables={"slices": st},
         )
+
+
+def test_metadata_that_json_would_change_is_refused(tmp_path: Path) -> None:
+    model = load_trace(SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz", use_cache=False)
+    for bad in ((1, 2), {3: "int key"}):
+        model.metadata["odd"] = bad
+        with pytest.raises(ExplorerError, match="does not survive JSON"):
+            store.write_trace(model, tmp_path / "e")
+    assert not (tmp_path / "e").exists()
