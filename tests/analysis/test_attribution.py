@@ -20,8 +20,8 @@ TRAIN = "/synthetic/train.py"
 @pytest.fixture(scope="module")
 def sync_storm() -> Trace:
     doc = generate("sync_storm", steps=3, seed=0)
-    return trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    return Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     )
 
 

@@ -50,7 +50,7 @@ def _device_trace() -> Trace:
         _x("cudaStreamSynchronize", "cuda_runtime", 30, 10, HOST),  # sync 30-40
         _x("aten::add", "cpu_op", 40, 4, HOST),  # host busy 40-44, right after the sync
     ]
-    return trace_from_events(ev, cls=Trace)
+    return Trace(trace_from_events(ev))
 
 
 def test_known_answer_on_a_hand_built_device_step() -> None:
@@ -75,8 +75,10 @@ def test_known_answer_on_a_hand_built_device_step() -> None:
 def test_categories_partition_every_step_exactly() -> None:
     for name in SCENARIOS:
         doc = generate(name, steps=3, seed=1)
-        t = trace_from_events(
-            doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+        t = Trace(
+            trace_from_events(
+                doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}
+            )
         )
         bd = breakdown(t)
         assert (bd["ns"] >= 0).all()
@@ -100,7 +102,7 @@ def test_host_mode_on_a_cpu_only_trace() -> None:
         _x("aten::mm", "cpu_op", 30, 40, HOST),
         _x("c10d::allreduce_", "cpu_op", 70, 10, HOST),
     ]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     assert device_labels(t) == {}
     w = breakdown_wide(t).iloc[0]
     assert w["device"] == "host"
@@ -148,7 +150,7 @@ def test_two_devices_each_partition_the_step() -> None:
         _x("gemm", "kernel", 50, 20, gpu1, device=1, stream=7),
         _x("aten::mm", "cpu_op", 0, 100, HOST),
     ]
-    w = breakdown_wide(trace_from_events(ev, cls=Trace)).set_index("device")
+    w = breakdown_wide(Trace(trace_from_events(ev))).set_index("device")
     assert list(w.index) == ["cuda:0", "cuda:1"]
     assert (w.loc["cuda:0", "compute"], w.loc["cuda:0", "host_bound"]) == (60_000, 40_000)
     assert (w.loc["cuda:1", "compute"], w.loc["cuda:1", "host_bound"]) == (20_000, 80_000)
@@ -164,7 +166,7 @@ def test_two_devices_each_partition_the_step() -> None:
     ids=["empty", "zero-length", "device-only"],
 )
 def test_degenerate_traces_still_partition(events: list[dict]) -> None:
-    t = trace_from_events(events, cls=Trace)
+    t = Trace(trace_from_events(events))
     bd = breakdown(t)
     assert (bd["ns"] >= 0).all()
     assert (
