@@ -30,21 +30,16 @@ import duckdb
 import pandas as pd
 
 from explorer.job.rank_map import RANK_TABLES
+from explorer.store import table_paths
+from explorer.store.query import connect
 
 
 def open_job_tables(rank_dirs: list[Path]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with a view per rank table over these ranks' Parquet files."""
-    con = duckdb.connect(":memory:")
+    """An in-memory DuckDB with a view per rank table over these ranks' store entries."""
+    paths = [table_paths(d, verify=False) for d in rank_dirs]  # just written by the workers
+    con = connect({table: [p[table] for p in paths] for table in RANK_TABLES})
     con.execute("SET threads TO 1")  # the driver stays small; the workers did the heavy part
-    for table in RANK_TABLES:
-        files = ", ".join(_sql_str(str(d / f"{table}.parquet")) for d in rank_dirs)
-        # a view cannot take parameters: the (quoted) paths are part of its text
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{files}])")
     return con
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def step_matrix(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
