@@ -43,7 +43,7 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
     need = end + (end == ts)  # a parent must end at or after this
     first = np.r_[True, track[1:] != track[:-1]]
     open_until = np.empty(n, np.int64)  # latest end of the earlier slices on the track
-    open_until[1:] = _segmented_running_max(end, np.cumsum(first) - 1)[:-1]
+    open_until[1:] = segmented_running_max(end, np.cumsum(first) - 1)[:-1]
     open_until[first] = np.iinfo(np.int64).min
     parent = np.full(n, -1, np.int64)
     resolved = open_until < need
@@ -101,7 +101,7 @@ def timeline_rows(
     g_track, g_depth, g_ts, g_end = track[order], depth[order], ts[order], end[order]
     new = np.r_[True, (g_track[1:] != g_track[:-1]) | (g_depth[1:] != g_depth[:-1])]
     group = np.cumsum(new) - 1
-    open_until = _segmented_running_max(g_end, group)
+    open_until = segmented_running_max(g_end, group)
     overlaps = np.zeros(n, bool)
     overlaps[1:] = ~new[1:] & (g_ts[1:] < open_until[:-1])
     sub = np.zeros(n, np.int64)
@@ -127,7 +127,7 @@ def timeline_rows(
     return out
 
 
-def _segmented_running_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+def segmented_running_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Running maximum of ``values`` that restarts at every new ``group`` (sorted ids):
     one accumulate over the values lifted by ``group * span``."""
     lo = int(values.min())
