@@ -20,45 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def improperly_nested(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """True for each slice that a later-starting slice on its track escapes from.
-
-    Slices must be sorted by ``(track, ts, -dur)``. Slice ``i`` is clean when every slice
-    starting inside it (``ts_i <= ts_j < end_i``, later in order) also ends by ``end_i``:
-    a range-maximum query over ``end``, answered with a sparse table built level by level
-    so memory stays O(n).
-    """
-    n = len(ts)
-    if n == 0:
-        return np.zeros(0, bool)
-    # Last index starting before end_i on the same track (searchsorted per track).
-    last = np.empty(n, np.int64)
-    bounds = np.flatnonzero(np.diff(track)) + 1
-    starts = np.concatenate([[0], bounds])
-    stops = np.concatenate([bounds, [n]])
-    for lo, hi in zip(starts, stops, strict=True):
-        last[lo:hi] = lo + np.searchsorted(ts[lo:hi], end[lo:hi], side="left") - 1
-    first = np.arange(1, n + 1, dtype=np.int64)  # queries cover [i + 1, last_i]
-    has = last >= first
-    bad = np.zeros(n, bool)
-    q = np.flatnonzero(has)
-    if len(q) == 0:
-        return bad
-    length = last[q] - first[q] + 1
-    level = np.floor(np.log2(length)).astype(np.int64)
-    table = end.astype(np.int64, copy=True)
-    for k in range(int(level.max()) + 1):
-        if k:
-            step = 1 << (k - 1)
-            table = np.maximum(table[:-step], table[step:])
-        at = level == k
-        if at.any():
-            qi = q[at]
-            lo = first[qi]
-            hi = last[qi] - (1 << k) + 1
-            bad[qi] = np.maximum(table[lo], table[hi]) > end[qi]
-    return bad
+from explorer.trace.nesting import improperly_nested, segmented_running_max
 
 
 def assign_lanes(
@@ -83,7 +45,7 @@ def assign_lanes(
     # is always in their stretch.
     new_track = np.ones(n, bool)
     new_track[1:] = track[1:] != track[:-1]
-    open_until = _running_max_per_track(end, new_track)
+    open_until = segmented_running_max(end, np.cumsum(new_track) - 1)
     cut = new_track.copy()
     cut[1:] |= ts[1:] >= open_until[:-1]
     bounds = np.r_[np.flatnonzero(cut), n]
@@ -94,16 +56,6 @@ def assign_lanes(
         local = parent[lo:hi] - lo
         lanes[lo:hi] = _first_fit(ts[lo:hi], end[lo:hi], np.where(local >= 0, local, -1))
     return lanes
-
-
-def _running_max_per_track(end: np.ndarray, new_track: np.ndarray) -> np.ndarray:
-    """Running maximum of ``end`` that restarts at each track's first slice."""
-    out = np.empty_like(end)
-    starts = np.flatnonzero(new_track)
-    stops = np.append(starts[1:], len(end))
-    for lo, hi in zip(starts, stops, strict=True):
-        np.maximum.accumulate(end[lo:hi], out=out[lo:hi])
-    return out
 
 
 def _first_fit(ts: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -3,13 +3,13 @@ on, and "which slice encloses this time" look-ups — vectorised, because every 
 up to millions of slices.
 
 Slices must be sorted by ``(track, ts, -dur)`` first. A slice's parent is the nearest
-slice that contains it in time: the last slice before it, in that order, on its track
-that ends no earlier than it does. Real traces are not always well nested — with Python
-stacks a ``ProfilerStep#N`` annotation starts inside a 7 µs
-``<built-in method _record_function_enter_new>`` frame and outlives it — so "the slice
-that was open when it started" is not good enough: a slice that only partly overlaps
-another never becomes its child. Because parents precede their children and every
-subtree is a contiguous run of that order, the parent links are also a preorder forest.
+slice that fully contains it in time. Real traces are not always well nested — with
+Python stacks a ``ProfilerStep#N`` annotation starts inside a 7 µs
+``<built-in method _record_function_enter_new>`` frame and outlives it, and the training
+function's frame starts inside ``ProfilerStep#0`` and outlives it — so "the slice that
+was open when it started" is not good enough: a slice that only partly overlaps another
+never becomes its child, and of two containers that partly overlap each other the
+shorter one is the parent.
 """
 
 from __future__ import annotations
@@ -20,19 +20,21 @@ import numpy as np
 def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Depth (int16) and parent id (int64, -1 for top level) of each slice.
 
-    The parent of slice ``j`` is the last earlier slice ``i`` on its track (in
-    ``(track, ts, -dur)`` order, so ``ts_i <= ts_j``) with ``end_i >= end_j``: the nearest
-    slice that fully contains it. Zero-length slices are leaves, and nest in a slice only
+    The parent of slice ``j`` is the shortest slice on its track that contains it
+    (``ts_i <= ts_j`` and ``end_j <= end_i``, earlier in ``(track, ts, -dur)`` order; of
+    equally long ones the latest). Zero-length slices are leaves, and nest in a slice only
     when they fall strictly before its end (``[ts, end)`` is half open).
 
-    This is the "previous greater element" search, solved with pointer jumping instead of
-    a sequential stack. Top-level slices are found first (nothing earlier on the track
-    ends late enough: a running maximum). Every other slice holds a pointer ``q`` such
-    that nothing between ``q`` and itself can be its parent; when the slice at ``q`` is
-    not a parent either, the search jumps to that slice's parent (if known) or to that
-    slice's own pointer, since nothing in between ends late enough. Pointers double their
-    reach each round, so the loop runs O(log n) rounds of vectorised work, never one per
-    slice.
+    First the latest container: the "previous greater element" search, solved with pointer
+    jumping instead of a sequential stack. Top-level slices are found first (nothing
+    earlier on the track ends late enough: a running maximum). Every other slice holds a
+    pointer ``q`` such that nothing between ``q`` and itself can contain it; when the
+    slice at ``q`` does not either, the search jumps to that slice's parent (if known) or
+    to that slice's own pointer, since nothing in between ends late enough. Pointers
+    double their reach each round, so the loop runs O(log n) rounds of vectorised work,
+    never one per slice. On a well-nested track the latest container is the shortest;
+    only slices that something escapes from can be shorter containers that are not
+    ancestors, and :func:`_shortest_containers` checks those.
     """
     n = len(ts)
     if n == 0:
@@ -47,6 +49,11 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
     open_until[first] = np.iinfo(np.int64).min
     parent = np.full(n, -1, np.int64)
     resolved = open_until < need
+    # A slice escapes an earlier one when that one is still open at its start but ends
+    # before it does. Every escape shows up here (a top-level slice with something still
+    # open, or a pointer landing on an open slice that does not contain it: the jumps only
+    # skip slices that ended earlier), which marks the tracks that are not well nested.
+    escapes = resolved & (open_until > ts)
     q = np.arange(-1, n - 1, dtype=np.int64)
     active = np.flatnonzero(~resolved)
     del open_until, first
@@ -56,9 +63,58 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
         parent[active[hit]] = c[hit]
         resolved[active[hit]] = True
         miss, c = active[~hit], c[~hit]
+        escapes[miss[end[c] > ts[miss]]] = True
         q[miss] = np.where(resolved[c], parent[c], q[c])
         active = miss
+    for t in np.unique(track[escapes]):
+        lo, hi = np.searchsorted(track, t, "left"), np.searchsorted(track, t, "right")
+        local = np.where(parent[lo:hi] >= 0, parent[lo:hi] - lo, -1)
+        local = _shortest_containers(ts[lo:hi], end[lo:hi], need[lo:hi], local)
+        parent[lo:hi] = np.where(local >= 0, local + lo, -1)
     return depth_of(parent).astype(np.int16), parent
+
+
+#: Candidate (container, slice) pairs checked at once by :func:`_shortest_containers`.
+_PAIRS_PER_CHUNK = 1 << 21
+
+
+def _shortest_containers(
+    ts: np.ndarray, end: np.ndarray, need: np.ndarray, parent: np.ndarray
+) -> np.ndarray:
+    """The shortest container of each slice of one track, given the latest ones (-1 for
+    none; positions within the track).
+
+    A container of a slice that is not one of its ancestors starts before some ancestor
+    and ends inside it, so some later slice escapes from it (:func:`improperly_nested`).
+    Only those slices are candidates, and each is checked against the slices starting
+    inside it: on the Python-stack samples about two pairs per slice.
+    """
+    track = np.zeros(len(ts), np.int64)
+    crossers = np.flatnonzero(improperly_nested(track, ts, end))
+    last = np.searchsorted(ts, end[crossers], "left") - 1  # last slice starting inside
+    span = last - crossers
+    dur = end - ts
+    best = parent.copy()
+    best_dur = np.where(parent >= 0, dur[np.clip(parent, 0, None)], np.iinfo(np.int64).max)
+    # Chunks of about _PAIRS_PER_CHUNK pairs (a chunk starts where its first crosser's
+    # pairs start), so memory stays bounded whatever the trace.
+    chunk = (np.cumsum(span) - span) // _PAIRS_PER_CHUNK
+    cuts = np.r_[0, np.flatnonzero(chunk[1:] != chunk[:-1]) + 1, len(crossers)]
+    for start, stop in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        k = np.repeat(crossers[start:stop], span[start:stop])
+        offsets = np.repeat(np.cumsum(span[start:stop]) - span[start:stop], span[start:stop])
+        j = k + 1 + (np.arange(len(k)) - offsets)
+        ok = end[k] >= need[j]
+        ok &= (dur[k] < best_dur[j]) | ((dur[k] == best_dur[j]) & (k > best[j]))
+        k, j = k[ok], j[ok]
+        if len(k) == 0:
+            continue
+        pick = np.lexsort((-k, dur[k], j))  # per slice: shortest, then latest
+        k, j = k[pick], j[pick]
+        first = np.r_[True, j[1:] != j[:-1]]
+        best[j[first]] = k[first]
+        best_dur[j[first]] = dur[k[first]]
+    return best
 
 
 def depth_of(parent: np.ndarray) -> np.ndarray:
@@ -76,10 +132,51 @@ def depth_of(parent: np.ndarray) -> np.ndarray:
     return depth
 
 
+def improperly_nested(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """True for each slice that a later-starting slice on its track escapes from.
+
+    Slices must be sorted by ``(track, ts, -dur)``. Slice ``i`` is clean when every slice
+    starting inside it (``ts_i <= ts_j < end_i``, later in order) also ends by ``end_i``:
+    a range-maximum query over ``end``, answered with a sparse table built level by level
+    so memory stays O(n).
+    """
+    n = len(ts)
+    if n == 0:
+        return np.zeros(0, bool)
+    # Last index starting before end_i on the same track (searchsorted per track).
+    last = np.empty(n, np.int64)
+    bounds = np.flatnonzero(np.diff(track)) + 1
+    starts = np.concatenate([[0], bounds])
+    stops = np.concatenate([bounds, [n]])
+    for lo, hi in zip(starts, stops, strict=True):
+        last[lo:hi] = lo + np.searchsorted(ts[lo:hi], end[lo:hi], side="left") - 1
+    first = np.arange(1, n + 1, dtype=np.int64)  # queries cover [i + 1, last_i]
+    has = last >= first
+    bad = np.zeros(n, bool)
+    q = np.flatnonzero(has)
+    if len(q) == 0:
+        return bad
+    length = last[q] - first[q] + 1
+    level = np.floor(np.log2(length)).astype(np.int64)
+    table = end.astype(np.int64, copy=True)
+    for k in range(int(level.max()) + 1):
+        if k:
+            step = 1 << (k - 1)
+            table = np.maximum(table[:-step], table[step:])
+        at = level == k
+        if at.any():
+            qi = q[at]
+            lo = first[qi]
+            hi = last[qi] - (1 << k) + 1
+            bad[qi] = np.maximum(table[lo], table[hi]) > end[qi]
+    return bad
+
+
 def timeline_rows(
     track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray
 ) -> np.ndarray:
-    """The row (int64, 0 = top) of its track each slice is drawn on.
+    """The row (int64, 0 = top) of its track each slice is drawn on. Slices sorted by
+    ``(track, ts, -dur)``, ``depth`` from :func:`nest`.
 
     Rows follow the nesting: every slice is on a row below its parent's (all rows of depth
     ``d`` come before those of depth ``d + 1``), and no two slices on one row overlap. A
@@ -96,25 +193,27 @@ def timeline_rows(
     depth = np.asarray(depth, np.int64)
     ts = np.asarray(ts, np.int64)
     end = ts + np.asarray(dur, np.int64)
-    # Group by (track, depth), starts ascending within a group.
-    order = np.lexsort((ts, depth, track))
+    # Group by (track, depth), starts ascending within a group (the slices are sorted by
+    # track and start already, so a stable sort on the group key is enough).
+    order = np.argsort(track * (int(depth.max()) + 1) + depth, kind="stable")
     g_track, g_depth, g_ts, g_end = track[order], depth[order], ts[order], end[order]
     new = np.r_[True, (g_track[1:] != g_track[:-1]) | (g_depth[1:] != g_depth[:-1])]
     group = np.cumsum(new) - 1
     open_until = segmented_running_max(g_end, group)
     overlaps = np.zeros(n, bool)
     overlaps[1:] = ~new[1:] & (g_ts[1:] < open_until[:-1])
+    if not overlaps.any():
+        return depth.copy()  # one row per depth
+    # Stretches of a group with nothing open across their start; re-lay the ones holding
+    # an overlap.
     sub = np.zeros(n, np.int64)
-    if overlaps.any():
-        # Stretches of a group with nothing open across their start; re-lay the ones
-        # holding an overlap.
-        cut = new.copy()
-        cut[1:] |= g_ts[1:] >= open_until[:-1]
-        stretch = np.cumsum(cut) - 1
-        bounds = np.r_[np.flatnonzero(cut), n]
-        for s in np.unique(stretch[overlaps]):
-            lo, hi = bounds[s], bounds[s + 1]
-            sub[lo:hi] = _first_free(g_ts[lo:hi], g_end[lo:hi])
+    cut = new.copy()
+    cut[1:] |= g_ts[1:] >= open_until[:-1]
+    stretch = np.cumsum(cut) - 1
+    bounds = np.r_[np.flatnonzero(cut), n]
+    for s in np.unique(stretch[overlaps]):
+        lo, hi = bounds[s], bounds[s + 1]
+        sub[lo:hi] = _first_free(g_ts[lo:hi], g_end[lo:hi])
     # Rows per (track, depth) group, then each group's first row within its track.
     n_groups = int(group[-1]) + 1
     height = np.ones(n_groups, np.int64)

@@ -129,9 +129,9 @@ def test_profiler_steps_have_self_time_below_total() -> None:
     steps were filed under a 7 µs Python frame and owned no children."""
     trace = explorer.load(SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz")
     stats = operator_stats(trace)
-    steps = stats[stats["name"].str.match(r"ProfilerStep#[1-9]")]
-    assert len(steps) >= 2
-    assert (steps["self_ns"] < 0.5 * steps["total_ns"]).all()
+    steps = stats[stats["name"].str.match(r"ProfilerStep#\d")]
+    assert len(steps) >= 3
+    assert (steps["self_ns"] < 0.1 * steps["total_ns"]).all()
 
 
 def test_op_nested_in_itself_counts_once(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from explorer.export import protowire as w
-from explorer.export.lanes import assign_lanes, improperly_nested
+from explorer.export.lanes import assign_lanes
+from explorer.trace.nesting import improperly_nested
 
 
 def nested_ok(ts: list[int], end: list[int]) -> bool:

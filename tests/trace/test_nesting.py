@@ -53,8 +53,9 @@ def _columns(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.
 
 
 def brute_parents(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """The definition, slice by slice: the last earlier slice on the track that contains
-    the slice (a zero-length slice must fall strictly before the container's end)."""
+    """The definition, slice by slice: the shortest earlier slice on the track that
+    contains the slice, the latest of equally short ones (a zero-length slice must fall
+    strictly before its container's end)."""
     end = ts + dur
     idx = np.arange(len(ts))
     out = np.full(len(ts), -1, np.int64)
@@ -63,7 +64,8 @@ def brute_parents(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndar
         inside &= (end > ts[j]) if dur[j] == 0 else (end >= end[j])
         hits = np.flatnonzero(inside)
         if len(hits):
-            out[j] = hits[-1]
+            shortest = hits[dur[hits] == dur[hits].min()]
+            out[j] = shortest[-1]
     return out
 
 
@@ -141,10 +143,12 @@ def test_profiler_step_of_the_cnn_sample_leaves_the_python_frame_it_starts_in() 
     p = int(s["parent"].iloc[step])
     assert p >= 0 and "_record_function_enter_new" not in names[p]
     assert int(s["dur"].iloc[p]) >= int(s["dur"].iloc[step])
-    # The later steps hold the training work of their step as children.
-    step1 = int(np.flatnonzero(names == "ProfilerStep#1")[0])
-    kids = np.flatnonzero(s["parent"].to_numpy() == step1)
-    assert int(s["dur"].to_numpy()[kids].sum()) > 0.5 * int(s["dur"].iloc[step1])
+    # Every step holds the training work of its step as children, including step 0,
+    # which the training function's frame starts inside and outlives.
+    for k in range(3):
+        step = int(np.flatnonzero(names == f"ProfilerStep#{k}")[0])
+        kids = np.flatnonzero(s["parent"].to_numpy() == step)
+        assert int(s["dur"].to_numpy()[kids].sum()) > 0.9 * int(s["dur"].iloc[step]), k
 
 
 def test_random_tracks_against_brute_force() -> None:
