@@ -41,7 +41,6 @@ def test_annotations_are_bars_above_their_work(path: Path) -> None:
     s = trace.slices
     lanes = _lanes(trace)
     layout = TrackLayout(trace, lanes)
-    names = s["name"].astype(str).to_numpy()
     parent = s["parent"].to_numpy()
     lane_of = lanes.lane_of(np.arange(len(s)))
     steps = np.flatnonzero(s["name"].astype(str).str.startswith("ProfilerStep#").to_numpy())
