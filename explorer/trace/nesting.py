@@ -32,9 +32,13 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
     slice at ``q`` does not either, the search jumps to that slice's parent (if known) or
     to that slice's own pointer, since nothing in between ends late enough. Pointers
     double their reach each round, so the loop runs O(log n) rounds of vectorised work,
-    never one per slice. On a well-nested track the latest container is the shortest;
-    only slices that something escapes from can be shorter containers that are not
-    ancestors, and :func:`_shortest_containers` checks those.
+    never one per slice.
+
+    On a well-nested track the latest container is the shortest. A shorter container
+    that is not an ancestor is a slice that something escapes from (still open at the
+    later slice's start, ended before its end); the search lands on every such slice
+    (from the earliest slice escaping it: everything in between lies inside it, so no
+    jump passes over it), and :func:`_shortest_containers` checks only those.
     """
     n = len(ts)
     if n == 0:
@@ -48,29 +52,24 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
     open_until[1:] = segmented_running_max(end, np.cumsum(first) - 1)[:-1]
     open_until[first] = np.iinfo(np.int64).min
     parent = np.full(n, -1, np.int64)
-    resolved = open_until < need
-    # A slice escapes an earlier one when that one is still open at its start but ends
-    # before it does. Every escape shows up here (a top-level slice with something still
-    # open, or a pointer landing on an open slice that does not contain it: the jumps only
-    # skip slices that ended earlier), which marks the tracks that are not well nested.
-    escapes = resolved & (open_until > ts)
+    resolved = open_until < need  # top level
+    # Top-level slices that escape something search too, only to mark what they escape.
     q = np.arange(-1, n - 1, dtype=np.int64)
-    active = np.flatnonzero(~resolved)
+    active = np.flatnonzero(~resolved | (open_until > ts))
     del open_until, first
+    escaped = np.zeros(n, bool)
     while len(active):
         c = q[active]
         hit = end[c] >= need[active]
         parent[active[hit]] = c[hit]
         resolved[active[hit]] = True
         miss, c = active[~hit], c[~hit]
-        escapes[miss[end[c] > ts[miss]]] = True
-        q[miss] = np.where(resolved[c], parent[c], q[c])
-        active = miss
-    for t in np.unique(track[escapes]):
-        lo, hi = np.searchsorted(track, t, "left"), np.searchsorted(track, t, "right")
-        local = np.where(parent[lo:hi] >= 0, parent[lo:hi] - lo, -1)
-        local = _shortest_containers(ts[lo:hi], end[lo:hi], need[lo:hi], local)
-        parent[lo:hi] = np.where(local >= 0, local + lo, -1)
+        escaped[c[end[c] > ts[miss]]] = True
+        nxt = np.where(resolved[c], parent[c], q[c])
+        q[miss] = nxt
+        active = miss[nxt >= 0]
+    if escaped.any():
+        _shortest_containers(track, ts, end, need, parent, np.flatnonzero(escaped))
     return depth_of(parent).astype(np.int16), parent
 
 
@@ -79,42 +78,59 @@ _PAIRS_PER_CHUNK = 1 << 21
 
 
 def _shortest_containers(
-    ts: np.ndarray, end: np.ndarray, need: np.ndarray, parent: np.ndarray
-) -> np.ndarray:
-    """The shortest container of each slice of one track, given the latest ones (-1 for
-    none; positions within the track).
-
-    A container of a slice that is not one of its ancestors starts before some ancestor
-    and ends inside it, so some later slice escapes from it (:func:`improperly_nested`).
-    Only those slices are candidates, and each is checked against the slices starting
-    inside it: on the Python-stack samples about two pairs per slice.
-    """
-    track = np.zeros(len(ts), np.int64)
-    crossers = np.flatnonzero(improperly_nested(track, ts, end))
-    last = np.searchsorted(ts, end[crossers], "left") - 1  # last slice starting inside
+    track: np.ndarray,
+    ts: np.ndarray,
+    end: np.ndarray,
+    need: np.ndarray,
+    parent: np.ndarray,
+    crossers: np.ndarray,
+) -> None:
+    """Replace latest containers by shortest ones, in place, where one of the
+    ``crossers`` (the slices something escapes from) is a shorter container. Each
+    crosser is checked against the slices starting inside it: on the Python-stack samples
+    about two pairs per slice."""
+    last = np.empty(len(crossers), np.int64)  # last slice starting inside the crosser
+    c_track = track[crossers]
+    for t in np.unique(c_track):
+        lo, hi = np.searchsorted(track, t, "left"), np.searchsorted(track, t, "right")
+        sel = c_track == t
+        last[sel] = lo + np.searchsorted(ts[lo:hi], end[crossers[sel]], "left") - 1
     span = last - crossers
     dur = end - ts
-    best = parent.copy()
-    best_dur = np.where(parent >= 0, dur[np.clip(parent, 0, None)], np.iinfo(np.int64).max)
+    # A crosser can only be a shorter container when something longer starts inside it
+    # (that slice escapes it and holds the slices that may move): the longest slice
+    # starting inside each crosser, one maximum.reduceat over the ranges.
+    has = span > 0
+    crossers, span = crossers[has], span[has]
+    if len(crossers) == 0:
+        return
+    bounds = np.empty(2 * len(crossers), np.int64)
+    bounds[0::2] = crossers + 1
+    bounds[1::2] = crossers + 1 + span
+    longest = np.maximum.reduceat(np.append(dur, 0), bounds)[0::2]
+    useful = longest > dur[crossers]
+    crossers, span = crossers[useful], span[useful]
+    # Rank the crossers shortest first, latest first among equals: per slice the
+    # smallest rank is the one to take, a minimum.at over the pairs.
+    by_rank = crossers[np.lexsort((-crossers, dur[crossers]))]
+    rank = np.empty(len(ts), np.int64)
+    rank[by_rank] = np.arange(len(by_rank))
     # Chunks of about _PAIRS_PER_CHUNK pairs (a chunk starts where its first crosser's
     # pairs start), so memory stays bounded whatever the trace.
     chunk = (np.cumsum(span) - span) // _PAIRS_PER_CHUNK
     cuts = np.r_[0, np.flatnonzero(chunk[1:] != chunk[:-1]) + 1, len(crossers)]
+    best = np.full(len(ts), len(by_rank), np.int64)
     for start, stop in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         k = np.repeat(crossers[start:stop], span[start:stop])
         offsets = np.repeat(np.cumsum(span[start:stop]) - span[start:stop], span[start:stop])
         j = k + 1 + (np.arange(len(k)) - offsets)
         ok = end[k] >= need[j]
-        ok &= (dur[k] < best_dur[j]) | ((dur[k] == best_dur[j]) & (k > best[j]))
-        k, j = k[ok], j[ok]
-        if len(k) == 0:
-            continue
-        pick = np.lexsort((-k, dur[k], j))  # per slice: shortest, then latest
-        k, j = k[pick], j[pick]
-        first = np.r_[True, j[1:] != j[:-1]]
-        best[j[first]] = k[first]
-        best_dur[j[first]] = dur[k[first]]
-    return best
+        np.minimum.at(best, j[ok], rank[k[ok]])
+    j = np.flatnonzero(best < len(by_rank))
+    k = by_rank[best[j]]
+    p = parent[j]  # the latest container, always there when another one is
+    take = (dur[k] < dur[p]) | ((dur[k] == dur[p]) & (k > p))
+    parent[j[take]] = k[take]
 
 
 def depth_of(parent: np.ndarray) -> np.ndarray:
