@@ -23,7 +23,7 @@ from explorer.trace.args_store import ArgsStore
 from explorer.trace.model import TraceData
 
 #: Bump when the tables' layout or the reader's output changes.
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 _TABLES = ("slices", "tracks", "flows", "counters", "instants", "memory")
 
 

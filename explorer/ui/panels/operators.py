@@ -44,13 +44,14 @@ _FORMATS = {
     "self_ns": "ns",
     "avg_ns": "ns",
     "device_ns": "ns",
-    "share": "percent",
+    "self_share": "percent",
 }
 _HEADERS = {
     "total_ns": "total",
     "self_ns": "self",
     "avg_ns": "average",
     "device_ns": "device time",
+    "self_share": "self % of host/device",
 }
 
 
