@@ -5,7 +5,8 @@ another and says the second could not happen before the first (see
 :mod:`explorer.analysis.graph.edges` for the types and what their weights mean). The edge
 families come from :mod:`explorer.analysis.graph`: host nesting and thread order, launches
 and stream order, host syncs and cross-stream events, forward -> backward, Execution Trace
-data dependencies and the runtime lock between launching threads. The collector's own
+data dependencies, the runtime lock between launching threads, and a thread waiting in
+``backward()`` for the autograd engine's threads. The collector's own
 copy, sync and fallback events sit on the thread that made them, around the ops they serve,
 so nesting ties them in.
 
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges
+from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges, thread_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
 from explorer.errors import UsageError
@@ -95,6 +96,9 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     device_edges.queue_backpressure(edges, arrays, launcher, name_codes, work)
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
+    thread_edges.autograd_waits(
+        edges, arrays, thread_edges.engine_op_mask(trace.slices["name"].array)
+    )
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)

@@ -15,6 +15,8 @@ from explorer.report.text import fmt_ns, pct
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
     "host_compute": "host compute",
+    "compile": "compile",
+    "host_runtime": "host runtime",
     "launch_overhead": "launch overhead",
     "device_compute": "device compute",
     "data_movement": "data movement",
@@ -24,6 +26,8 @@ LABELS: dict[str, str] = {
 }
 COLOURS: dict[str, str] = {
     "host_compute": "#f07f1d",
+    "compile": "#c06c84",
+    "host_runtime": "#f2a65a",
     "launch_overhead": "#e6cf3a",
     "device_compute": "#2e9d4f",
     "data_movement": "#d9a400",
