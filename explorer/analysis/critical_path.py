@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
-from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
+from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
 from explorer.analysis.graph.categories import slice_categories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
@@ -60,6 +60,8 @@ class CriticalPath:
     top_lines: pd.DataFrame
     step: int | None = None
     window: tuple[int, int] = (0, 0)
+    #: What the path covers, in words (``step 3``, ``steps 0-9``, ``the whole trace``).
+    scope: str = "the whole trace"
     #: Where the path runs: consecutive path edges on one track merged into a segment —
     #: ``track, label, start_ns, end_ns, ns, top_op`` (the op holding most of it).
     segments: pd.DataFrame = field(default_factory=lambda: _segments_frame([]), repr=False)
@@ -68,6 +70,7 @@ class CriticalPath:
         """Plain data for JSON: numbers in ns, slices as ids."""
         return {
             "step": self.step,
+            "scope": self.scope,
             "window_ns": [int(self.window[0]), int(self.window[1])],
             "start_ns": int(self.start_ns),
             "end_ns": int(self.end_ns),
@@ -109,6 +112,7 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[costs.kept[at]]
     result = _describe(trace, graph, points, path_edges, costs.category)
+    result.scope = scope_label(trace, step)
     trace.cache[key] = result
     return result
 

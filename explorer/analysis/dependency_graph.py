@@ -65,12 +65,16 @@ class DependencyGraph:
 
 
 def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
-    """The ``[start, end)`` of a step, or None for the whole trace."""
-    if step is None:
-        return None
+    """The ``[start, end)`` of a step; for ``None``, the span of all the trace's steps
+    (``ProfilerStep#N``, or the user's ``--steps`` pattern), or None (the whole trace)
+    when the trace has no steps."""
     from explorer.analysis.steps import steps
 
     table = steps(trace)
+    if step is None:
+        if len(table) == 0 or (table["slice"] < 0).any():
+            return None
+        return int(table["start_ns"].min()), int(table["end_ns"].max())
     row = table[table["step"] == step]
     if len(row) == 0:
         have = ", ".join(str(s) for s in table["step"].tolist()[:10])
@@ -78,8 +82,23 @@ def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
     return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
 
 
+def scope_label(trace: TraceData, step: int | None) -> str:
+    """What a graph or path of ``step`` covers, in words: ``step 3``, ``steps 0-9``,
+    ``the whole trace``."""
+    if step is not None:
+        return f"step {step}"
+    if step_window(trace, None) is None:
+        return "the whole trace"
+    from explorer.analysis.steps import steps
+
+    numbers = steps(trace)["step"]
+    lo, hi = int(numbers.min()), int(numbers.max())
+    return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
+
+
 def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGraph:
-    """The dependency graph of one step (``None``: the whole trace). Cached per step."""
+    """The dependency graph of one step (``None``: all steps, see :func:`step_window`).
+    Cached per step."""
     key = ("dependency_graph", step)
     if key in trace.cache:
         return trace.cache[key]
@@ -96,10 +115,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     device_edges.queue_backpressure(edges, arrays, launcher, name_codes, work)
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
-    thread_edges.autograd_waits(
-        edges, arrays, thread_edges.engine_op_mask(trace.slices["name"].array)
-    )
-    host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
+    thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace))
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)

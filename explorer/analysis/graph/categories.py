@@ -22,9 +22,11 @@ from explorer.analysis.breakdown import (
     HOST_REASONS,
     device_slice_reasons,
     host_slice_reasons,
+    name_flags,
 )
 from explorer.analysis.graph.edges import PATH_CATEGORIES
 from explorer.analysis.graph.nodes import SliceArrays
+from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
 #: Path category of each breakdown reason of host time.
@@ -69,6 +71,12 @@ def slice_categories(trace: TraceData, arrays: SliceArrays, launches: np.ndarray
     plain = np.isin(out, [PATH_CATEGORIES.index("host_compute")]) & (arrays.kind == "runtime")
     out[plain & launches] = PATH_CATEGORIES.index("launch_overhead")
     out[plain & ~launches] = PATH_CATEGORIES.index("host_runtime")
+    # Device traces rank host time by the device's reasons, which have no host collective:
+    # a gloo op on the host is communication all the same, as in a CPU trace's breakdown.
+    comm = name_flags(trace, COLLECTIVE) | (arrays.kind == "collective")
+    out[comm & np.isin(out, [PATH_CATEGORIES.index("host_compute")])] = PATH_CATEGORIES.index(
+        "communication"
+    )
     dev_code = device_slice_reasons(trace)
     dev_lookup = np.array(
         [

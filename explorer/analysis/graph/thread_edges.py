@@ -1,4 +1,5 @@
-"""Waits between host threads: ``backward()`` waiting for the autograd engine's threads.
+"""Waits between host threads: ``backward()`` waiting for the autograd engine's threads,
+a step waiting for the collectives its communication threads run (gloo).
 
 When a training step calls ``loss.backward()`` with its tensors on a device, the autograd
 engine runs the backward ops on its own thread(s) while the calling thread blocks inside
@@ -10,7 +11,8 @@ evaluate_function: ...``) that lies inside one stretch of a waiting slice on ano
 adds ``thread_wait`` edges from the point where the stretch begins to the op's start, and
 from the op's end to the point where the stretch ends. The critical path then counts the
 stretch itself as waiting (see :mod:`explorer.analysis.critical_path`) and follows the
-engine's work.
+engine's work. Host collectives (``gloo:all_reduce`` on gloo's own threads) are waited
+for the same way.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
+from explorer.analysis.breakdown import name_flags
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays
+from explorer.trace.kinds import COLLECTIVE
+from explorer.trace.model import TraceData
 
 #: Ops the autograd engine runs for the thread that called ``backward()``.
 ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function")
@@ -30,11 +34,11 @@ ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function")
 WAITER_KINDS = ("annotation", "python", "other")
 
 
-def engine_op_mask(names: pd.Categorical) -> np.ndarray:
-    """True for slices whose name is an autograd engine op; decided once per name."""
-    cats = pd.Series(names.categories.astype(str))
-    hit = np.append(cats.str.contains(ENGINE_OP, regex=True).to_numpy(), False)
-    return hit[names.codes]  # code -1 (no name) -> the False appended above
+def awaited_op_mask(trace: TraceData) -> np.ndarray:
+    """True for host slices another thread may block on: autograd engine ops and
+    collectives (by kind, or by name as the breakdown counts gloo/c10d ops)."""
+    kind = trace.slices["kind"].to_numpy()
+    return name_flags(trace, ENGINE_OP) | name_flags(trace, COLLECTIVE) | (kind == "collective")
 
 
 def stretch_owner(arrays: SliceArrays, point_slice: np.ndarray, is_end: np.ndarray) -> np.ndarray:
@@ -45,13 +49,13 @@ def stretch_owner(arrays: SliceArrays, point_slice: np.ndarray, is_end: np.ndarr
     return np.where(is_end, parent, point_slice)
 
 
-def autograd_waits(edges: EdgeList, arrays: SliceArrays, is_engine_op: np.ndarray) -> None:
-    """Add the ``thread_wait`` edges into and out of engine ops run while another thread
-    waited for them."""
+def thread_waits(edges: EdgeList, arrays: SliceArrays, awaited: np.ndarray) -> None:
+    """Add the ``thread_wait`` edges into and out of awaited ops (see
+    :func:`awaited_op_mask`) run while another thread waited for them."""
     host = np.flatnonzero(arrays.node & arrays.host)
     parent = arrays.parent[host]
     top = (parent < 0) | ~arrays.node[np.maximum(parent, 0)]
-    ops = host[top & is_engine_op[host]]
+    ops = host[top & awaited[host]]
     if len(ops) == 0:
         return
     for track in np.unique(arrays.track[host]):
