@@ -28,7 +28,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
-from explorer.analysis.graph.categories import slice_categories
+from explorer.analysis.graph.categories import time_categories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
     PATH_CATEGORIES,
@@ -111,7 +111,7 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[costs.kept[at]]
-    result = _describe(trace, graph, points, path_edges, costs.category)
+    result = _describe(trace, graph, points, path_edges, costs.launches)
     result.scope = scope_label(trace, step)
     trace.cache[key] = result
     return result
@@ -121,15 +121,15 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
 class PathCosts:
     """The graph as the path search sees it: points ``2*k + 0|1`` (start or end of
     ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (rows ``kept`` of
-    ``graph.edges``) costing ``cost`` ns of waiting; ``category``: per slice, the index in
-    :data:`PATH_CATEGORIES` of the time it holds on the path."""
+    ``graph.edges``) costing ``cost`` ns of waiting; ``launches``: per slice, whether it
+    launched device work."""
 
     point_time: np.ndarray
     u: np.ndarray
     v: np.ndarray
     cost: np.ndarray
     kept: np.ndarray
-    category: np.ndarray
+    launches: np.ndarray
 
 
 def owners(arrays: Any, edges: pd.DataFrame) -> np.ndarray:
@@ -186,7 +186,21 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     blocked = np.zeros(arrays.n, bool)
     waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
     blocked[dst[waited]] = True
-    waiting[is_dur] = (arrays.kind[src[is_dur]] == "sync") | blocked[src[is_dur]]
+    # An annotation with nothing recorded inside it did no work of its own (unless the
+    # breakdown counts it as something, like gloo's collectives): its time is waiting too,
+    # so the path takes any route that shows what happened meanwhile.
+    launches = np.zeros(arrays.n, bool)
+    flows = trace.flows
+    if len(flows):
+        launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
+    launches |= launch_call_mask(trace.slices["name"].array)
+    d = src[is_dur]
+    note = np.flatnonzero(arrays.kind[d] == "annotation")
+    idle_note = np.zeros(len(d), bool)
+    idle_note[note] = time_categories(
+        trace, arrays, d[note], arrays.ts[d[note]], launches
+    ) == PATH_CATEGORIES.index("host_compute")
+    waiting[is_dur] = (arrays.kind[d] == "sync") | idle_note | blocked[d]
     joined = np.zeros(2 * m, bool)
     joined[v[type_code == EDGE_TYPES.index("thread_wait")]] = True
     own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
@@ -202,11 +216,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    launches = np.zeros(arrays.n, bool)
-    launches[src[type_code == EDGE_TYPES.index("launch")]] = True
-    launches |= launch_call_mask(trace.slices["name"].array)
-    category = slice_categories(trace, arrays, launches)
-    return PathCosts(point_time, u[kept], v[kept], cost[kept], kept, category)
+    return PathCosts(point_time, u[kept], v[kept], cost[kept], kept, launches)
 
 
 def longest_work_path(
@@ -277,7 +287,7 @@ def _describe(
     graph: DependencyGraph,
     points: np.ndarray,
     edges: pd.DataFrame,
-    slice_category: np.ndarray,
+    launches: np.ndarray,
 ) -> CriticalPath:
     arrays = graph.arrays
     nodes = graph.nodes
@@ -309,7 +319,12 @@ def _describe(
     names = np.array(PATH_CATEGORIES, dtype=object)
     by_type = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
     own = np.isin(etype, ["duration", "nest", "sibling"]) | (by_type == "")
-    cat = np.where(own & (owner >= 0), names[slice_category[np.maximum(owner, 0)]], by_type)
+    has = own & (owner >= 0)
+    at = np.where(
+        edges["src_point"].to_numpy() == 0, arrays.ts[edges["src"]], arrays.end[edges["src"]]
+    )
+    cat = by_type.copy()
+    cat[has] = names[time_categories(trace, arrays, owner[has], at[has], launches)]
     edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
     w = edges["weight"].to_numpy(np.int64)
     summary = pd.DataFrame(

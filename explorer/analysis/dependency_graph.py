@@ -115,6 +115,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     device_edges.queue_backpressure(edges, arrays, launcher, name_codes, work)
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
+    host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
     thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace))
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
