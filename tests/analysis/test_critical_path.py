@@ -423,6 +423,18 @@ def test_gloo_collectives_are_communication(shared_traces: Path) -> None:
     assert summary["host_compute"] == 0
 
 
+def test_no_communication_on_a_path_without_collectives(shared_traces: Path) -> None:
+    # The AMD trace trains on one GPU: no NCCL/RCCL/gloo/c10d op anywhere in it, but an
+    # aten::broadcast_tensors (a reshape) that a loose pattern used to call a collective.
+    trace = explorer.load(shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    names = trace.slices["name"].astype(str)
+    assert not names.str.contains(r"nccl|rccl|gloo|c10d", case=False).any()
+    assert names.str.contains("broadcast_tensors").any()
+    for step in [None, *trace.steps()["step"].tolist()]:
+        cp = critical_path(trace, step)
+        assert cp.summary.set_index("category")["ns"]["communication"] == 0
+
+
 def test_runtime_calls_that_launch_nothing_are_host_runtime(shared_traces: Path) -> None:
     trace = explorer.load(
         shared_traces / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
