@@ -418,6 +418,7 @@ def test_gloo_collectives_are_communication(shared_traces: Path) -> None:
     # The step's thread only waits (the ProfilerStep annotation records nothing else): the
     # path runs through the longest collective run inside it, all of it communication.
     summary = cp.summary.set_index("category")["ns"]
+    assert (cp.start_ns, cp.end_ns) == (step["start_ns"], step["end_ns"])  # via the wait
     assert summary["communication"] == int(within["dur"].max())
     assert set(cp.edges[cp.edges["owner"].isin(gloo.index)]["category"]) == {"communication"}
     assert summary["host_compute"] == 0
