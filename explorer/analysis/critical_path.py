@@ -35,7 +35,8 @@ from explorer.analysis.graph.edges import (
     TYPE_CATEGORY,
     WAIT_TYPES,
 )
-from explorer.analysis.graph.host_edges import launch_call_mask
+from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
+from explorer.analysis.graph.thread_edges import WAITER_KINDS
 from explorer.trace.model import TraceData
 
 #: How many ops and source lines the result keeps (ranked by path time).
@@ -110,7 +111,7 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
     graph = dependency_graph(trace, step)
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
-    path_edges = graph.edges.iloc[costs.kept[at]]
+    path_edges = graph.edges.iloc[at]
     result = _describe(trace, graph, points, path_edges, costs.launches)
     result.scope = scope_label(trace, step)
     trace.cache[key] = result
@@ -120,34 +121,31 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
 @dataclass(frozen=True)
 class PathCosts:
     """The graph as the path search sees it: points ``2*k + 0|1`` (start or end of
-    ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (rows ``kept`` of
-    ``graph.edges``) costing ``cost`` ns of waiting; ``launches``: per slice, whether it
+    ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (the rows of ``graph.edges``)
+    costing ``cost`` ns of waiting; ``launches``: per slice, whether it
     launched device work."""
 
     point_time: np.ndarray
     u: np.ndarray
     v: np.ndarray
     cost: np.ndarray
-    kept: np.ndarray
     launches: np.ndarray
 
 
-def owners(arrays: Any, edges: pd.DataFrame) -> np.ndarray:
-    """The slice whose time each edge is (-1: nobody's — a gap, a launch delay...)."""
+def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
+    """The slice whose time each edge is (-1: nobody's — an idle gap, a launch delay...).
+
+    An edge along a thread (a duration, nesting, sibling or thread-order edge) is the time
+    of the slice whose own time follows its first point: the slice after its start, its
+    parent after its end (:func:`~explorer.analysis.graph.host_edges.stretch_owner`).
+    """
     etype = edges["type"].astype(str).to_numpy()
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
     owner = np.full(len(edges), -1, np.int64)
-    owner[etype == "duration"] = src[etype == "duration"]
-    nest = etype == "nest"
-    owner[nest] = np.where(sp[nest] == 0, src[nest], dst[nest])  # the parent's self time
-    sib = etype == "sibling"
-    owner[sib] = arrays.parent[src[sib]]
-    # A start→start sibling edge (the next sibling starts before this one ends, as torch's
-    # Python tracer sometimes records) is time spent inside the earlier sibling.
-    overlap = sib & (sp == 0)
-    owner[overlap] = src[overlap]
+    along = np.isin(etype, ["duration", "nest", "sibling", "thread_order"])
+    owner[along] = stretch_owner(graph.owner_after, src[along], sp[along] == 1)
     for t, who in (
         ("launch", src),
         ("sync", dst),
@@ -167,7 +165,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     e = graph.edges
     empty = np.empty(0, np.int64)
     if arrays is None or len(nodes) == 0:
-        return PathCosts(empty, empty, empty, empty.astype(np.float64), empty, empty)
+        return PathCosts(empty, empty, empty, empty.astype(np.float64), np.zeros(0, bool))
     m = len(nodes)
     src = e["src"].to_numpy()
     dst = e["dst"].to_numpy()
@@ -186,37 +184,36 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     blocked = np.zeros(arrays.n, bool)
     waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
     blocked[dst[waited]] = True
-    # An annotation with nothing recorded inside it did no work of its own (unless the
-    # breakdown counts it as something, like gloo's collectives): its time is waiting too,
-    # so the path takes any route that shows what happened meanwhile.
+    waiting[is_dur] = (arrays.kind[src[is_dur]] == "sync") | blocked[src[is_dur]]
+    joined = np.zeros(2 * m, bool)
+    joined[v[type_code == EDGE_TYPES.index("thread_wait")]] = True
+    own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
+    waiting |= own & joined[v]
+    # The own time of an annotation or a Python frame — a bare annotation, the gaps between
+    # a frame's children — is not work the path should credit to it (unless the breakdown
+    # counts it as something, like gloo's collectives or compile spans): it costs as
+    # waiting, so wherever the trace shows what ran meanwhile (another thread, a slice
+    # that overlaps the frame instead of nesting in it) the path goes there. Where nothing
+    # else ran it is the only route, and the path still takes it.
     launches = np.zeros(arrays.n, bool)
     flows = trace.flows
     if len(flows):
         launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
     launches |= launch_call_mask(trace.slices["name"].array)
-    d = src[is_dur]
-    note = np.flatnonzero(arrays.kind[d] == "annotation")
-    idle_note = np.zeros(len(d), bool)
-    idle_note[note] = time_categories(
-        trace, arrays, d[note], arrays.ts[d[note]], launches
+    owner = owners(graph, e)
+    framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
+    framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
+    at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
+    framing[framing] = time_categories(
+        trace, arrays, owner[framing], at[framing], launches
     ) == PATH_CATEGORIES.index("host_compute")
-    waiting[is_dur] = (arrays.kind[d] == "sync") | idle_note | blocked[d]
-    joined = np.zeros(2 * m, bool)
-    joined[v[type_code == EDGE_TYPES.index("thread_wait")]] = True
-    own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
-    waiting |= own & joined[v]
+    waiting |= framing
     cost = np.where(waiting, weight, 0).astype(np.float64)
-    # A parent's own duration edge ties with the route through its children (work is free
-    # either way); drop it so the path names the ops that did the work, not the Python
-    # frame or annotation around them.
-    has_child = np.zeros(arrays.n, bool)
-    has_child[arrays.parent[arrays.parent >= 0]] = True
-    kept = np.flatnonzero(~(is_dur & has_child[src]))
 
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    return PathCosts(point_time, u[kept], v[kept], cost[kept], kept, launches)
+    return PathCosts(point_time, u, v, cost, launches)
 
 
 def longest_work_path(
@@ -312,7 +309,7 @@ def _describe(
     slices = slice_of_point[np.sort(first)]
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
-    owner = owners(arrays, edges)
+    owner = owners(graph, edges)
     etype = edges["type"].astype(str).to_numpy()
     # A slice's own time (duration, self time) is what the slice is; launch delays, waits
     # and gaps are what their type says.

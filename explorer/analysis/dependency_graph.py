@@ -43,6 +43,9 @@ class DependencyGraph:
     window: tuple[int, int] = (0, 0)
     dropped: int = 0
     arrays: SliceArrays | None = field(default=None, repr=False)
+    #: Per slice, whose own time follows its start (``[:, 0]``) and end (``[:, 1]``) on its
+    #: thread (-1: idle) — see :func:`~explorer.analysis.graph.host_edges.thread_chains`.
+    owner_after: np.ndarray | None = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         """Number of edges of each type (every type listed, zeros included)."""
@@ -106,7 +109,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
     flows = trace.flows
-    host_edges.duration_and_nesting(edges, arrays)
+    owner_after = host_edges.thread_chains(edges, arrays, None if window is None else window[1])
     launcher = device_edges.launcher_of(arrays, flows)
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
@@ -116,7 +119,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
-    thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace))
+    thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace), owner_after)
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)
@@ -125,7 +128,13 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
             (int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())) if len(nodes) else (0, 0)
         )
     graph = DependencyGraph(
-        nodes=nodes, edges=frame, step=step, window=window, dropped=dropped, arrays=arrays
+        nodes=nodes,
+        edges=frame,
+        step=step,
+        window=window,
+        dropped=dropped,
+        arrays=arrays,
+        owner_after=owner_after,
     )
     trace.cache[key] = graph
     return graph

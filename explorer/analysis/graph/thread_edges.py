@@ -23,6 +23,7 @@ import numpy as np
 
 from explorer.analysis.breakdown import name_flags
 from explorer.analysis.graph.edges import END, START, EdgeList
+from explorer.analysis.graph.host_edges import stretch_owner, thread_points
 from explorer.analysis.graph.nodes import SliceArrays
 from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
@@ -41,45 +42,36 @@ def awaited_op_mask(trace: TraceData) -> np.ndarray:
     return name_flags(trace, ENGINE_OP) | name_flags(trace, COLLECTIVE) | (kind == "collective")
 
 
-def stretch_owner(arrays: SliceArrays, point_slice: np.ndarray, is_end: np.ndarray) -> np.ndarray:
-    """The slice whose own time follows each point on its thread: the slice itself after
-    its start, its parent after its end (-1 after a top-level slice: the thread is idle)."""
-    parent = arrays.parent[point_slice]
-    parent = np.where((parent >= 0) & arrays.node[np.maximum(parent, 0)], parent, -1)
-    return np.where(is_end, parent, point_slice)
-
-
-def thread_waits(edges: EdgeList, arrays: SliceArrays, awaited: np.ndarray) -> None:
+def thread_waits(
+    edges: EdgeList, arrays: SliceArrays, awaited: np.ndarray, owner_after: np.ndarray
+) -> None:
     """Add the ``thread_wait`` edges into and out of awaited ops (see
-    :func:`awaited_op_mask`) run while another thread waited for them."""
+    :func:`awaited_op_mask`) run while another thread waited for them; ``owner_after`` as
+    :func:`~explorer.analysis.graph.host_edges.thread_chains` returns it."""
     host = np.flatnonzero(arrays.node & arrays.host)
     parent = arrays.parent[host]
     top = (parent < 0) | ~arrays.node[np.maximum(parent, 0)]
     ops = host[top & awaited[host]]
     if len(ops) == 0:
         return
+    points = thread_points(arrays, host)
     for track in np.unique(arrays.track[host]):
-        mine = host[arrays.track[host] == track]
         q = ops[arrays.track[ops] != track]
-        if len(q) == 0 or len(mine) == 0:
+        if len(q) == 0:
             continue
-        # Every start and end on this thread, in time order (at one instant: ends before
-        # starts, inner ends before outer ones, outer starts before inner ones).
-        pt_slice = np.concatenate([mine, mine])
-        is_end = np.r_[np.zeros(len(mine), bool), np.ones(len(mine), bool)]
-        t = np.where(is_end, arrays.end[pt_slice], arrays.ts[pt_slice])
-        order = np.lexsort((np.where(is_end, -pt_slice, pt_slice), ~is_end, t))
-        pt_slice, is_end, t = pt_slice[order], is_end[order], t[order]
-        before = np.searchsorted(t, arrays.ts[q], side="right") - 1
-        after = np.searchsorted(t, arrays.end[q], side="left")
+        on = np.full(len(q), track)
+        before = points.last_before(on, arrays.ts[q])
+        after = points.first_after(on, arrays.end[q])
         # The op lies in one stretch of this thread: no point of it strictly inside the op.
-        ok = (before >= 0) & (after < len(t)) & (after == before + 1)
+        ok = (before >= 0) & (after == before + 1)
         q, before, after = q[ok], before[ok], after[ok]
-        owner = stretch_owner(arrays, pt_slice[before], is_end[before])
+        owner = stretch_owner(owner_after, points.slice[before], points.is_end[before])
         ok = owner >= 0
         ok[ok] = np.isin(arrays.kind[owner[ok]], WAITER_KINDS)
         q, before, after = q[ok], before[ok], after[ok]
         if len(q) == 0:
             continue
-        edges.add("thread_wait", pt_slice[before], q, np.where(is_end[before], END, START), START)
-        edges.add("thread_wait", q, pt_slice[after], END, np.where(is_end[after], END, START))
+        src_point = np.where(points.is_end[before], END, START)
+        dst_point = np.where(points.is_end[after], END, START)
+        edges.add("thread_wait", points.slice[before], q, src_point, START)
+        edges.add("thread_wait", q, points.slice[after], END, dst_point)
