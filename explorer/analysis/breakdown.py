@@ -429,11 +429,15 @@ def _label_order(label: str) -> tuple[str, int]:
 
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
-    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative."""
+    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative.
+
+    A step is its attributed window (:func:`explorer.analysis.steps.attributed_steps`):
+    its host range plus the device work it launched, so each step is charged its own
+    kernels, not the tail of the previous step's."""
     key = ("breakdown", step)
     if key in trace.cache:
         return trace.cache[key]
-    st = select_steps(trace, step)
+    st = select_steps(trace, step, attributed=True)
     starts = st["start_ns"].to_numpy(np.int64)
     ends = st["end_ns"].to_numpy(np.int64)
     frames = []

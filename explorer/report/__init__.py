@@ -18,7 +18,7 @@ import numpy as np
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.finding import Finding
-from explorer.analysis.findings import findings
+from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import select_steps
 from explorer.errors import UsageError
 from explorer.trace.model import TraceData
@@ -37,7 +37,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     """
     from explorer import __version__
 
-    st = select_steps(trace, step)
+    st = select_steps(trace, step, attributed=True)
     bd = breakdown(trace, step)
     steps_out = []
     for row in st.itertuples(index=False):
@@ -83,6 +83,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "steps": steps_out,
         "findings": [f.to_dict() for f in all_findings[:top]],
         "findings_total": len(all_findings),
+        "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
         "memory": _memory(trace),
     }

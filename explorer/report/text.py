@@ -114,7 +114,7 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
     fs = doc["findings"]
     out.append(c(f"Findings ({doc['findings_total']}, ranked by time lost)", bold=True))
     if not fs:
-        out.append("  No problem found: no pathology costs ≥ 2% of the step time.")
+        out.append(f"  {doc['no_finding']}")
     for i, f in enumerate(fs, 1):
         lost = (
             f"{fmt_ns(f['time_lost_ns'])} ({100 * f['share']:.1f}%)"

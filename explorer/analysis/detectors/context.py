@@ -18,7 +18,7 @@ import pandas as pd
 from explorer.analysis.attribution import top_lines
 from explorer.analysis.breakdown import ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
-from explorer.analysis.steps import steps as trace_steps
+from explorer.analysis.steps import attributed_steps
 from explorer.trace.model import TraceData
 from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (the detectors import them from here)
 
@@ -53,7 +53,7 @@ class Context:
     timelines: dict[str, ReasonTimeline] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.steps = trace_steps(self.trace)
+        self.steps = attributed_steps(self.trace)
         self.timelines = timelines(self.trace)
 
     # -- the trace, as arrays -------------------------------------------------------------
