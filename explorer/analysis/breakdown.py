@@ -159,7 +159,8 @@ class ReasonTimeline:
 
 
 def device_labels(trace: TraceData) -> dict[int, str]:
-    """Track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor is unknown)."""
+    """Track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
+    is unknown)."""
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
@@ -188,7 +189,11 @@ def _vendor(trace: TraceData) -> str:
         return "xpu"
     if any(c.startswith("privateuse1") for c in cats):
         return backend or "gpu"
-    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
+    if "hip_runtime" in cats or any(
+        str(n).startswith("hip") for n in trace.slices["name"].cat.categories
+    ):
+        return "rocm"  # ROCm's profiler files HIP calls as cuda_runtime; the calls say hip*
+    if cats & {"cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy"}:
         return "cuda"
     return "gpu"
 

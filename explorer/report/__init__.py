@@ -119,13 +119,17 @@ def _lost_by_kind(found: list[Any]) -> dict[str, int]:
     return out
 
 
+def _int_or(value: Any, default: int) -> int:
+    return default if value is None or value == "" else int(value)
+
+
 def _trace_info(trace: TraceData) -> dict[str, Any]:
     meta = trace.metadata
     return {
         "path": trace.path,
         "format": str(meta.get("format", "")),
-        "rank": int(meta.get("rank", -1) or -1),
-        "world_size": int(meta.get("world_size", -1) or -1),
+        "rank": _int_or(meta.get("rank"), -1),  # -1: unknown (rank 0 is a rank)
+        "world_size": _int_or(meta.get("world_size"), -1),
         "events": len(trace.slices),
         "span_ns": int(trace.span_ns),
         "warnings": [str(w) for w in meta.get("warnings", []) or []],

@@ -87,7 +87,13 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
             )
         )
     out.append(c(f"Explorer report — {t['path'] or '<memory>'}", bold=True))
-    rank = f", rank {t['rank']}/{t['world_size']}" if t["rank"] >= 0 else ""
+    rank = (
+        ""
+        if t["rank"] < 0
+        else f", rank {t['rank']} of {t['world_size']}"
+        if t["world_size"] > 0
+        else f", rank {t['rank']}"
+    )
     out.append(
         f"{t['events']} events, span {fmt_ns(t['span_ns'])}{rank}; {summ['steps']} step(s), "
         f"mean {fmt_ns(summ['mean_step_ns'])}"

@@ -27,12 +27,32 @@ def traces() -> dict[str, explorer.Trace]:
     return {p.name: explorer.load(p) for p in TRACES}
 
 
+def _union_ns(intervals: list[tuple[int, int]], a: int, b: int) -> int:
+    """Length of the union of ``intervals`` inside ``[a, b)``, merged one by one."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(s, a), min(e, b)) for s, e in intervals if e > a and s < b):
+        if cur_e is None or s > cur_e:
+            total += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (0 if cur_e is None else cur_e - cur_s)
+
+
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
 def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dict) -> None:
+    """Each step's window holds its host range and does not overlap the next; the categories
+    fill it; compute is the kernels' busy time there, merged interval by interval."""
+    from explorer.analysis.breakdown import DMA_NAMES, device_labels
+    from explorer.analysis.steps import select_steps
+
     t = traces[path.name]
-    st = t.steps()
-    bd = t.breakdown()
+    st = select_steps(t, attributed=True)
     assert len(st) >= 1 and (st["dur_ns"] >= 0).all()
+    assert (st["start_ns"] >= st["host_start_ns"]).all()
+    assert (st["end_ns"] >= st["host_end_ns"]).all()
+    assert (st["start_ns"].to_numpy()[1:] >= st["end_ns"].to_numpy()[:-1]).all()
+    bd = t.breakdown()
     assert (bd["ns"] >= 0).all(), "negative time in a category"
     assert set(bd["category"].astype(str)) == set(CATEGORIES)
     sums = bd.groupby(["step", "device"])["ns"].sum()
@@ -42,6 +62,19 @@ def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dic
         assert ns == dur[step]
     devices = set(bd["device"])
     assert devices == {"host"} if t.device_tracks().empty else all(":" in d for d in devices)
+    s = t.slices
+    for label in devices - {"host"}:
+        tracks = [tid for tid, lab in device_labels(t).items() if lab == label]
+        names = s["name"].astype(str)
+        kern = (
+            s["track"].isin(tracks)
+            & s["kind"].isin(["kernel", "fallback"])
+            & ~names.str.contains(DMA_NAMES)
+        )
+        iv = list(zip(s.loc[kern, "ts"], s.loc[kern, "ts"] + s.loc[kern, "dur"], strict=True))
+        got = bd[(bd["device"] == label) & (bd["category"] == "compute")].set_index("step")["ns"]
+        for r in st.itertuples():
+            assert got[r.step] == _union_ns(iv, r.start_ns, r.end_ns), (label, r.step)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])

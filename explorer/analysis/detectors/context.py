@@ -29,6 +29,22 @@ MAX_EVIDENCE = 50
 MAX_RANGES = 200
 
 
+#: Device label prefix → the torch module that drives it (ROCm's PyTorch keeps ``torch.cuda``).
+TORCH_MODULES = {
+    "cuda": "torch.cuda",
+    "rocm": "torch.cuda",
+    "mtia": "torch.mtia",
+    "xpu": "torch.xpu",
+    "hpu": "torch.hpu",
+    "npu": "torch.npu",
+}
+
+
+def torch_module(device: str) -> str | None:
+    """``"mtia:17"`` → ``"torch.mtia"``: the API advice should name (None: host, unknown)."""
+    return TORCH_MODULES.get(device.partition(":")[0].lower())
+
+
 @dataclass
 class Measured:
     """Reasons' time on one device: total, per step, and the windows they cover."""
