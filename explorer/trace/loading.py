@@ -123,6 +123,13 @@ def load_trace(
             et_path = ets[0]
     else:
         trace = _read_one(p, cls, use_cache, progress)
+    if len(trace.slices) == 0:
+        # every verb would report zeros (or write an empty file) for what is a bad capture
+        raise TraceError(
+            p,
+            "the trace holds no events (no slices to analyse)",
+            "profile at least one step (check the profiler's schedule and that it was stopped)",
+        )
     if et_path is not None:
         attach_execution_trace(trace, et_path)
     return trace

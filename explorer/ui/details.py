@@ -15,6 +15,7 @@ import numpy as np
 from PyQt6.QtCore import QUrl, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
+from explorer.analysis.attribution import user_line
 from explorer.trace.model import TraceData
 from explorer.ui.timeline.axis import format_duration
 
@@ -174,19 +175,10 @@ class DetailsPanel(QWidget):
         return "".join(out)
 
     def _user_frame(self, i: int) -> tuple[str, int, str] | None:
-        """The responsible user line: from :func:`explorer.analysis.attribution.slice_sources`
-        once the background analyses have computed it (device ops get their launch's line,
-        ops without a stack their caller's), else the slice's own stack."""
-        sources = self.trace.cache.get("slice_sources")
-        if sources is not None and i < len(sources):
-            path = str(sources["file"].iat[i])
-            if path:
-                return path, int(sources["line"].iat[i]), str(sources["function"].iat[i])
-            return None
-        try:
-            return self.trace.user_frame(i)
-        except (ImportError, AttributeError, KeyError, IndexError):
-            return None
+        """The responsible user line, the one answer every view gives
+        (:func:`explorer.analysis.attribution.user_line`: device ops get their launch's
+        line, ops without a stack their caller's) — computed now if no view asked yet."""
+        return user_line(self.trace, i)
 
     def _link_to(self, j: int) -> str:
         s = self.trace.slices
