@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.trace.model import TraceData
 from explorer.units import fmt_ns
@@ -135,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render(info))
-    for w in info["warnings"]:
-        if args.json:
-            print(f"explorer: warning: {w}", file=sys.stderr)
+    if args.json:  # the text output lists them itself
+        print_load_warnings(trace)
     return 0

@@ -29,7 +29,7 @@ def test_perfetto_from_the_extension(source: Path, tmp_path: Path, capsys) -> No
     parsed = check(out)
     trace = explorer.load(source, use_cache=False)
     assert parsed.begins + parsed.instants >= len(trace.slices)
-    assert not list(tmp_path.glob(".partial-*"))
+    assert not list(tmp_path.glob(".explorer-tmp-*"))
 
 
 def test_chrome_gz_and_explicit_format(source: Path, tmp_path: Path, capsys) -> None:
