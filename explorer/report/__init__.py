@@ -123,7 +123,7 @@ def _trace_info(trace: TraceData) -> dict[str, Any]:
     return {
         "path": trace.path,
         "format": str(meta.get("format", "")),
-        "rank": int(meta.get("rank", -1) or -1),
+        "rank": int(meta.get("rank", -1)),
         "world_size": int(meta.get("world_size", -1) or -1),
         "events": len(trace.slices),
         "span_ns": int(trace.span_ns),

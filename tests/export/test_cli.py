@@ -39,7 +39,7 @@ def test_chrome_gz_and_explicit_format(source: Path, tmp_path: Path, capsys) -> 
     assert len(explorer.load(gz, use_cache=False).slices) == len(trace.slices)
     odd = tmp_path / "out.trace"
     assert main(["export", str(source), "-o", str(odd), "--format", "chrome", "--no-results"]) == 0
-    assert odd.read_bytes().startswith(b'{"traceEvents":[')
+    assert odd.read_bytes().startswith(b'{"exportedBy":"explorer","traceEvents":[')
 
 
 def test_unknown_extension_is_a_clear_error(source: Path, tmp_path: Path, capsys) -> None:
