@@ -25,7 +25,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Write TRACE for other tools. The format follows OUT's ending "
         f"({endings}) unless --format says otherwise.",
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("-o", "--output", required=True, help="file to write")
     p.add_argument("--format", choices=sorted(FORMATS), help="output format (default: from OUT)")
     p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")

@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "info", help="summarise a trace: span, events by kind, tracks, devices, steps"
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     return p

@@ -25,7 +25,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Analyse a trace: step time breakdown per device, ranked findings with "
         "source lines, top lines, memory. Exits 1 when a --fail-on rule fires.",
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
     p.add_argument(
         "--step",

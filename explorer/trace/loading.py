@@ -136,6 +136,8 @@ def load_trace(
 ) -> Any:
     """One trace from a file or directory (the lowest rank of a rank directory)."""
     p = Path(path)
+    if str(path) == "-":  # standard input: read once, never cached
+        return _read_one(p, cls, False, progress)
     if not p.exists():
         raise TraceError(p, "no such file or directory", "check the path")
     et_path = Path(execution_trace) if execution_trace else None

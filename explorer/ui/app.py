@@ -134,6 +134,8 @@ def main(
         inputs = input_files(path)
         check_target(screenshot, inputs=inputs, force=force)  # before the (slow) load
         window = open_headless(path, size, select)
+        for w in window.trace.metadata.get("warnings", []) or []:  # no status bar to read
+            print(f"explorer: warning: {w}", file=sys.stderr)
         image = window.grab()
 
         def save(tmp: Path) -> None:
