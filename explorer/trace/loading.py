@@ -13,8 +13,8 @@ Directory rules (documented for users in the README):
 * never a hidden file (a name starting with ``.``: the collector's per-cycle files and every
   temporary file of :mod:`explorer.safe_write`, which a killed writer may leave behind), and
   never one of Explorer's own outputs — a Chrome export (it starts with
-  ``{"exportedBy":"explorer"``) or a JSON report (``schema_version`` + ``explorer_version``
-  in its first bytes) — so ``explorer export DIR -o DIR/x.json`` does not change what
+  ``{"exportedBy":"explorer"``), a JSON report (``schema_version`` + ``explorer_version``
+  in its first bytes) or a JSON diff (``a``, ``b``, ``cross_device``) — so ``explorer export DIR -o DIR/x.json`` does not change what
   ``DIR`` means. Such a file can still be loaded by naming it.
 """
 
@@ -57,13 +57,17 @@ def is_explorer_output(path: Path) -> bool:
     from its first bytes; see the module docstring."""
     try:
         with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
-            head = f.read(512)
+            head = f.read(4096)
     except (OSError, EOFError, zlib.error):
         return False
     head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(EXPORT_MARKER):
         return True
-    return b'"schema_version"' in head and b'"explorer_version"' in head
+    if b'"traceEvents"' in head:
+        return False
+    report = b'"schema_version"' in head and b'"explorer_version"' in head
+    diff = head.startswith(b"{") and b'"a"' in head and b'"b"' in head and b'"cross_device"' in head
+    return report or diff
 
 
 def trace_files(directory: Path) -> list[Path]:
