@@ -28,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "trace", nargs="?", help="trace file or directory (omit to open an empty window)"
     )
     p.add_argument("--screenshot", metavar="OUT.png", help="save the window as a PNG and exit")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.png if it exists")
     p.add_argument(
         "--size",
         type=_size,
@@ -52,4 +53,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the desktop explorer needs PyQt6 and pyqtgraph ({exc}); 'explorer report TRACE' works without them"
         ) from exc
-    return main(args.trace, screenshot=args.screenshot, size=args.size, select=args.select)
+    return main(
+        args.trace, screenshot=args.screenshot, size=args.size, select=args.select, force=args.force
+    )

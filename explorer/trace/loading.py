@@ -9,12 +9,20 @@ Directory rules (documented for users in the README):
 * a directory holding one trace per rank: :func:`load_trace` gives the lowest rank (and a
   warning naming the others), :func:`load_rank_traces` gives all of them;
 * an Execution Trace (``nodes``/``schema`` JSON from ExecutionTraceObserver) beside a Kineto
-  trace is attached to it; ``execution_trace=`` attaches one explicitly.
+  trace is attached to it; ``execution_trace=`` attaches one explicitly;
+* never a hidden file (a name starting with ``.``: the collector's per-cycle files and every
+  temporary file of :mod:`explorer.safe_write`, which a killed writer may leave behind), and
+  never one of Explorer's own outputs — a Chrome export (it starts with
+  ``{"exportedBy":"explorer"``), a JSON report (``schema_version`` + ``explorer_version``
+  in its first bytes) or a JSON diff (``a``, ``b``, ``cross_device``) — so ``explorer export DIR -o DIR/x.json`` does not change what
+  ``DIR`` means. Such a file can still be loaded by naming it.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,11 +37,37 @@ from explorer.trace.model import TraceData
 Progress = Callable[[float, str], None]
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+#: How every Chrome JSON export begins (see :mod:`explorer.export.chrome`).
+EXPORT_MARKER = b'{"exportedBy":"explorer",'
+
 _RANK = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
 def _is_trace_file(p: Path) -> bool:
-    return p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+    return (
+        not p.name.startswith(".")
+        and p.name.endswith(_TRACE_SUFFIXES)
+        and p.is_file()
+        and not is_explorer_output(p)
+    )
+
+
+def is_explorer_output(path: Path) -> bool:
+    """True for a file Explorer wrote from a trace (an export or a JSON report), judged
+    from its first bytes; see the module docstring."""
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
+            head = f.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return False
+    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(EXPORT_MARKER):
+        return True
+    if b'"traceEvents"' in head:
+        return False
+    report = b'"schema_version"' in head and b'"explorer_version"' in head
+    diff = head.startswith(b"{") and b'"a"' in head and b'"b"' in head and b'"cross_device"' in head
+    return report or diff
 
 
 def trace_files(directory: Path) -> list[Path]:
@@ -47,6 +81,15 @@ def trace_files(directory: Path) -> list[Path]:
     if not files:
         files = sorted(p for p in directory.rglob("*") if _is_trace_file(p))
     return files
+
+
+def input_files(path: str | Path) -> list[Path]:
+    """What loading ``path`` may read: the path itself and, for a directory, the trace files
+    it stands for. Writers refuse to write over any of them."""
+    p = Path(path)
+    if p.is_dir():
+        return [p, *trace_files(p)]
+    return [p]
 
 
 def rank_of(path: Path, trace: TraceData | None = None) -> int:
@@ -97,6 +140,8 @@ def load_trace(
 ) -> Any:
     """One trace from a file or directory (the lowest rank of a rank directory)."""
     p = Path(path)
+    if str(path) == "-":  # standard input: read once, never cached
+        return _read_one(p, cls, False, progress)
     if not p.exists():
         raise TraceError(p, "no such file or directory", "check the path")
     et_path = Path(execution_trace) if execution_trace else None
