@@ -125,8 +125,8 @@ def _step(idle_in_loader_us: float) -> list[dict]:
 
 
 def test_two_percent_threshold() -> None:
-    assert findings(trace_from_events(_step(15), cls=Trace)) == []  # 1.5%: healthy
-    (f,) = findings(trace_from_events(_step(30), cls=Trace))  # 3%: reported
+    assert findings(Trace(trace_from_events(_step(15)))) == []  # 1.5%: healthy
+    (f,) = findings(Trace(trace_from_events(_step(30))))  # 3%: reported
     assert (f.kind, f.time_lost_ns, f.share, f.device) == ("input_stall", 30_000, 0.03, "cuda:0")
     assert f.ranges == [(0, 30_000)]
 
@@ -235,7 +235,7 @@ def test_unlabelled_cpu_fallback_is_found_from_its_copy_pattern() -> None:
         x("cudaLaunchKernel", "cuda_runtime", 800, 5, host, correlation=4),
         x("gemm", "kernel", 805, 195, gpu, device=0, stream=7, correlation=4),
     ]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     found = findings(t)
     assert [f.kind for f in found] == ["cpu_fallback"]
     (f,) = found

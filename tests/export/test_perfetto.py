@@ -109,7 +109,7 @@ def test_overlapping_slices_go_to_sibling_rows_not_dropped(tmp_path: Path) -> No
         {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
         {"ph": "X", "cat": "cpu_op", "name": "escapes", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     out = tmp_path / "overlap.pftrace"
     summary = to_perfetto(trace, out, results=Results())
     parsed = check(out)
@@ -166,7 +166,7 @@ def test_flows_link_launch_to_kernel_and_are_annotated(tmp_path: Path) -> None:
             "args": {"correlation": 43, "stream": 7, "device": 0},
         },
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 2
     out = tmp_path / "flows.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -202,7 +202,7 @@ def test_a_graph_launch_with_many_kernels_keeps_every_flow(tmp_path: Path) -> No
         }
         for i in range(12)
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 12
     out = tmp_path / "graph.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -237,7 +237,7 @@ def test_flow_between_a_slice_and_an_instant_starting_together(tmp_path: Path) -
             "args": {"correlation": 7, "stream": 7, "device": 0},
         },
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 1
     out = tmp_path / "same_ns.pftrace"
     to_perfetto(trace, out, results=Results())
@@ -340,7 +340,7 @@ def test_counter_samples_sit_on_counter_rows_beside_their_process(tmp_path: Path
             for i in range(3)
         ]
     )
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.counters) == 8
     out = tmp_path / "counters.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -360,7 +360,7 @@ def test_counter_samples_sit_on_counter_rows_beside_their_process(tmp_path: Path
 
 
 def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
-    trace = trace_from_events([], {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events([], {"synthetic": True}))
     out = tmp_path / "empty.pftrace"
     summary = to_perfetto(trace, out)
     parsed = check(out)
