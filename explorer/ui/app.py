@@ -52,7 +52,7 @@ def wait_idle(window: Any, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         QApplication.processEvents()
-        busy = any(getattr(p, "busy", lambda: False)() for p in window.panels.values())
+        busy = any(p.busy() for p in window.panels.values())
         if not busy and QThreadPool.globalInstance().activeThreadCount() == 0:
             break
         time.sleep(0.01)

@@ -9,8 +9,9 @@ from PyQt6 import sip
 from PyQt6.QtCore import QRectF, Qt
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 
+from explorer.palette import CATEGORY_COLORS, KIND_LABELS, UNKNOWN
 from explorer.ui.timeline import axis
-from explorer.ui.timeline.colors import CATEGORY_COLORS, KIND_LABELS, kind_color
+from explorer.ui.timeline.colors import kind_color
 
 BG = QColor("#ffffff")
 ALT_BG = QColor("#f7f8fa")
@@ -151,7 +152,7 @@ def draw_step_strip(
                 w = value / ns.sum() * full
                 bar = QRectF(xs, top + height - bar_h - 1, w, bar_h).intersected(box)
                 if bar.width() > 0:
-                    painter.fillRect(bar, QColor(CATEGORY_COLORS.get(str(cat), "#999999")))
+                    painter.fillRect(bar, QColor(CATEGORY_COLORS.get(str(cat), UNKNOWN)))
                 xs += w
 
 
