@@ -22,7 +22,9 @@ GRID = QColor("#e3e6ea")
 TEXT = QColor("#1f2328")
 MUTED = QColor("#5c6670")
 SELECT = QColor("#111111")
-HIGHLIGHT = QColor("#ff00aa")
+HIGHLIGHT = QColor("#ff00aa")  # search hits
+EVIDENCE = QColor("#f08c00")  # a finding's evidence
+EVIDENCE_FILL = QColor(255, 196, 0, 90)
 RANGE = QColor(61, 133, 198, 40)
 
 

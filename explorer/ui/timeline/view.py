@@ -55,7 +55,9 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.extent = (0, 1)  # first and last ns of the trace's contents
         self.scroll_y = 0
         self.selected = -1
-        self.highlights = np.zeros(0, np.int64)
+        self.highlights = np.zeros(0, np.int64)  # search hits: magenta outlines
+        self.evidence = np.zeros(0, np.int64)  # a finding's slices: amber, filled
+        self._mark_cache: dict[str, tuple[np.ndarray, object, np.ndarray]] = {}
         self.related: list[tuple[int, int]] = []
         self.range: tuple[int, int] | None = None
         self._palette = palette() + [COUNTER]  # the last id is the counter colour
@@ -95,6 +97,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self._kinds_present = [k for k in KINDS if k in present]
         self.selected = -1
         self.highlights = np.zeros(0, np.int64)
+        self.evidence = np.zeros(0, np.int64)
+        self._mark_cache = {}
         self.related = []
         self.range = None
         self.scroll_y = 0
@@ -219,6 +223,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     def fit_selection(self) -> None:
         if self.selected >= 0:
             self.zoom_to_slices(np.array([self.selected]))
+        elif len(self.evidence):
+            self.zoom_to_slices(self.evidence)
         elif len(self.highlights):
             self.zoom_to_slices(self.highlights)
         elif self.range is not None:
@@ -259,9 +265,14 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.update()
 
     def highlight(self, ids: np.ndarray) -> None:
-        """Outline these slices (search hits, a finding's evidence)."""
+        """Outline these slices in magenta (search hits, a panel's rows)."""
         self.highlights = np.unique(np.asarray(ids, dtype=np.int64))
-        self.highlight_version = getattr(self, "highlight_version", 0) + 1
+        self.update()
+
+    def set_evidence(self, ids: np.ndarray) -> None:
+        """Mark a finding's evidence: amber fill and outline, apart from search hits (magenta
+        outline) and the selection (black outline with a white halo)."""
+        self.evidence = np.unique(np.asarray(ids, dtype=np.int64))
         self.update()
 
     def set_related(self, pairs: list[tuple[int, int]]) -> None:

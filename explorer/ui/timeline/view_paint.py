@@ -195,14 +195,31 @@ class TimelinePainting:
         self.last_paint_stats["labels"] = drawn
 
     def _paint_highlights(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
-        """Outline highlighted slices in the window; many hits merge per pixel."""
-        if not len(self.highlights):
+        """A finding's evidence (amber, filled), then search hits (magenta outline)."""
+        self._paint_marks(
+            p, rows, top, width, "evidence", QPen(paint.EVIDENCE, 3), paint.EVIDENCE_FILL
+        )
+        self._paint_marks(p, rows, top, width, "highlights", QPen(paint.HIGHLIGHT, 2), None)
+
+    def _paint_marks(
+        self,
+        p: QPainter,
+        rows: list[Row],
+        top: int,
+        width: int,
+        which: str,
+        pen: QPen,
+        fill: QColor | None,
+    ) -> None:
+        """Outline the slices of ``self.<which>`` in the window; many merge per pixel."""
+        ids = self.evidence if which == "evidence" else self.highlights
+        if not len(ids):
             return
-        hl_pos = self._highlight_positions()
+        positions = self._mark_positions(which, ids)
         lanes = self.lanes
         scale = width / (self.t1 - self.t0)
-        p.setPen(QPen(paint.HIGHLIGHT, 2))
-        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(pen)
+        p.setBrush(fill if fill is not None else Qt.BrushStyle.NoBrush)
         for r in rows:
             if r.kind != "track":
                 continue
@@ -211,10 +228,10 @@ class TimelinePainting:
                 a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
                 lo = a + int(np.searchsorted(lanes.endmax[a:b], self.t0, "right"))
                 hi = a + int(np.searchsorted(lanes.ts[a:b], self.t1, "left"))
-                k0, k1 = np.searchsorted(hl_pos, [lo, hi])
+                k0, k1 = np.searchsorted(positions, [lo, hi])
                 if k1 <= k0:
                     continue
-                pos = hl_pos[k0:k1]
+                pos = positions[k0:k1]
                 sid = lanes.order[pos]
                 x0 = (lanes.ts[pos] - self.t0) * scale
                 x1 = np.maximum((lanes.ts[pos] + lanes.dur[sid] - self.t0) * scale, x0 + 2)
@@ -223,18 +240,21 @@ class TimelinePainting:
                 for a0, a1 in zip(x0[first][:500], x1[first][:500], strict=False):
                     p.drawRect(QRectF(LABEL_W + a0, ly - 1, a1 - a0, LANE_H))
 
-    def _highlight_positions(self) -> np.ndarray:
-        key = (getattr(self, "highlight_version", 0), id(self.trace))
-        if getattr(self, "_hl_key", None) != key:
-            self._hl_key = key
-            self._hl_pos = np.sort(self.lanes.pos[self.highlights].astype(np.int64))
-        return self._hl_pos
+    def _mark_positions(self, which: str, ids: np.ndarray) -> np.ndarray:
+        """Lane positions of ``ids``, sorted (cached until the ids or the trace change)."""
+        cached = self._mark_cache.get(which)
+        if cached is None or cached[0] is not ids or cached[1] is not self.lanes:
+            cached = (ids, self.lanes, np.sort(self.lanes.pos[ids].astype(np.int64)))
+            self._mark_cache[which] = cached
+        return cached[2]
 
     def _paint_selection(self, p: QPainter) -> None:
         if self.selected >= 0:
             rect = self.slice_rect(self.selected)
             if rect is not None:
                 p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(paint.BG, 4))  # a white halo keeps it apart from any mark
+                p.drawRect(rect.adjusted(-2, -2, 2, 2))
                 p.setPen(QPen(paint.SELECT, 2))
                 p.drawRect(rect.adjusted(-1, -1, 1, 1))
         for src, dst in self.related:
