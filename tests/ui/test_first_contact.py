@@ -75,11 +75,12 @@ def test_the_first_window_fits_the_screen_and_a_resize_is_remembered(qtbot, tmp_
     area = first.screen().availableGeometry()
     assert (first.width(), first.height()) == default_window_size(area.width(), area.height())
     first.show()
-    first.resize(640, 480)  # the offscreen screen is 800x600
+    first.resize(700, 580)  # the offscreen screen is 800x600
+    assert (first.width(), first.height()) == (700, 580)
     first.close()  # saves the geometry
     second = MainWindow(settings=settings, restore=True)
     qtbot.addWidget(second)
-    assert (second.width(), second.height()) == (640, 480)
+    assert (second.width(), second.height()) == (700, 580)
 
 
 def test_view_finding_opens_on_its_evidence_and_source_line(tmp_path: Path, qtbot) -> None:
