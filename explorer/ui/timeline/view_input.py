@@ -49,6 +49,7 @@ class TimelineInput:
         elif key == Qt.Key.Key_Escape:
             self.range = None
             self.highlight([])
+            self.set_evidence([])
             self.set_related([])
             self.select_slice(-1)
         else:
