@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -25,6 +26,7 @@ from explorer.collect.compile_events import CompileEvents
 from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
 from explorer.collect.fallback_capture import FallbackCapture
+from explorer.collect.launcher_frames import drop_launcher_frames, launcher_frames
 from explorer.collect.profiler_setup import choose_activities, make_schedule
 from explorer.collect.runtime_hooks import RuntimeHooks
 from explorer.collect.system_sampler import SystemSampler
@@ -132,6 +134,7 @@ class Collector:
         self._sigterm_pending = False
         self._prev_sigterm: Any = None
         self._environment: dict[str, Any] = {}
+        self._launcher: set[str] = set()
 
     # -- the block ---------------------------------------------------------------------------
     def __enter__(self) -> Collector:
@@ -148,6 +151,7 @@ class Collector:
             _active = self
         try:
             check_writable(self.out_dir)
+            self._launcher = launcher_frames(sys._getframe(1))  # explorer demo's CLI frames
             self._environment = environment(self.settings)
             self._install_sigterm()
             if "runtime" in self.hooks:
@@ -247,6 +251,7 @@ class Collector:
             }
             drop_trailing_step(cycles, self.steps)
             doc = merge(cycles, self.buffer.events, meta)
+            doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:

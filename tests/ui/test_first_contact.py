@@ -109,3 +109,47 @@ def test_view_finding_opens_on_its_evidence_and_source_line(tmp_path: Path, qtbo
     assert window.panels["source"].current_line == int(line)
     assert window.findings.table.selectionModel().selectedRows()[0].row() == 0
     assert show_finding(window, 1) is window.findings.findings[0]
+
+
+def test_demo_without_a_display_says_it_skipped_the_viewer(tmp_path: Path) -> None:
+    """``explorer demo`` on a machine without a display (a real run, its own process): it
+    says the viewer was not opened and gives a command that makes a picture — which works."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EXPLORER_CACHE_DIR=str(tmp_path / "cache"))
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        env.pop(name, None)
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", "demo", "--steps", "2", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(ln for ln in done.stdout.splitlines() if "viewer was not opened" in ln)
+    command = line.split("For a picture of it: ", 1)[1].split()
+    assert command[:2] == ["explorer", "view"] and command[-2] == "--screenshot"
+    shot = subprocess.run(
+        [sys.executable, "-m", "explorer", *command[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert shot.returncode == 0, shot.stderr
+    assert "propagateSizeHints" not in shot.stderr + shot.stdout
+    assert not QImage(str(tmp_path / command[-1])).isNull()
+
+    # The timeline shows the user's program: its outermost Python frame is the training
+    # script's, not Explorer's CLI (explorer/cli/main.py, explorer/__main__.py) or runpy.
+    import explorer
+
+    trace = explorer.load(command[2])
+    s = trace.slices
+    python = s[s["kind"].astype(str) == "python"]
+    names = python["name"].astype(str)
+    assert not names.str.contains(r"explorer/cli/|explorer/__main__|runpy").any()
+    outermost = python.sort_values(["ts", "depth"]).iloc[0]
+    assert "demo_train.py" in str(outermost["name"]) and int(outermost["depth"]) == 0
