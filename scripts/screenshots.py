@@ -90,19 +90,12 @@ def main() -> int:
 
     from PyQt6.QtWidgets import QApplication
 
+    import explorer
     from explorer.ui.app import open_headless, wait_idle
 
-    window = open_headless(str(path), size=(width, height))
-    findings = window.findings.findings
-    if findings:
-        window.findings.select(0)
-        wait_idle(window)
-        evidence = list(findings[0].evidence)
-        if evidence:
-            window.timeline.select_slice(int(evidence[0]))
-        if findings[0].source_lines:
-            f, line, _ = findings[0].source_lines[0]
-            window.show_source(str(f), int(line))
+    # The same window as `explorer view TRACE --finding 1 --screenshot window.png`.
+    finding = 1 if explorer.load(path).findings() else None
+    window = open_headless(str(path), size=(width, height), finding=finding)
     wait_idle(window)
     saved = []
 

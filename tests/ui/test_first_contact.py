@@ -153,3 +153,10 @@ def test_demo_without_a_display_says_it_skipped_the_viewer(tmp_path: Path) -> No
     assert not names.str.contains(r"explorer/cli/|explorer/__main__|runpy").any()
     outermost = python.sort_values(["ts", "depth"]).iloc[0]
     assert "demo_train.py" in str(outermost["name"]) and int(outermost["depth"]) == 0
+
+
+def test_readme_lists_the_packages_explorer_names() -> None:
+    from explorer.ui.qt_platform import XCB_PACKAGES
+
+    readme = (ROOT / "README.md").read_text()
+    assert "sudo apt-get install " + " ".join(XCB_PACKAGES) in readme
