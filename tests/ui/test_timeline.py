@@ -388,3 +388,31 @@ def test_shift_wheel_and_wheel_over_labels_scroll_rows(view: TimelineView) -> No
     view.scrollbar.setValue(0)
     wheel(40, Qt.KeyboardModifier.NoModifier)  # over the row labels
     assert view.scroll_y > 0 and view.t1 - view.t0 == span
+
+
+def test_deep_zoom_labels_ticks_relative_to_a_reference_shown_once(view, qtbot) -> None:
+    """Zoomed to 100 µs at 210.85 ms (Perfetto's way): ticks read ``+20 µs``..., the
+    gutter shows the reference once; zoomed out, ticks are absolute again."""
+    from explorer.ui.timeline import axis
+
+    # The pure functions, against values worked out by hand.
+    assert axis.reference(0, 500e6, 100e6) is None  # "100 ms" labels are short
+    assert axis.reference(210_850_000, 210_950_000, 10_000) == 210_850_000
+    assert axis.tick_label(210_870_000, 10_000, 210_850_000) == "+20 µs"
+    assert axis.format_offset(210_850_000, 10_000) == "210.85 ms"
+    assert axis.format_offset(1_500_000_000, 1_000_000) == "1.500 s"
+
+    lo, hi = view.extent
+    mid = (lo + hi) // 2
+    view.set_visible_range(mid, mid + 400)  # 400 ns, deep inside the trace
+    view.grab()  # paints
+    t0, t1 = view.visible_range()
+    times, step = axis.ticks(t0, t1, view._tracks_width())
+    ref = axis.reference(t0, t1, step)
+    assert ref is not None and ref <= t0 < ref + step
+    assert view.axis_origin == f"{axis.format_offset(ref, step)} +"
+    labels = [axis.tick_label(t, step, ref) for t in times]
+    assert all(lbl.startswith("+") and len(lbl) <= 8 for lbl in labels), labels
+    view.fit_all()
+    view.grab()
+    assert view.axis_origin == "time"

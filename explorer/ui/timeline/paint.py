@@ -63,19 +63,23 @@ def draw_rect_batches(
 
 def draw_axis(
     painter: QPainter, left: int, width: int, height: int, t0: float, t1: float, font: QFont
-) -> None:
-    """Ticks and labels along the top of the tracks, relative to the trace start."""
+) -> str:
+    """Ticks and labels along the top of the tracks, relative to the trace start — or, at
+    deep zoom, ``+12.345 µs`` from a reference. Returns the gutter's text: ``time``, or the
+    reference once (``210.85 ms +``)."""
     painter.fillRect(QRectF(left, 0, width, height), GUTTER)
     times, step = axis.ticks(t0, t1, width)
+    ref = axis.reference(t0, t1, step)
     scale = width / (t1 - t0)
     painter.setFont(font)
     painter.setPen(QPen(MUTED))
     for t in times:
         x = left + (t - t0) * scale
         painter.drawLine(int(x), height - 7, int(x), height)
-        painter.drawText(int(x) + 3, height - 9, axis.format_time(t, step))
+        painter.drawText(int(x) + 3, height - 9, axis.tick_label(t, step, ref))
     painter.setPen(QPen(GRID))
     painter.drawLine(left, height - 1, left + width, height - 1)
+    return "time" if ref is None else f"{axis.format_offset(ref, step)} +"
 
 
 def draw_grid(

@@ -60,7 +60,7 @@ class TimelinePainting:
         self._paint_selection(p)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
-        paint.draw_axis(p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font)
+        self.axis_origin = paint.draw_axis(p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font)
         paint.draw_step_strip(
             p,
             LABEL_W,
@@ -77,7 +77,13 @@ class TimelinePainting:
         p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
         p.setPen(QPen(paint.MUTED))
         p.setFont(self._font)
-        p.drawText(QRectF(8, 0, LABEL_W - 8, AXIS_H), Qt.AlignmentFlag.AlignVCenter, "time")
+        p.drawText(
+            QRectF(8, 0, LABEL_W - 12, AXIS_H),
+            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
+            if self.axis_origin != "time"
+            else Qt.AlignmentFlag.AlignVCenter,
+            self.axis_origin,
+        )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
         paint.draw_legend(
             p,
