@@ -332,7 +332,10 @@ def test_step_and_counter_tooltips(view: TimelineView, small_trace, qtbot) -> No
     t = float(small_trace.memory["ts"].iat[1]) + 1000  # just after the second allocation
     hover(view, QPointF(view._x_of(t), y))
     qtbot.waitUntil(lambda: "allocated cuda:0" in QToolTip.text(), timeout=3000)
-    assert "2.0 MiB" in QToolTip.text()
+    assert "2.00 MiB" in QToolTip.text()  # the allocator's total after step 2's block
+    # The row's value axis reads the series' max (3 steps of 1 MiB) — the same text the
+    # axis paints at the row's top right.
+    assert view.counter_value_text(row.series, view._series_max(row.series)) == "3.00 MiB"
 
 
 def test_deep_tracks_compact_on_a_click_and_expand_for_a_selection(qtbot) -> None:
@@ -416,3 +419,35 @@ def test_deep_zoom_labels_ticks_relative_to_a_reference_shown_once(view, qtbot) 
     view.fit_all()
     view.grab()
     assert view.axis_origin == "time"
+
+
+def test_the_legend_is_never_clipped_and_lists_the_rest_on_hover(view, small_trace, qtbot) -> None:
+    """At 1600 px every entry fits; at 700 px the entries that do not fit are left out
+    whole — each drawn one ends inside the widget — and hovering the legend lists them."""
+    from PyQt6.QtGui import QFontMetrics
+    from PyQt6.QtWidgets import QToolTip
+
+    from explorer.ui.timeline import paint
+
+    view.set_steps(small_trace.steps(), small_trace.breakdown())
+    entries = paint.legend_entries(view._kinds_present, categories=True)
+    assert len(entries) >= 10
+    view.resize(1600, 600)
+    view.grab()
+    assert view.legend_hidden == []
+    view.resize(700, 600)
+    view.grab()
+    hidden = view.legend_hidden
+    assert 0 < len(hidden) < len(entries)
+    assert hidden == [label for label, _, _ in entries][len(entries) - len(hidden) :]
+    # The entries drawn, laid out as draw_legend does, end before the widget's edge.
+    fm = QFontMetrics(view._font)
+    shown = entries[: len(entries) - len(hidden)]
+    x = 8 + sum(14 + fm.horizontalAdvance(lbl) + 14 for lbl, _, _ in shown)
+    if any(is_cat for _, _, is_cat in shown):
+        x += fm.horizontalAdvance("step bars:") + 20
+    assert x + fm.horizontalAdvance(f"+{len(hidden)} more (hover)") <= view.width()
+    hover(view, QPointF(300, view.height() - 8))
+    qtbot.waitUntil(lambda: "step bars:" in QToolTip.text(), timeout=3000)
+    for label in hidden:
+        assert label in QToolTip.text()

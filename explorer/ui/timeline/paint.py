@@ -26,6 +26,7 @@ HIGHLIGHT = QColor("#ff00aa")  # search hits
 EVIDENCE = QColor("#f08c00")  # a finding's evidence
 EVIDENCE_FILL = QColor(255, 196, 0, 90)
 RANGE = QColor(61, 133, 198, 40)
+AXIS_LABEL_BG = QColor(255, 255, 255, 200)  # under a counter row's scale labels
 
 
 def draw_rect_batches(
@@ -162,6 +163,14 @@ def draw_step_strip(
                 xs += w
 
 
+def legend_entries(kinds: list[str], categories: bool) -> list[tuple[str, QColor, bool]]:
+    """The legend's entries in order: (label, colour, is a step-bar category)."""
+    out = [(KIND_LABELS.get(k, k), kind_color(k), False) for k in kinds]
+    if categories:
+        out += [(c.replace("_", " "), QColor(col), True) for c, col in CATEGORY_COLORS.items()]
+    return out
+
+
 def draw_legend(
     painter: QPainter,
     left: int,
@@ -171,28 +180,42 @@ def draw_legend(
     kinds: list[str],
     font: QFont,
     categories: bool = False,
-) -> None:
+) -> list[str]:
     """A swatch and a name for every kind present in the trace, then (when the step strip
-    has breakdown bars) the breakdown categories."""
+    has breakdown bars) the breakdown categories. An entry is drawn whole or not at all:
+    what does not fit becomes ``+N more`` (the view lists them on hover). Returns the
+    labels left out."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
+    entries = legend_entries(kinds, categories)
+    gap_label = "step bars:"
+    widths = [14 + fm.horizontalAdvance(label) + 14 for label, _, _ in entries]
+    more_w = fm.horizontalAdvance("+99 more (hover)") + 12
+    limit = left + width - 8
+    baseline = int(top + height / 2 + fm.ascent() / 2 - 1)
     x = 8
-    for kind in kinds:
-        label = KIND_LABELS.get(kind, kind)
-        painter.fillRect(QRectF(x, top + height / 2 - 5, 10, 10), kind_color(kind))
+    shown_cat_header = False
+    for n, ((label, color, is_cat), w) in enumerate(zip(entries, widths, strict=True)):
+        extra = fm.horizontalAdvance(gap_label) + 20 if is_cat and not shown_cat_header else 0
+        rest = sum(widths[n + 1 :])
+        if x + extra + w + (0 if x + extra + w + rest <= limit else more_w) > limit:
+            hidden = [lbl for lbl, _, _ in entries[n:]]
+            painter.setPen(QPen(MUTED))
+            painter.drawText(x, baseline, f"+{len(hidden)} more (hover)")
+            return hidden
+        if extra:
+            painter.setPen(QPen(MUTED))
+            painter.drawText(x + 12, baseline, gap_label)
+            x += extra
+            shown_cat_header = True
+        swatch = (
+            QRectF(x, top + height / 2 - 3, 10, 6)
+            if is_cat
+            else QRectF(x, top + height / 2 - 5, 10, 10)
+        )
+        painter.fillRect(swatch, color)
         painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
-        x += 14 + fm.horizontalAdvance(label) + 16
-    if not categories:
-        return
-    painter.setPen(QPen(MUTED))
-    x += 12
-    painter.drawText(x, int(top + height / 2 + fm.ascent() / 2 - 1), "step bars:")
-    x += fm.horizontalAdvance("step bars:") + 8
-    for cat, color in CATEGORY_COLORS.items():
-        label = cat.replace("_", " ")
-        painter.fillRect(QRectF(x, top + height / 2 - 3, 10, 6), QColor(color))
-        painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
-        x += 14 + fm.horizontalAdvance(label) + 12
+        painter.drawText(x + 14, baseline, label)
+        x += w
+    return []

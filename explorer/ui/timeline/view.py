@@ -77,6 +77,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical, self)
         self.scrollbar.valueChanged.connect(self._on_scroll)
         self.last_paint_stats: dict[str, int] = {}
+        self.legend_hidden: list[str] = []  # legend entries that did not fit (hover lists them)
         self.axis_origin = "time"  # the axis gutter text: "time" or the reference time
 
     # -- data ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import numpy as np
 from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
 
+from explorer.ui.dataframe_model import format_bytes
 from explorer.ui.timeline import paint
 from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import (
@@ -56,6 +57,7 @@ class TimelinePainting:
         paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
         labels = self._paint_slices(p, rows, top, width)
         self._paint_labels(p, labels)
+        self._paint_counter_axes(p, rows, top, width)
         self._paint_highlights(p, rows, top, width)
         self._paint_selection(p)
         p.setClipping(False)
@@ -85,7 +87,7 @@ class TimelinePainting:
             self.axis_origin,
         )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
-        paint.draw_legend(
+        self.legend_hidden = paint.draw_legend(
             p,
             w - SCROLL_W,
             bottom,
@@ -168,6 +170,36 @@ class TimelinePainting:
         else:
             self.last_paint_stats = {"rects": 0, "draw_calls": 0}
         return label_parts
+
+    def counter_value_text(self, i: int, value: float) -> str:
+        """A counter row's value as its axis and tooltip show it (bytes in binary units)."""
+        s = self.layout_.series[i]
+        return format_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
+
+    def _paint_counter_axes(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
+        """Each counter row's scale at the right edge: its max at the top, 0 at the bottom."""
+        p.setFont(self._font)
+        fm = self._fm
+        right = LABEL_W + width - 4
+        for r in rows:
+            if r.kind != "counter":
+                continue
+            y = self._row_top(r, top)
+            for text, ty in (
+                (self.counter_value_text(r.series, self._series_max(r.series)), y + 1),
+                ("0", y + r.height - fm.height() - 2),
+            ):
+                box = QRectF(
+                    right - fm.horizontalAdvance(text) - 6,
+                    ty,
+                    fm.horizontalAdvance(text) + 6,
+                    fm.height(),
+                )
+                p.fillRect(box, paint.AXIS_LABEL_BG)
+                p.setPen(QPen(paint.MUTED))
+                p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+            p.setPen(QPen(paint.GRID, 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(LABEL_W, y + 5), QPointF(right, y + 5))
 
     def _series_max(self, i: int) -> float:
         """The top of a counter row's scale (the series' max; cached per layout)."""
@@ -321,13 +353,12 @@ class TimelinePainting:
                     hint,
                 )
             if r.kind == "counter":
-                s = self.layout_.series[r.series]
                 peak = self._series_max(r.series)
                 p.setPen(QPen(paint.MUTED))
                 p.drawText(
                     QRectF(16, y + LANE_H, LABEL_W - 20 - PIN_W, LANE_H),
                     Qt.AlignmentFlag.AlignVCenter,
-                    f"max {_si(peak)}{s.unit}",
+                    f"max {self.counter_value_text(r.series, peak)}",
                 )
             cx, cy = LABEL_W - PIN_W / 2 - 2, y + 10
             p.setPen(QPen(paint.MUTED))
