@@ -97,6 +97,7 @@ class MainWindow(QMainWindow):
         )
 
         self.timeline = TimelineView(self)
+        self.timeline.expanded_groups = set(self._setting_list("timeline/expanded_groups"))
         self.search = SearchBar(self)
         self.banner = QLabel(BANNER, self)
         self.banner.setObjectName("synthetic_banner")
@@ -207,6 +208,7 @@ class MainWindow(QMainWindow):
         self._zoom_timer.setInterval(120)
         self._zoom_timer.timeout.connect(self._sync_zoom)
         t.visible_range_changed.connect(lambda *_: self._zoom_timer.start())
+        t.groups_changed.connect(self._save_expanded_groups)
         self.details.slice_requested.connect(self.reveal)
         self.details.source_requested.connect(self.show_source)
         self.findings.source_requested.connect(self.show_source)
@@ -419,11 +421,21 @@ class MainWindow(QMainWindow):
         )
 
     # -- recent files, drag and drop, layout ----------------------------------------------
-    def recent_files(self) -> list[str]:
-        value = self.settings.value("recent", [])
+    def _setting_list(self, key: str) -> list[str]:
+        """A list saved in the settings (QSettings gives back one string for one item)."""
+        value = self.settings.value(key, [])
         if isinstance(value, str):
             value = [value]
         return [str(v) for v in (value or [])]
+
+    def recent_files(self) -> list[str]:
+        return self._setting_list("recent")
+
+    def _save_expanded_groups(self) -> None:
+        if self.remember:
+            self.settings.setValue(
+                "timeline/expanded_groups", sorted(self.timeline.expanded_groups)
+            )
 
     def _add_recent(self, path: str) -> None:
         if not self.remember:

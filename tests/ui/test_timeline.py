@@ -14,6 +14,7 @@ from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, STEP_H
 from explorer.ui.timeline.layout import TrackLayout
 from explorer.ui.timeline.lod import build_lanes, counter_pixels, lane_rects, pixel_edges
 from explorer.ui.timeline.view import TimelineView
+from tests.ui.conftest import MTIA
 
 
 def random_lane(n: int, seed: int) -> pd.DataFrame:
@@ -451,3 +452,50 @@ def test_the_legend_is_never_clipped_and_lists_the_rest_on_hover(view, small_tra
     qtbot.waitUntil(lambda: "step bars:" in QToolTip.text(), timeout=3000)
     for label in hidden:
         assert label in QToolTip.text()
+
+
+def test_a_many_stream_device_starts_as_one_summary_row_and_remembers_a_click(
+    window, open_trace, shared_trace, settings, qtbot
+) -> None:
+    """A real MTIA trace (24 queue rows): the device starts collapsed to one summary row so
+    the host threads are on the first screen; a real click on it expands it, and the next
+    window (same settings) opens it expanded."""
+    from PyQt6.QtCore import QPoint
+
+    from explorer.ui.main_window import MainWindow
+    from explorer.ui.timeline.layout import MANY_STREAMS
+
+    path = shared_trace(MTIA)
+    trace = open_trace(window, path)
+    view = window.timeline
+    device_tracks = int((trace.tracks["type"] == "device_stream").sum())
+    assert device_tracks > MANY_STREAMS
+    groups = [r for r in view.rows() if r.kind == "group"]
+    device = next(r for r in groups if r.device)
+    assert device.key in view.layout_.collapsed
+    host_rows = [r for r in view.rows() if r.kind == "track" and not r.device]
+    page = view._tracks_bottom() - view._tracks_top()
+    assert host_rows and host_rows[0].y < page, "a host thread is on the first screen"
+    # The summary strip paints the device's activity inside the header row.
+    img = view.grab().toImage()
+    y = AXIS_H + STEP_H + device.y + device.height // 2
+    colours = {img.pixelColor(x, y).name() for x in range(LABEL_W + 1, view.width() - 20, 3)}
+    assert len(colours - {paint_header_colour()}) >= 2
+
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(40, int(y)))
+    assert device.key not in view.layout_.collapsed
+    assert sum(r.kind == "track" and r.device for r in view.rows()) == device_tracks
+    window.close()
+
+    again = MainWindow(settings=settings, restore=False)
+    qtbot.addWidget(again)
+    again.show()
+    open_trace(again, path)
+    device2 = next(r for r in again.timeline.rows() if r.kind == "group" and r.device)
+    assert device2.key not in again.timeline.layout_.collapsed
+
+
+def paint_header_colour() -> str:
+    from explorer.ui.timeline import paint
+
+    return paint.DEVICE_HEADER.name()

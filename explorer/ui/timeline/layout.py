@@ -22,6 +22,9 @@ AUTO_COMPACT = 40  # tracks deeper than this start compacted (runaway Python sta
 HEADER_H = 22
 COUNTER_H = 40
 PINNED = "g:pinned"
+#: A device with more stream/queue rows than this starts collapsed to its summary row, so
+#: the host threads stay on screen (MTIA traces have 24 queues); a click expands it.
+MANY_STREAMS = 8
 
 _ACCELERATORS = ("device", "gpu", "mtia", "xpu", "hpu", "npu", "tpu", "neuron", "cuda", "hip")
 
@@ -96,7 +99,10 @@ def counter_series(trace: TraceData) -> tuple[list[CounterSeries], list[tuple[st
 class TrackLayout:
     """The ordered rows of one trace, with collapse and pin state."""
 
-    def __init__(self, trace: TraceData, lanes: LaneIndex) -> None:
+    def __init__(
+        self, trace: TraceData, lanes: LaneIndex, expanded: frozenset[str] = frozenset()
+    ) -> None:
+        """``expanded``: labels of many-stream device groups the user opened before."""
         self.collapsed: set[str] = set()
         self.pinned: list[str] = []
         self.compact: set[str] = set()  # track rows showing only their first lanes
@@ -141,6 +147,10 @@ class TrackLayout:
             self._members[group].append(
                 Row("counter", f"c:{i}", s.label, COUNTER_H, group, series=i)
             )
+        for group, label in self._groups.items():
+            streams = [r for r in self._members[group] if r.device]
+            if len(streams) > MANY_STREAMS and label not in expanded:
+                self.collapsed.add(group)
         self.rows: list[Row] = []
         self.height = 0
         self.relayout()
@@ -166,6 +176,10 @@ class TrackLayout:
         """Show a deep track's first lanes only, or all of them again."""
         self.compact.symmetric_difference_update({key})
         self.relayout()
+
+    def members(self, group: str) -> list[Row]:
+        """The track and counter rows of one group (shown or not)."""
+        return list(self._members.get(group, []))
 
     def group_labels(self) -> dict[str, str]:
         return dict(self._groups)

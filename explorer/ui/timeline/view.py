@@ -38,6 +38,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     slice_selected = pyqtSignal(int)
     range_selected = pyqtSignal(int, int)
     visible_range_changed = pyqtSignal(int, int)
+    groups_changed = pyqtSignal()  # the user expanded or collapsed a device group
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -77,6 +78,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical, self)
         self.scrollbar.valueChanged.connect(self._on_scroll)
         self.last_paint_stats: dict[str, int] = {}
+        self.expanded_groups: set[str] = set()  # device groups the user opened (by label)
         self.legend_hidden: list[str] = []  # legend entries that did not fit (hover lists them)
         self.axis_origin = "time"  # the axis gutter text: "time" or the reference time
 
@@ -86,7 +88,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.trace = trace
         s = trace.slices
         self.lanes = build_lanes(s, color_ids(s["kind"], s["name"]))
-        self.layout_ = TrackLayout(trace, self.lanes)
+        self.layout_ = TrackLayout(trace, self.lanes, frozenset(self.expanded_groups))
         names = s["name"].cat if isinstance(s["name"].dtype, pd.CategoricalDtype) else None
         if names is not None:
             self._names = np.asarray(names.categories.astype(str), dtype=object)
@@ -283,8 +285,17 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.update()
 
     def toggle_group(self, group: str) -> None:
+        """Collapse or expand a group; a device group's state is remembered by its label
+        (``expanded_groups``, saved by the window) for the next trace of the same setup."""
         if self.layout_ is not None:
             self.layout_.toggle_collapsed(group)
+            label = self.layout_.group_labels().get(group)
+            if label is not None and any(r.device for r in self.layout_.members(group)):
+                if group in self.layout_.collapsed:
+                    self.expanded_groups.discard(label)
+                else:
+                    self.expanded_groups.add(label)
+                self.groups_changed.emit()
             self._update_scrollbar()
             self.update()
 

@@ -111,8 +111,30 @@ class TimelinePainting:
             if r.kind == "group":
                 color = paint.DEVICE_HEADER if r.device else paint.HEADER
                 p.fillRect(QRectF(0, y, w, r.height), color)
+                if r.key in self.layout_.collapsed:
+                    self._paint_group_summary(p, r, y)
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
+
+    def _paint_group_summary(self, p: QPainter, group: Row, y: int) -> None:
+        """A collapsed group's header shows when any of its tracks is busy: the top-level
+        slices of every member, in their colours, on one strip."""
+        width = self._tracks_width()
+        for member in self.layout_.members(group.group):
+            if member.kind != "track" or not len(member.all_lanes):
+                continue
+            rect = lane_rects(self.lanes, int(member.all_lanes[0]), self.t0, self.t1, width)
+            if not len(rect):
+                continue
+            paint.draw_rect_batches(
+                p,
+                rect.x0 + LABEL_W,
+                np.full(len(rect), float(y + 4)),
+                np.maximum(rect.x1, rect.x0 + 1) + LABEL_W,
+                np.full(len(rect), float(group.height - 8)),
+                rect.color,
+                self._palette,
+            )
 
     def _paint_slices(self, p: QPainter, rows: list[Row], top: int, width: int) -> list:
         """All slice and counter rectangles, batched by colour; returns label candidates."""
@@ -331,8 +353,11 @@ class TimelinePainting:
                 )
                 p.setFont(self._bold)
                 p.setPen(QPen(paint.TEXT))
-                mark = "▸" if r.key in self.layout_.collapsed else "▾"
-                text = fm.elidedText(f"{mark} {r.label}", Qt.TextElideMode.ElideRight, LABEL_W - 12)
+                collapsed = r.key in self.layout_.collapsed
+                mark = "▸" if collapsed else "▾"
+                count = len(self.layout_.members(r.group)) if collapsed else 0
+                label = f"{mark} {r.label}" + (f" ({count} rows)" if count > 1 else "")
+                text = fm.elidedText(label, Qt.TextElideMode.ElideMiddle, LABEL_W - 12)
                 p.drawText(QRectF(6, y, LABEL_W - 8, r.height), Qt.AlignmentFlag.AlignVCenter, text)
                 continue
             p.setFont(self._font)
