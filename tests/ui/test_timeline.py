@@ -499,3 +499,32 @@ def paint_header_colour() -> str:
     from explorer.ui.timeline import paint
 
     return paint.DEVICE_HEADER.name()
+
+
+def test_flow_arrows_are_drawn_above_slices_on_a_halo(view, qtbot) -> None:
+    """The launch → kernel arrow of the small trace: on its line the arrow's colour, beside
+    it (2 px across) the white halo — not the slice colour underneath."""
+    from explorer.ui.timeline.view_paint import ARROW
+
+    view.zoom_to_slices(np.array([2, 21]))
+    view.set_related([(2, 21)])
+    a, b = view.slice_rect(2), view.slice_rect(21)
+    assert a is not None and b is not None
+    img = view.grab().toImage()
+    x0, y0, x1, y1 = a.left() + 1, a.bottom(), b.left() + 1, b.top()
+    length = float(np.hypot(x1 - x0, y1 - y0))
+    assert length > 30
+    nx, ny = -(y1 - y0) / length, (x1 - x0) / length  # unit normal
+
+    def at(x: float, y: float, d: float):
+        return img.pixelColor(int(round(x + d * nx)), int(round(y + d * ny)))
+
+    def is_arrow(c) -> bool:
+        return abs(c.red() - ARROW.red()) + abs(c.green() - ARROW.green()) < 60
+
+    samples = [(x0 + f * (x1 - x0), y0 + f * (y1 - y0)) for f in np.linspace(0.3, 0.7, 9)]
+    for x, y in samples:
+        assert any(is_arrow(at(x, y, d)) for d in (-1, 0, 1)), "the arrow is on top"
+        # On both sides of the line, a light halo pixel (not the slice's colour).
+        assert max(at(x, y, d).lightness() for d in (1, 2)) > 215
+        assert max(at(x, y, -d).lightness() for d in (1, 2)) > 215

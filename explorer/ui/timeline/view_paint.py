@@ -25,6 +25,7 @@ from explorer.ui.timeline.lod import counter_pixels, lane_rects
 
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
+ARROW_HALO = QColor(255, 255, 255, 220)
 
 
 class TimelinePainting:
@@ -324,6 +325,12 @@ class TimelinePainting:
             self._arrow(p, QPointF(a.left() + 1, a.bottom()), QPointF(b.left() + 1, b.top()))
 
     def _arrow(self, p: QPainter, start: QPointF, end: QPointF) -> None:
+        """A flow arrow above the slices, on a white halo so it never runs over a label
+        unreadably (the label shows on both sides of a thin, outlined line)."""
+        halo = QPen(ARROW_HALO, 4.5)
+        halo.setCapStyle(Qt.PenCapStyle.RoundCap)
+        p.setPen(halo)
+        p.drawLine(start, end)
         p.setPen(QPen(ARROW, 1.5))
         p.drawLine(start, end)
         d = end - start
