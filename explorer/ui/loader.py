@@ -70,15 +70,10 @@ class TraceLoader(QThread):
             self.loaded.emit(trace)
 
 
-def _slice_sources(trace: Any) -> None:
-    """Attribute every slice to a user line once; the Details panel reads it back."""
-    slice_sources(trace)
-
-
 #: The analyses the window shows, cheapest first: (name, function of the trace). The one
 #: registry; an analysis that raises is reported by name (status bar, Findings panel).
 ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("slice_sources", _slice_sources),
+    ("slice_sources", slice_sources),
     ("steps", steps),
     ("breakdown", breakdown),
     ("findings", findings),

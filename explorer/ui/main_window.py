@@ -320,6 +320,8 @@ class MainWindow(QMainWindow):
             self.findings.set_findings(value)
         elif name == "dependency_graph":
             self.details.set_dependency_graph(value)
+        elif name == "slice_sources":
+            self.details.set_sources(value)
 
     def _analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""

@@ -10,7 +10,7 @@ from PyQt6.QtCore import QPointF, Qt
 
 import explorer
 from explorer.analysis.memory import memory_timeline
-from explorer.ui.panels.memory import MemoryPanel, allocation_lifetimes
+from explorer.ui.panels.memory import PLOT_MIN_H, MemoryPanel, allocation_lifetimes
 
 KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end
 
@@ -254,4 +254,4 @@ def test_alive_table_says_what_was_allocated_before_the_trace_began(qtbot):
         p.live_note.text()
     )
     assert "before the trace began" in p.live_note.text()
-    assert p.plot.height() >= 150, "the plot is never squeezed to a few pixels"
+    assert p.plot.height() >= PLOT_MIN_H, "the plot is never squeezed to a few pixels"

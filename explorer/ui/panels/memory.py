@@ -30,7 +30,7 @@ from PyQt6.QtWidgets import (
 from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
 from explorer.ui.panels import TracePanel, results_table
 
-PLOT_MIN_H = 150  # the plot keeps this height however small the dock
+PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
 ALLOCATION_COLUMNS = [
     "device", "bytes", "op", "source", "alloc_ts", "freed_at", "lifetime_ns", "slice", "addr",
