@@ -528,3 +528,25 @@ def test_flow_arrows_are_drawn_above_slices_on_a_halo(view, qtbot) -> None:
         # On both sides of the line, a light halo pixel (not the slice's colour).
         assert max(at(x, y, d).lightness() for d in (1, 2)) > 215
         assert max(at(x, y, -d).lightness() for d in (1, 2)) > 215
+
+
+def test_the_range_label_never_sits_on_a_tick_label(view, qtbot) -> None:
+    """For ranges all along the trace: no tick label text touches the range's duration
+    label (no dark grey text pixels in the 6 px either side of its box, above the ticks)."""
+    lo, hi = view.extent
+    span = hi - lo
+    for k in range(8):
+        a = lo + span * k / 10
+        view.range = (int(a), int(a + span / 7))
+        img = view.grab().toImage()
+        box = view.range_label_box()
+        assert box is not None
+        for x0, x1 in ((box.left() - 6, box.left() - 1), (box.right() + 1, box.right() + 6)):
+            for x in range(max(int(x0), LABEL_W), min(int(x1) + 1, view.width() - 20)):
+                for y in range(0, AXIS_H - 8):
+                    c = img.pixelColor(x, y)  # grey text is dark and unsaturated; the
+                    assert c.lightness() > 150 or c.saturation() > 100, (
+                        k,
+                        x,
+                        y,
+                    )  # range edge is blue

@@ -63,21 +63,34 @@ def draw_rect_batches(
 
 
 def draw_axis(
-    painter: QPainter, left: int, width: int, height: int, t0: float, t1: float, font: QFont
+    painter: QPainter,
+    left: int,
+    width: int,
+    height: int,
+    t0: float,
+    t1: float,
+    font: QFont,
+    avoid: QRectF | None = None,
 ) -> str:
     """Ticks and labels along the top of the tracks, relative to the trace start — or, at
     deep zoom, ``+12.345 µs`` from a reference. Returns the gutter's text: ``time``, or the
-    reference once (``210.85 ms +``)."""
+    reference once (``210.85 ms +``). A tick label that would touch ``avoid`` (the range
+    selection's label) is left out."""
     painter.fillRect(QRectF(left, 0, width, height), GUTTER)
     times, step = axis.ticks(t0, t1, width)
     ref = axis.reference(t0, t1, step)
     scale = width / (t1 - t0)
     painter.setFont(font)
     painter.setPen(QPen(MUTED))
+    fm = QFontMetrics(font)
     for t in times:
         x = left + (t - t0) * scale
         painter.drawLine(int(x), height - 7, int(x), height)
-        painter.drawText(int(x) + 3, height - 9, axis.tick_label(t, step, ref))
+        text = axis.tick_label(t, step, ref)
+        box = QRectF(int(x) + 3, 0, fm.horizontalAdvance(text), height)
+        if avoid is not None and box.adjusted(-4, 0, 4, 0).intersects(avoid):
+            continue
+        painter.drawText(int(x) + 3, height - 9, text)
     painter.setPen(QPen(GRID))
     painter.drawLine(left, height - 1, left + width, height - 1)
     return "time" if ref is None else f"{axis.format_offset(ref, step)} +"

@@ -63,7 +63,9 @@ class TimelinePainting:
         self._paint_selection(p)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
-        self.axis_origin = paint.draw_axis(p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font)
+        self.axis_origin = paint.draw_axis(
+            p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font, self.range_label_box()
+        )
         paint.draw_step_strip(
             p,
             LABEL_W,
@@ -402,6 +404,17 @@ class TimelinePainting:
         p.setPen(QPen(paint.GRID))
         p.drawLine(LABEL_W - 1, top, LABEL_W - 1, bottom)
 
+    def range_label_box(self) -> QRectF | None:
+        """Where the range selection's duration label sits on the axis (None: no range)."""
+        if self.range is None:
+            return None
+        a, b = self._x_of(self.range[0]), self._x_of(self.range[1])
+        a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
+        if b <= a:
+            return None
+        width = self._fm.horizontalAdvance(format_duration(self.range[1] - self.range[0])) + 10
+        return QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
+
     def _paint_range(self, p: QPainter, top: int, bottom: int) -> None:
         if self.range is None:
             return
@@ -413,8 +426,7 @@ class TimelinePainting:
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
             label = format_duration(self.range[1] - self.range[0])
-            width = self._fm.horizontalAdvance(label) + 10
-            box = QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
+            box = self.range_label_box()
             p.fillRect(box, QColor("#3d85c6"))
             p.setPen(QPen(QColor("#ffffff")))
             p.setFont(self._font)
