@@ -46,8 +46,8 @@ from explorer.ui.panels import TracePanel, trace_steps
 from explorer.ui.timeline.colors import kind_color
 
 NODE_W, NODE_H = 120.0, 26.0
-COL_GAP, LANE_GAP = 34.0, 30.0
-ROW_GAP = 14.0  # between the nesting rows of one lane: the channel edges run in
+COL_GAP, LANE_GAP = 34.0, 44.0  # a lane's name sits above the channel over its first row
+ROW_GAP = 12.0  # between the nesting rows of one lane: the channel edges run in
 LABEL_W = 170.0
 CRITICAL = QColor("#d9453d")
 
