@@ -102,8 +102,10 @@ def rank_of(path: Path, trace: TraceData | None = None) -> int:
 def _read_one(
     path: Path, use_cache: bool, progress: Progress | None, store: Path | None
 ) -> TraceData:
-    stamp = SourceStamp.of(path)  # before reading: the cache entry says what was read
-    if use_cache:
+    # Stamped before reading: the cache entry says what was read. Standard input ("-") is
+    # read once and never cached.
+    stamp = SourceStamp.of(path) if use_cache else None
+    if stamp is not None:
         cached = load_cached(path, stamp, root=store)
         if cached is not None:
             if progress:
@@ -124,7 +126,7 @@ def _read_one(
         )
     decoded.warnings[:0] = warnings
     trace = build(decoded, path, progress=progress)
-    if use_cache:
+    if stamp is not None:
         if progress:
             progress(0.95, "writing cache")
         save_cached(path, trace, stamp, root=store)

@@ -244,7 +244,7 @@ def test_columns_fit_names_elide_at_the_end_and_a_range_shows_its_top_rows(
     longest = int(names.str.len().idxmax())
     index = model.index(model.view_row(longest), 0)
     assert model.data(index, Qt.ItemDataRole.ToolTipRole) == names.iat[longest]
-    share = list(model.frame.columns).index("share")
+    share = list(model.frame.columns).index("self_share")
     assert "%" in str(model.headerData(share, Qt.Orientation.Horizontal))
     assert "side" in model.headerData(share, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
 
