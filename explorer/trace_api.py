@@ -90,6 +90,10 @@ class Trace:
     def synthetic(self) -> bool:
         return self.data.synthetic
 
+    @property
+    def test_backend(self) -> str:
+        return self.data.test_backend
+
     def args(self, slice_id: int) -> dict[str, Any]:
         return self.data.args(slice_id)
 
@@ -98,9 +102,6 @@ class Trace:
 
     def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
         return self.data.stack(slice_id)
-
-    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
-        return self.data.user_frame(slice_id)
 
     def device_tracks(self) -> pd.DataFrame:
         return self.data.device_tracks()
@@ -136,6 +137,13 @@ class Trace:
         from explorer.analysis.findings import findings
 
         return findings(self.data)
+
+    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
+        """The user line responsible for a slice: its own or an enclosing user frame, and
+        for device work the line that launched it (None when the trace cannot say)."""
+        from explorer.analysis.attribution import user_line
+
+        return user_line(self.data, slice_id)
 
     def by_source(self) -> pd.DataFrame:
         """One row per user source line: host, device, stall time, bytes, fallbacks, syncs."""

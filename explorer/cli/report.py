@@ -10,10 +10,12 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
+from explorer.safe_write import atomic_write, check_target
+from explorer.trace.loading import input_files
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -25,8 +27,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "trace",
-        help="trace file (.json/.json.gz) or directory; a directory of per-rank traces, a "
-        "TensorBoard dir with several workers or a quoted glob gives the job report",
+        help="trace file (.json/.json.gz), directory, or - for stdin; a directory of per-rank "
+        "traces, a TensorBoard dir with several workers or a quoted glob gives the job report",
     )
     p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
     p.add_argument(
@@ -52,6 +54,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "-o", "--output", default=None, help="write the report to this file instead of stdout"
     )
+    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     p.add_argument(
         "--color", choices=["auto", "always", "never"], default="auto", help="colour text output"
     )
@@ -90,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
             ) from None
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    inputs = input_files(args.trace)
+    if args.output is not None:  # refuse a bad -o before the (slow) load
+        check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress())
+    print_load_warnings(trace)
     if args.steps is not None:
         trace.use_steps(args.steps)
     to_file = args.output is not None
@@ -102,8 +109,13 @@ def run(args: argparse.Namespace) -> int:
     )
     text = render(trace, format=args.format, step=args.step, top=args.top, color=color)
     if to_file:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out = atomic_write(
+            args.output,
+            lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            inputs=[*inputs, trace.metadata.get("source", args.trace)],
+            force=args.force,
+        )
+        print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -133,8 +145,13 @@ def run_job(args: argparse.Namespace) -> int:
     )  # fmt: skip
     text = render_job(doc, args.format)
     if args.output is not None:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out = atomic_write(
+            args.output,
+            lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            inputs=input_files(args.trace),
+            force=args.force,
+        )
+        print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
