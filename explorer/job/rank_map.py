@@ -170,5 +170,10 @@ def _analyse(
         seconds=time.perf_counter() - t0,
         synthetic=bool(trace.synthetic),
         host=str(env.get("host", "")),
-        warnings=[str(w) for w in meta.get("warnings", [])],
+        warnings=[str(w) for w in meta.get("warnings", [])]
+        + (
+            [f"{Path(source).name} says it is rank {trace.rank}; reported as rank {rank}"]
+            if 0 <= trace.rank != rank
+            else []
+        ),
     )
