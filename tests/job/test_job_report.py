@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from job_runs import run_cli
 
 import explorer
 from explorer.job import job_document
