@@ -36,7 +36,9 @@ def test_slowed_rank_is_named_with_its_cause(slowed_job: tuple[Path, dict]) -> N
     assert s["rank"] == info["slow_rank"], case
     whys = [c["what"] for c in s["causes"]]
     assert EXPECTED_CAUSE[info["cause"]] in whys, f"{case}: causes {whys}"
-    assert "allreduce" in s["waits_in"], case
+    # the others wait in DDP's gradient all_reduce, or in the next forward's buffer
+    # broadcast (when the straggler is its root, rank 0, they wait there first)
+    assert s["waits_in"] and set(s["waits_in"]) <= {"allreduce", "broadcast"}, case
     cause = next(c for c in s["causes"] if c["what"] == EXPECTED_CAUSE[info["cause"]])
     assert Path(cause["file"]).name == "make_job_traces.py" and cause["line"] > 0, case
     # the slowed rank waits least in collectives; each other rank waits for it
