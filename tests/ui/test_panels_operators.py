@@ -212,3 +212,47 @@ def test_table_starts_in_the_analysis_order(panel):
     assert panel.model.frame.columns[4] == "total_ns"
     assert totals == sorted(totals, reverse=True)
     assert panel.table.horizontalHeader().sortIndicatorSection() == -1
+
+
+def test_columns_fit_names_elide_at_the_end_and_a_range_shows_its_top_rows(
+    window, open_trace, shared_trace, qtbot
+) -> None:
+    """A real NVIDIA trace in the window: every number column is at least as wide as its
+    header and its top values (no ``devi…tion``); names elide at the end with the whole name
+    as tooltip; the share column says of what; a range picked after scrolling shows the top
+    of its own table."""
+    from PyQt6.QtCore import Qt
+
+    open_trace(
+        window,
+        shared_trace("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"),
+    )
+    panel = window.panels["operators"]
+    window.docks["operators"].raise_()
+    qtbot.waitUntil(lambda: panel.model.rowCount() > 20, timeout=30000)
+    table, model = panel.table, panel.model
+    header = table.horizontalHeader()
+    fm, hfm = table.fontMetrics(), header.fontMetrics()
+    for column in range(1, model.columnCount()):
+        title = str(model.headerData(column, Qt.Orientation.Horizontal))
+        assert header.sectionSize(column) >= hfm.horizontalAdvance(title), title
+        for row in range(min(model.rowCount(), 50)):
+            text = str(model.data(model.index(row, column)))
+            assert header.sectionSize(column) >= fm.horizontalAdvance(text), (title, text)
+    assert table.textElideMode() == Qt.TextElideMode.ElideRight
+    names = model.frame["name"].astype(str)
+    longest = int(names.str.len().idxmax())
+    index = model.index(model.view_row(longest), 0)
+    assert model.data(index, Qt.ItemDataRole.ToolTipRole) == names.iat[longest]
+    share = list(model.frame.columns).index("self_share")
+    assert "%" in str(model.headerData(share, Qt.Orientation.Horizontal))
+    assert "side" in model.headerData(share, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+
+    table.scrollToBottom()
+    assert table.verticalScrollBar().value() > 0
+    a, b = window.timeline.visible_range()
+    with qtbot.waitSignal(panel.updated, timeout=30000):
+        window.timeline.range_selected.emit(int(a + (b - a) * 0.2), int(a + (b - a) * 0.6))
+    assert panel.window() is not None
+    assert table.verticalScrollBar().value() == 0
+    assert table.rowAt(0) == 0
