@@ -20,7 +20,7 @@ from typing import Any
 from explorer.errors import ExplorerError
 
 #: Bump when the files' layout or the meaning of any column changes.
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: parent is the shortest containing slice (sound nesting)
 FORMAT = "explorer-store"
 HEADER = "header.json"
 
