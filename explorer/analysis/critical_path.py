@@ -102,18 +102,20 @@ class CriticalPath:
         }
 
 
-def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
-    """The critical path of one step (``None``: every step, or the whole trace when it has
-    no steps). Cached per step."""
-    key = ("critical_path", step)
+def critical_path(
+    trace: TraceData, step: int | None = None, all_steps: bool = False
+) -> CriticalPath:
+    """The critical path of one step (``None``: the whole trace, or with ``all_steps``
+    the span of every step — what a report covers). Cached per scope."""
+    key = ("critical_path", step, all_steps and step is None)
     if key in trace.cache:
         return trace.cache[key]
-    graph = dependency_graph(trace, step)
+    graph = dependency_graph(trace, step, all_steps)
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[at]
     result = _describe(trace, graph, points, path_edges, costs.launches)
-    result.scope = scope_label(trace, step)
+    result.scope = scope_label(trace, step, all_steps)
     trace.cache[key] = result
     return result
 
