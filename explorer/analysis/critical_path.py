@@ -28,7 +28,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
-from explorer.analysis.graph.categories import time_categories
+from explorer.analysis.graph.categories import TimeCategories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
     PATH_CATEGORIES,
@@ -114,7 +114,7 @@ def critical_path(
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[at]
-    result = _describe(trace, graph, points, path_edges, costs.launches)
+    result = _describe(trace, graph, points, path_edges, costs.categories)
     result.scope = scope_label(trace, step, all_steps)
     trace.cache[key] = result
     return result
@@ -124,14 +124,14 @@ def critical_path(
 class PathCosts:
     """The graph as the path search sees it: points ``2*k + 0|1`` (start or end of
     ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (the rows of ``graph.edges``)
-    costing ``cost`` ns of waiting; ``launches``: per slice, whether it
-    launched device work."""
+    costing ``cost`` ns of waiting; ``categories``: what the time on them is (None for an
+    empty graph)."""
 
     point_time: np.ndarray
     u: np.ndarray
     v: np.ndarray
     cost: np.ndarray
-    launches: np.ndarray
+    categories: TimeCategories | None
 
 
 def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
@@ -141,7 +141,7 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     of the slice whose own time follows its first point: the slice after its start, its
     parent after its end (:func:`~explorer.analysis.graph.host_edges.stretch_owner`).
     """
-    etype = edges["type"].astype(str).to_numpy()
+    etype = np.asarray(EDGE_TYPES, dtype=object)[edges["type"].cat.codes.to_numpy()]
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
@@ -167,7 +167,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     e = graph.edges
     empty = np.empty(0, np.int64)
     if arrays is None or len(nodes) == 0:
-        return PathCosts(empty, empty, empty, empty.astype(np.float64), np.zeros(0, bool))
+        return PathCosts(empty, empty, empty, empty.astype(np.float64), None)
     m = len(nodes)
     src = e["src"].to_numpy()
     dst = e["dst"].to_numpy()
@@ -202,20 +202,21 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     if len(flows):
         launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
     launches |= launch_call_mask(trace.slices["name"].array)
+    categories = TimeCategories(trace, arrays, launches)
     owner = owners(graph, e)
     framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
     framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
     at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
-    framing[framing] = time_categories(
-        trace, arrays, owner[framing], at[framing], launches
-    ) == PATH_CATEGORIES.index("host_compute")
+    framing[framing] = categories(owner[framing], at[framing]) == PATH_CATEGORIES.index(
+        "host_compute"
+    )
     waiting |= framing
     cost = np.where(waiting, weight, 0).astype(np.float64)
 
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    return PathCosts(point_time, u, v, cost, launches)
+    return PathCosts(point_time, u, v, cost, categories)
 
 
 def longest_work_path(
@@ -286,14 +287,14 @@ def _describe(
     graph: DependencyGraph,
     points: np.ndarray,
     edges: pd.DataFrame,
-    launches: np.ndarray,
+    categories: TimeCategories | None,
 ) -> CriticalPath:
     arrays = graph.arrays
     nodes = graph.nodes
     empty_summary = pd.DataFrame(
         {"category": list(PATH_CATEGORIES), "ns": np.zeros(len(PATH_CATEGORIES), np.int64)}
     )
-    if arrays is None or len(points) == 0:
+    if arrays is None or categories is None or len(points) == 0:
         return CriticalPath(
             slices=np.empty(0, np.int64),
             edges=edges.assign(category=[], owner=[]),
@@ -312,18 +313,19 @@ def _describe(
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
     owner = owners(graph, edges)
-    etype = edges["type"].astype(str).to_numpy()
+    code = edges["type"].cat.codes.to_numpy()
     # A slice's own time (duration, self time) is what the slice is; launch delays, waits
     # and gaps are what their type says.
     names = np.array(PATH_CATEGORIES, dtype=object)
-    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
-    own = np.isin(etype, ["duration", "nest", "sibling"]) | (by_type == "")
+    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in EDGE_TYPES], dtype=object)[code]
+    own_types = [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")]
+    own = np.isin(code, own_types) | (by_type == "")
     has = own & (owner >= 0)
     at = np.where(
         edges["src_point"].to_numpy() == 0, arrays.ts[edges["src"]], arrays.end[edges["src"]]
     )
     cat = by_type.copy()
-    cat[has] = names[time_categories(trace, arrays, owner[has], at[has], launches)]
+    cat[has] = names[categories(owner[has], at[has])]
     edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
     w = edges["weight"].to_numpy(np.int64)
     summary = pd.DataFrame(
@@ -365,10 +367,10 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
     ends = np.cumsum(w)
     seg_id = np.cumsum(np.r_[True, track[1:] != track[:-1]]) - 1
-    names = trace.slices["name"].astype(str).to_numpy()
+    name = trace.slices["name"].array
     df = pd.DataFrame({"seg": seg_id, "owner": owner, "w": w})
     df = df[df["owner"] >= 0]
-    df["name"] = names[df["owner"].to_numpy()]
+    df["name"] = name.take(df["owner"].to_numpy()).astype(str)
     per_name = df.groupby(["seg", "name"], sort=False)["w"].sum().reset_index()
     per_name = per_name.sort_values(["seg", "w"], ascending=[True, False], kind="stable")
     top = per_name.drop_duplicates("seg").set_index("seg")["name"]
@@ -423,8 +425,8 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
     s = trace.slices
     df = pd.DataFrame(
         {
-            "name": s["name"].to_numpy()[ids].astype(str),
-            "kind": s["kind"].to_numpy()[ids].astype(str),
+            "name": s["name"].array.take(ids),
+            "kind": s["kind"].array.take(ids),
             "slice": ids,
             "ns": w[has],
         }
@@ -434,6 +436,8 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
         .agg(ns=("ns", "sum"), count=("slice", "nunique"))
         .reset_index()
     )
+    out["name"] = out["name"].astype(str).astype(object)
+    out["kind"] = out["kind"].astype(str).astype(object)
     out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
     out["share"] = out["ns"] / length if length else 0.0
     return out
