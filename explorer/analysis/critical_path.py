@@ -4,7 +4,11 @@ Every edge of the dependency graph joins two points in time and weighs the time 
 them, so every path is contiguous and its length is the time from its first point to its
 last. Time along any route between two points is the same, so what tells routes apart is how
 much of that time is *work* rather than *waiting* (idle gaps, launch queueing, syncs — the
-graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`). The critical path is the
+graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`, and the own time of waits,
+blocked calls, annotations and Python frames: :func:`path_costs`). So where a thread waits
+for work done elsewhere — ``backward()`` for the autograd engine's thread, a step for gloo's
+collectives, a sync for the device — the path follows that work, and no frame or
+annotation holds time that its children or another thread did. The critical path is the
 longest path under the work weight: the route carrying the most work, ending at the point
 where the most work has accumulated (the latest such point on ties — normally the end of
 the step) and starting where the graph allows. Waiting costs, work is free, so it is the
@@ -14,7 +18,7 @@ millions of points) — equivalent to the topological longest-path DP, without a
 over nodes.
 
 The result lists the slices on the path in order, the path's edges with the category of
-their time, a summary by category that adds up to the length exactly, and the ops and
+their time (the breakdown's, instant by instant: :mod:`explorer.analysis.graph.categories`), a summary by category that adds up to the length exactly, and the ops and
 source lines that hold the most path time — which is where speeding up buys step time.
 """
 
