@@ -493,3 +493,26 @@ def test_report_steps_and_step_scope_the_path(shared_traces: Path, sample_traces
     d = report(sample_traces / "cpu_cnn.pt.trace.json.gz", "--step", "2")
     assert d["window_ns"] == [int(one["ts"]), int(one["ts"] + one["dur"])]
     assert d["scope"] == "step 2"
+
+
+def test_allocation_and_queries_are_host_runtime_launches_are_launch_overhead() -> None:
+    # synthetic: one host thread calls the runtime five ways around one kernel launch
+    calls = ["cudaMalloc", "cudaStreamQuery", "cudaEventQuery", "cudaGetDevice", "cudaFree"]
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": n, "pid": 1, "tid": 1, "ts": 10 * k, "dur": 8}
+        for k, n in enumerate(calls)
+    ]
+    events += _launch_pair(1, 60, 70, 5)
+    trace = trace_from_events(events, {"synthetic": True})
+    from explorer.analysis.critical_path import path_costs
+
+    cp = critical_path(trace)
+    e = cp.edges[cp.edges["type"].astype(str) == "duration"]
+    names = trace.slices["name"].astype(str).to_numpy()
+    on_path = dict(zip(names[e["owner"]], e["category"], strict=True))
+    assert {n: on_path[n] for n in calls} == dict.fromkeys(calls, "host_runtime")
+    # The launch call's own time, wherever a path takes it.
+    launch = np.flatnonzero(names == "cudaLaunchKernel")
+    categories = path_costs(trace, dependency_graph(trace)).categories
+    got = categories(launch, trace.slices["ts"].to_numpy()[launch])
+    assert [PATH_CATEGORIES[c] for c in got] == ["launch_overhead"]
