@@ -211,9 +211,8 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
     framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
     at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
-    framing[framing] = categories(owner[framing], at[framing]) == PATH_CATEGORIES.index(
-        "host_compute"
-    )
+    plain = [PATH_CATEGORIES.index("host_compute"), PATH_CATEGORIES.index("idle_gap")]
+    framing[framing] = np.isin(categories(owner[framing], at[framing]), plain)
     waiting |= framing
     cost = np.where(waiting, weight, 0).astype(np.float64)
 
@@ -346,8 +345,9 @@ def _describe(
         start_ns=start_ns,
         end_ns=end_ns,
         summary=summary,
-        top_ops=_top_ops(trace, owner, w, length),
-        top_lines=_top_lines(trace, owner, w, length),
+        # Idle time (only a step span around it) is nobody's to speed up.
+        top_ops=_top_ops(trace, np.where(cat == "idle_gap", -1, owner), w, length),
+        top_lines=_top_lines(trace, np.where(cat == "idle_gap", -1, owner), w, length),
         step=graph.step,
         window=graph.window,
         segments=_segments(trace, edges, t[0]),

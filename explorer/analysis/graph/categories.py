@@ -67,13 +67,13 @@ class TimeCategories:
         self.launches = launches
         device_mode = bool(arrays.device.any())
         self.table = DEVICE_REASONS if device_mode else HOST_REASONS
-        host_compute = PATH_CATEGORIES.index("host_compute")
         self.lookup = np.array(
             [
                 PATH_CATEGORIES.index(HOST_REASON_CATEGORY.get(r, "host_compute"))
                 for r, _ in self.table
             ]
-            + [host_compute],
+            # No reason (only a step span covers the instant): the breakdown's idle time.
+            + [PATH_CATEGORIES.index("idle_gap")],
             np.int64,
         )
         code = host_slice_reasons(trace, device_mode)
@@ -121,7 +121,7 @@ class TimeCategories:
             ok = (i >= 0) & (i < len(seg))
             c = np.full(len(q), -1, np.int64)
             c[ok] = seg[i[ok]]
-            out[q] = self.lookup[c]  # -1 -> the host_compute appended above
+            out[q] = self.lookup[c]  # -1 -> the idle_gap appended above
         out[on_host & self.comm[owner] & (out == host_compute)] = PATH_CATEGORIES.index(
             "communication"
         )
