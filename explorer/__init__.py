@@ -15,6 +15,9 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from os import PathLike
 
+    # For type checkers: calling the package is calling this function (same signature).
+    from explorer.collect.session import collect as collect
+
 
 def load(
     path: str | PathLike[str],
@@ -22,6 +25,7 @@ def load(
     use_cache: bool = True,
     progress: Any = None,
     execution_trace: str | PathLike[str] | None = None,
+    store: str | PathLike[str] | None = None,
 ) -> Trace:
     """Read a trace file or directory into a :class:`Trace`.
 
@@ -29,21 +33,32 @@ def load(
     of events, a TensorBoard profile directory, or a directory holding one trace. A directory
     with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
     A columnar cache (see :mod:`explorer.trace.cache`) makes the second open fast
-    (``use_cache=False`` skips it). ``progress(fraction, message)`` is called as loading goes.
+    (``use_cache=False`` skips it); ``store`` keeps its entries in that directory instead of
+    the cache directory. ``progress(fraction, message)`` is called as loading goes.
     ``execution_trace`` attaches a PyTorch Execution Trace captured with this trace.
     """
     from explorer.trace.loading import load_trace
 
-    return load_trace(
-        path, cls=Trace, use_cache=use_cache, progress=progress, execution_trace=execution_trace
+    return Trace(
+        load_trace(
+            path,
+            use_cache=use_cache,
+            progress=progress,
+            execution_trace=execution_trace,
+            store=store,
+        )
     )
 
 
-def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int, Trace]:
+def load_ranks(
+    path: str | PathLike[str], *, use_cache: bool = True, store: str | PathLike[str] | None = None
+) -> dict[int, Trace]:
     """Every rank's trace in a directory of per-rank files, keyed by rank."""
     from explorer.trace.loading import load_rank_traces
 
-    return load_rank_traces(path, cls=Trace, use_cache=use_cache)
+    return {
+        r: Trace(t) for r, t in load_rank_traces(path, use_cache=use_cache, store=store).items()
+    }
 
 
 def diff(a: Trace, b: Trace) -> Any:
@@ -53,11 +68,15 @@ def diff(a: Trace, b: Trace) -> Any:
     return _diff(a, b)
 
 
-def collect(*args: Any, **kwargs: Any) -> Any:
-    """Record training steps into a trace (see :class:`explorer.collect.Collector`)."""
-    from explorer.collect import collect as _collect
+def __getattr__(name: str) -> Any:
+    """``explorer.collect`` — the collector package, callable as
+    ``explorer.collect(out_dir, **options)`` — is loaded on first use: it imports torch,
+    which reading and analysing traces never needs (see :mod:`explorer.collect`)."""
+    if name == "collect":
+        import explorer.collect as package
 
-    return _collect(*args, **kwargs)
+        return package
+    raise AttributeError(f"module 'explorer' has no attribute {name!r}")
 
 
 def annotate(name: str) -> Any:

@@ -159,7 +159,8 @@ class ReasonTimeline:
 
 
 def device_labels(trace: TraceData) -> dict[int, str]:
-    """Track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor is unknown)."""
+    """Track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
+    is unknown)."""
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
@@ -188,7 +189,11 @@ def _vendor(trace: TraceData) -> str:
         return "xpu"
     if any(c.startswith("privateuse1") for c in cats):
         return backend or "gpu"
-    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
+    if "hip_runtime" in cats or any(
+        str(n).startswith("hip") for n in trace.slices["name"].cat.categories
+    ):
+        return "rocm"  # ROCm's profiler files HIP calls as cuda_runtime; the calls say hip*
+    if cats & {"cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy"}:
         return "cuda"
     return "gpu"
 
@@ -449,11 +454,15 @@ def _label_order(label: str) -> tuple[str, int]:
 
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
-    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative."""
+    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative.
+
+    A step is its attributed window (:func:`explorer.analysis.steps.attributed_steps`):
+    its host range plus the device work it launched, so each step is charged its own
+    kernels, not the tail of the previous step's."""
     key = ("breakdown", step)
     if key in trace.cache:
         return trace.cache[key]
-    st = select_steps(trace, step)
+    st = select_steps(trace, step, attributed=True)
     starts = st["start_ns"].to_numpy(np.int64)
     ends = st["end_ns"].to_numpy(np.int64)
     frames = []

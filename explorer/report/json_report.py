@@ -8,6 +8,7 @@ Schema version 1 (``schema_version: 1``; a field is only ever added within a ver
       "trace": {"path": str, "format": str, "rank": int, "world_size": int,
                 "events": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
+      "test_backend": str,            # "" or what the test backend was (neuron on the CPU)
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",
                      "sync_stall", "compile", "other_idle"],
@@ -22,6 +23,7 @@ Schema version 1 (``schema_version: 1``; a field is only ever added within a ver
          "source_lines": [{"file": str, "line": int, "function": str}],
          "explanation": str, "recommendation": str, "device": str, "details": {...}}],
       "findings_total": int,          # before the --top cut
+      "no_finding": str,              # what "no finding" means here: the detectors' thresholds
       "by_source": [{"file", "line", "function", "host_ns", "device_ns", "stall_ns",
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],

@@ -187,6 +187,15 @@ class TraceData:
     def synthetic(self) -> bool:
         return bool(self.metadata.get("synthetic", False))
 
+    @property
+    def test_backend(self) -> str:
+        """What a trace recorded on a test backend says about it ("" for real hardware):
+        Explorer's ``neuron`` test backend runs on the CPU, and every view says so."""
+        label = self.metadata.get("explorer_test_backend")
+        if not isinstance(label, dict):
+            return ""
+        return str(label.get("description") or label.get("name") or "test backend")
+
     # -- args ----------------------------------------------------------------------------
     def args(self, slice_id: int) -> dict[str, Any]:
         """The args of one slice exactly as the file had them (empty dict when none)."""
@@ -206,17 +215,6 @@ class TraceData:
         from explorer.trace.source import stack_of
 
         return stack_of(self, int(slice_id))
-
-    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
-        """The innermost frame of the slice's stack that is user code (not torch, stdlib
-        or site-packages), or None when the trace has no stack for it."""
-        from explorer.trace.source import user_frames
-
-        frame = user_frames(self)
-        i = int(slice_id)
-        if frame["file"].iat[i] == "":
-            return None
-        return (frame["file"].iat[i], int(frame["line"].iat[i]), frame["function"].iat[i])
 
     # -- convenience for views and analyses -----------------------------------------------
     def device_tracks(self) -> pd.DataFrame:

@@ -253,7 +253,7 @@ def _scenario_path(name: str):
     # synthetic: the scenario generator's simulated training loop (steps 0-3, step 2 read)
     doc = scenarios.generate(name, steps=4)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    trace = trace_from_events(doc["traceEvents"], meta, cls=Trace)
+    trace = Trace(trace_from_events(doc["traceEvents"], meta))
     cp = critical_path(trace, 2)
     check_path(trace, cp)
     share = {
