@@ -204,7 +204,8 @@ def _launched_device_end(
     and its own (``h0`` where none was)."""
     inside_end, before_end = h1.copy(), h0.copy()
     src = launcher(trace)
-    work = np.flatnonzero((src >= 0) & (trace.slices["kind"].to_numpy() != "device_annotation"))
+    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
+    work = np.flatnonzero((src >= 0) & ~labels)
     if len(work) == 0 or len(h0) == 0:
         return inside_end, before_end
     launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
