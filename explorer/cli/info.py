@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.trace.model import TraceData
 from explorer.units import fmt_ns
@@ -21,7 +22,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "info", help="summarise a trace: span, events by kind, tracks, devices, steps"
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     return p
@@ -138,7 +139,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render(info))
-    for w in info["warnings"]:
-        if args.json:
-            print(f"explorer: warning: {w}", file=sys.stderr)
+    if args.json:  # the text output lists them itself
+        print_load_warnings(trace)
     return 0

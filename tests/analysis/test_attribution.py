@@ -20,8 +20,8 @@ TRAIN = "/synthetic/train.py"
 @pytest.fixture(scope="module")
 def sync_storm() -> Trace:
     doc = generate("sync_storm", steps=3, seed=0)
-    return trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    return Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     )
 
 
@@ -86,8 +86,8 @@ def test_one_answer_for_a_slice_whatever_asks(sync_storm: Trace) -> None:
     from explorer.analysis.attribution import user_line
 
     doc = generate("sync_storm", steps=2, seed=1)
-    fresh = trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    fresh = Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     )
     kernels = np.flatnonzero((fresh.slices["kind"] == "kernel").to_numpy())
     first = [fresh.user_frame(int(i)) for i in kernels]  # asked before anything else ran
@@ -121,7 +121,7 @@ def test_a_user_package_named_explorer_keeps_its_lines() -> None:
         frame("/home/me/proj/explorer/model.py(30): forward", 60, 20),
         {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "ts": 65, "dur": 5, **host},
     ]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     names = t.slices["name"].astype(str).tolist()
     mm, relu = names.index("aten::mm"), names.index("aten::relu")
     # aten::mm runs inside Explorer's annotate(), called from the user's step(): line 12

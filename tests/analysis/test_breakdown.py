@@ -50,7 +50,7 @@ def _device_trace() -> Trace:
         _x("cudaStreamSynchronize", "cuda_runtime", 30, 10, HOST),  # sync 30-40
         _x("aten::add", "cpu_op", 40, 4, HOST),  # host busy 40-44, right after the sync
     ]
-    return trace_from_events(ev, cls=Trace)
+    return Trace(trace_from_events(ev))
 
 
 def test_known_answer_on_a_hand_built_device_step() -> None:
@@ -196,7 +196,7 @@ def test_breakdown_matches_a_per_microsecond_classifier(seed: int) -> None:
     the kernels the step launched (an independent computation: no sweep, no flows table)."""
     ev = _random_gpu_run(seed)
     want = _brute_force(ev)
-    wide = breakdown_wide(trace_from_events(ev, cls=Trace)).set_index("step")
+    wide = breakdown_wide(Trace(trace_from_events(ev))).set_index("step")
     assert set(wide["device"]) == {"cuda:0"}
     for step, per in want.items():
         assert {c: int(wide.loc[step, c]) for c in CATEGORIES} == per, (seed, step)
@@ -216,7 +216,7 @@ def test_a_step_owns_the_kernels_it_launched() -> None:
             # the stream starts step n's work at 60 + 100n µs: 15 µs of it spill into n+1
             ev.append(_x("gemm", "kernel", h0 + 60 + 25 * k, 25, GPU, device=0, stream=7,
                          correlation=c))  # fmt: skip
-    w = breakdown_wide(trace_from_events(ev, cls=Trace)).set_index("step")
+    w = breakdown_wide(Trace(trace_from_events(ev))).set_index("step")
     assert w["compute"].tolist() == [75_000] * 4
     # the windows tile the run: step 0 runs from its start to its last kernel's end
     # (135 µs), each later step from the previous one's last kernel to its own (100 µs)
@@ -237,7 +237,7 @@ def test_host_mode_on_a_cpu_only_trace() -> None:
         _x("aten::mm", "cpu_op", 30, 40, HOST),
         _x("c10d::allreduce_", "cpu_op", 70, 10, HOST),
     ]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     assert device_labels(t) == {}
     w = breakdown_wide(t).iloc[0]
     assert w["device"] == "host"
@@ -285,7 +285,7 @@ def test_two_devices_each_partition_the_step() -> None:
         _x("gemm", "kernel", 50, 20, gpu1, device=1, stream=7),
         _x("aten::mm", "cpu_op", 0, 100, HOST),
     ]
-    w = breakdown_wide(trace_from_events(ev, cls=Trace)).set_index("device")
+    w = breakdown_wide(Trace(trace_from_events(ev))).set_index("device")
     assert list(w.index) == ["cuda:0", "cuda:1"]
     assert (w.loc["cuda:0", "compute"], w.loc["cuda:0", "host_bound"]) == (60_000, 40_000)
     assert (w.loc["cuda:1", "compute"], w.loc["cuda:1", "host_bound"]) == (20_000, 80_000)
@@ -301,7 +301,7 @@ def test_two_devices_each_partition_the_step() -> None:
     ids=["empty", "zero-length", "device-only"],
 )
 def test_degenerate_traces_still_partition(events: list[dict]) -> None:
-    t = trace_from_events(events, cls=Trace)
+    t = Trace(trace_from_events(events))
     bd = breakdown(t)
     assert (bd["ns"] >= 0).all()
     assert (

@@ -17,8 +17,8 @@ STEPS = 3
 
 def _trace(name: str) -> Trace:
     doc = generate(name, steps=STEPS, seed=0)
-    return trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    return Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     )
 
 

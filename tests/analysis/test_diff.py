@@ -187,7 +187,7 @@ def _python_run(
                 continue
             ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": t0 + start + 1,
                        "dur": dur - 2, **host})  # fmt: skip
-    return trace_from_events(ev, cls=explorer.Trace)
+    return explorer.Trace(trace_from_events(ev))
 
 
 def test_source_lines_are_labelled_by_where_they_ran_and_counted_with_their_time() -> None:

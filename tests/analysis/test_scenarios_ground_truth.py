@@ -18,7 +18,7 @@ from explorer.trace_api import Trace
 def _load(name: str, **kw: Any) -> tuple[Trace, dict]:
     doc = generate(name, **kw)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return trace_from_events(doc["traceEvents"], meta, cls=Trace), doc
+    return Trace(trace_from_events(doc["traceEvents"], meta)), doc
 
 
 INJECTED = [n for n in SCENARIOS if len(SCENARIOS[n].truths) == 1]
