@@ -335,9 +335,7 @@ def test_identical_steps_show_the_same_compute(name: str) -> None:
     from explorer.scenarios import generate
 
     doc = generate(name, steps=6, seed=0, jitter=0.0)
-    t = trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
-    )
+    t = trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     compute = breakdown_wide(t).set_index("step")["compute"]
     assert compute.max() - compute.min() <= 0.02 * compute.median()
     # independent: the union of the kernels whose launch lies in each step's host range
