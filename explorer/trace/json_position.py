@@ -120,3 +120,19 @@ def _last_key(data: bytes | bytearray | memoryview, start: int, end: int, level:
         if outside_strings and int(depth[p]) == level:
             key = m.group(1).decode("utf-8", "replace")
     return key
+
+
+def last_event_end(array: bytes | bytearray) -> int | None:
+    """In a JSON array of objects that may be cut short, the offset of the ``}`` closing
+    the last complete object of the array (None when there is none)."""
+    buf = np.frombuffer(array, np.uint8)
+    depth0, in_str0, prev_bs = 0, False, False
+    last = None
+    for start in range(0, len(buf), BLOCK):
+        block = buf[start : start + BLOCK]
+        depth, in_str, carry = _depths(block, depth0, in_str0, prev_bs)
+        closes = np.flatnonzero((block == ord("}")) & ~in_str & (depth == 1))
+        if len(closes):
+            last = start + int(closes[-1])
+        depth0, in_str0, prev_bs = carry
+    return last
