@@ -31,7 +31,7 @@ import psutil
 
 from explorer.errors import TraceError
 from explorer.trace.events import CHUNK
-from explorer.trace.json_position import MAX_NESTING, last_event_end, locate
+from explorer.trace.json_position import last_event_end, locate, too_deep
 from explorer.trace.metadata_checks import check_metadata
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -215,19 +215,16 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
     event array and metadata.
 
     The policy for damage (stated in the README): a value Explorer would have to guess is an
-    error naming the event and field — bytes that are not UTF-8, nesting deeper than
-    :data:`MAX_NESTING`, an event field of the wrong type; what can be kept exactly is kept
+    error naming the event and field — bytes that are not UTF-8, nesting deeper than the
+    decoder follows (about 900 levels), an event field of the wrong type; what can be kept exactly is kept
     with a warning — the complete events before a cut, metadata of the wrong type (ignored).
     """
     data = _utf8_text(path, data)
     try:
         doc = _decode_document(path, data)
     except RecursionError:
-        pos = locate(data, max_depth=MAX_NESTING)
         raise TraceError(
-            path,
-            f"{pos.describe()} nests deeper than {MAX_NESTING} levels",
-            "the file is damaged or was not written by a profiler",
+            path, too_deep(data), "the file is damaged or was not written by a profiler"
         ) from None
     doc.warnings += check_metadata(doc.metadata)
     return doc
@@ -357,7 +354,9 @@ def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = N
                 name = e.get("name")
                 raise TraceError(
                     path,
-                    f"event {i}" + (f" ({name!r})" if name else "") + f" has {_article(_literal(v))} {_literal(v)} {what}",
+                    f"event {i}"
+                    + (f" ({name!r})" if name else "")
+                    + f" has {_article(_literal(v))} {_literal(v)} {what}",
                     "the file is damaged; re-capture it",
                 )
     return Decoded(EventChunks.of(msgspec.json.encode(events)), metadata or {})

@@ -288,10 +288,13 @@ def test_utf8_bom_is_dropped(tmp_path: Path) -> None:
 
 def test_deep_nesting_names_event_and_field(tmp_path: Path) -> None:
     raw = json.dumps(_kineto(5)).encode()
-    raw = raw.replace(b'"nested": {"a": [1, 2]}', b'"nested": ' + b"[" * 100_000, 1)
+    raw = raw.replace(
+        b'"nested": {"a": [1, 2]}', b'"nested": ' + b"[" * 100_000 + b"]" * 100_000, 1
+    )
     (tmp_path / "d.json").write_bytes(raw)
     msg = _error(tmp_path / "d.json")
-    assert "event 1, field 'args'" in msg and "nests deeper than" in msg
+    # document, traceEvents, the event, its args: 4 levels above the 100,000 brackets
+    assert "event 1, field 'args'" in msg and "nests 100,004 levels deep" in msg
 
 
 @pytest.mark.parametrize("field", ["name", "cat", "ph", "pid", "tid", "id"])
