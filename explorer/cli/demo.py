@@ -102,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
         from explorer.ui.app import main as view
 
         return int(view(str(trace_path)) or status)
+    if not args.no_view:
+        print(
+            "\nNo display (DISPLAY is not set), so the viewer was not opened. For a picture of "
+            f"it: explorer view {trace_path} --screenshot window.png"
+        )
     return status
 
 

@@ -41,6 +41,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         metavar="EVENT",
         help="select an event: its id, or the first event whose name contains this text",
     )
+    p.add_argument(
+        "--finding",
+        type=int,
+        metavar="N",
+        help="open on finding N (1 = the costliest, as 'explorer report' numbers them): "
+        "its evidence zoomed and its source line shown",
+    )
     return p
 
 
@@ -53,6 +60,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the desktop explorer needs PyQt6 and pyqtgraph ({exc}); 'explorer report TRACE' works without them"
         ) from exc
+    if args.finding is not None and not args.trace:
+        raise UsageError("--finding needs a trace: explorer view TRACE --finding 1")
     return main(
-        args.trace, screenshot=args.screenshot, size=args.size, select=args.select, force=args.force
+        args.trace,
+        screenshot=args.screenshot,
+        size=args.size,
+        select=args.select,
+        finding=args.finding,
+        force=args.force,
     )

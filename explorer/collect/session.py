@@ -27,6 +27,7 @@ from explorer.collect.compile_events import CompileEvents
 from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
 from explorer.collect.fallback_capture import FallbackCapture
+from explorer.collect.launcher_frames import drop_launcher_frames, launcher_frames
 from explorer.collect.profiler_setup import choose_activities, make_schedule
 from explorer.collect.runtime_hooks import RuntimeHooks
 from explorer.collect.system_sampler import SystemSampler
@@ -136,6 +137,7 @@ class Collector:
         self._sigint_pending = False
         self._prev_sigint: Any = None
         self._environment: dict[str, Any] = {}
+        self._launcher: set[str] = set()
 
     # -- the block ---------------------------------------------------------------------------
     def __enter__(self) -> Collector:
@@ -152,6 +154,7 @@ class Collector:
             _active = self
         try:
             check_writable(self.out_dir)
+            self._launcher = launcher_frames(sys._getframe(1))  # explorer demo's CLI frames
             self._environment = environment(self.settings)
             self._install_sigterm()
             if "runtime" in self.hooks:
@@ -265,6 +268,7 @@ class Collector:
             doc = merge(cycles, self.buffer.events, meta)
             if neuron_test_backend.registered():
                 doc["explorer_test_backend"] = dict(neuron_test_backend.LABEL)
+            doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:

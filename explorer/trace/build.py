@@ -42,14 +42,13 @@ from explorer.trace.tracks import TrackKeys, build_tracks
 
 
 def trace_from_events(
-    events: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None, cls: type = TraceData
+    events: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None
 ) -> TraceData:
     """Build a trace in memory from Chrome-trace event dicts (for tests and generators).
     The events go through exactly the path a file's events take."""
     return build(
         Decoded(EventChunks.of(msgspec.json.encode(list(events))), dict(metadata or {})),
         path="<memory>",
-        cls=cls,
     )
 
 
@@ -59,7 +58,7 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(inverse.astype(np.int32), categories=[values[u] for u in used])
 
 
-def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any = None) -> TraceData:
+def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     """The tables for one decoded file."""
     ev = decode_columns(path, decoded.chunks, progress)
     meta = dict(decoded.metadata)
@@ -237,7 +236,7 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     }
     store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
     _copy_bytes_from_launch(slices, flows, store)
-    return cls(
+    return TraceData(
         slices=slices,
         tracks=tracks,
         flows=flows,

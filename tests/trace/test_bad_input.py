@@ -164,6 +164,36 @@ def test_unescaped_quotes_in_kineto_names_are_repaired(tmp_path: Path) -> None:
     assert any("unescaped" in w for w in t.metadata["warnings"])
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[]",
+        '{"traceEvents": []}',
+        '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]}',
+    ],
+)
+@pytest.mark.parametrize("verb", ["info", "report", "export", "diff", "view"])
+def test_a_trace_without_events_is_one_line_and_status_2_for_every_verb(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], verb: str, content: str
+) -> None:
+    from explorer.cli.main import main
+
+    path = tmp_path / "empty.json"
+    path.write_text(content)
+    out = tmp_path / "out.pftrace"
+    argv = {
+        "info": ["info", str(path)],
+        "report": ["report", str(path)],
+        "export": ["export", str(path), "-o", str(out)],
+        "diff": ["diff", str(path), str(path)],
+        "view": ["view", str(path), "--screenshot", str(tmp_path / "v.png")],
+    }[verb]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "no events" in err[0]
+    assert not out.exists()
+
+
 # -- every case of issue 11, by name ---------------------------------------------------------
 
 
