@@ -79,7 +79,12 @@ def trace_files(directory: Path) -> list[Path]:
             directory = runs[-1]
     files = sorted(p for p in directory.iterdir() if _is_trace_file(p))
     if not files:
-        files = sorted(p for p in directory.rglob("*") if _is_trace_file(p))
+        files = sorted(
+            p
+            for p in directory.rglob("*")
+            if not any(part.startswith(".") for part in p.relative_to(directory).parts[:-1])
+            and _is_trace_file(p)
+        )
     return files
 
 
