@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from explorer.errors import TraceError
-from explorer.store import SourceStamp
 from explorer.trace.build import build
-from explorer.trace.cache import load_cached, save_cached
+from explorer.trace.cache import load_cached, save_cached, source_stamp
 from explorer.trace.decode import decode, read_bytes
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
@@ -59,7 +58,7 @@ def rank_of(path: Path, trace: TraceData | None = None) -> int:
 def _read_one(
     path: Path, use_cache: bool, progress: Progress | None, store: Path | None
 ) -> TraceData:
-    stamp = SourceStamp.of(path)  # before reading: the cache entry says what was read
+    stamp = source_stamp(path)  # before reading: the cache entry says what was read
     if use_cache:
         cached = load_cached(path, stamp, root=store)
         if cached is not None:
