@@ -105,6 +105,13 @@ class Trace:
 
         return findings(self.data)
 
+    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
+        """The user line responsible for a slice: its own or an enclosing user frame, and
+        for device work the line that launched it (None when the trace cannot say)."""
+        from explorer.analysis.attribution import user_line
+
+        return user_line(self.data, slice_id)
+
     def by_source(self) -> pd.DataFrame:
         """One row per user source line: host, device, stall time, bytes, fallbacks, syncs."""
         from explorer.analysis.by_source import by_source

@@ -31,6 +31,7 @@ from explorer.trace.events import (
     PH_T,
     PH_X,
     EventColumns,
+    absolute_start,
     decode_columns,
 )
 from explorer.trace.flows import build_flows
@@ -61,7 +62,7 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     """The tables for one decoded file."""
     ev = decode_columns(path, decoded.chunks, progress)
     meta = dict(decoded.metadata)
-    warnings = list(decoded.warnings)
+    warnings = list(decoded.warnings) + ev.warnings
     ph = ev.ph
     is_x, is_b, is_e, is_i, is_c = ph == PH_X, ph == PH_B, ph == PH_E, ph == PH_I, ph == PH_C
     is_flow = (ph == PH_S) | (ph == PH_T) | (ph == PH_F)
@@ -212,8 +213,9 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     base_ns = (
         int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
     )
-    meta["start_ns"] = base_ns + int(t0_us) * 1000  # t0_us is whole µs: exact in Python ints
-    meta["end_ns"] = meta["start_ns"] + (int(ends.max()) if len(ends) else 0)
+    span_ns = int(ends.max()) if len(ends) else 0
+    meta["start_ns"] = absolute_start(base_ns, int(t0_us), span_ns, warnings)
+    meta["end_ns"] = meta["start_ns"] + span_ns
     dist = meta.get("distributedInfo") or {}
     if isinstance(dist, dict):
         meta.setdefault("rank", dist.get("rank", -1))

@@ -9,12 +9,20 @@ Directory rules (documented for users in the README):
 * a directory holding one trace per rank: :func:`load_trace` gives the lowest rank (and a
   warning naming the others), :func:`load_rank_traces` gives all of them;
 * an Execution Trace (``nodes``/``schema`` JSON from ExecutionTraceObserver) beside a Kineto
-  trace is attached to it; ``execution_trace=`` attaches one explicitly.
+  trace is attached to it; ``execution_trace=`` attaches one explicitly;
+* never a hidden file (a name starting with ``.``: the collector's per-cycle files and every
+  temporary file of :mod:`explorer.safe_write`, which a killed writer may leave behind), and
+  never one of Explorer's own outputs — a Chrome export (it starts with
+  ``{"exportedBy":"explorer"``), a JSON report (``schema_version`` + ``explorer_version``
+  in its first bytes) or a JSON diff (``a``, ``b``, ``cross_device``) — so ``explorer export DIR -o DIR/x.json`` does not change what
+  ``DIR`` means. Such a file can still be loaded by naming it.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,11 +36,37 @@ from explorer.trace.model import TraceData
 Progress = Callable[[float, str], None]
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+#: How every Chrome JSON export begins (see :mod:`explorer.export.chrome`).
+EXPORT_MARKER = b'{"exportedBy":"explorer",'
+
 _RANK = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
 def _is_trace_file(p: Path) -> bool:
-    return p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+    return (
+        not p.name.startswith(".")
+        and p.name.endswith(_TRACE_SUFFIXES)
+        and p.is_file()
+        and not is_explorer_output(p)
+    )
+
+
+def is_explorer_output(path: Path) -> bool:
+    """True for a file Explorer wrote from a trace (an export or a JSON report), judged
+    from its first bytes; see the module docstring."""
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
+            head = f.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return False
+    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(EXPORT_MARKER):
+        return True
+    if b'"traceEvents"' in head:
+        return False
+    report = b'"schema_version"' in head and b'"explorer_version"' in head
+    diff = head.startswith(b"{") and b'"a"' in head and b'"b"' in head and b'"cross_device"' in head
+    return report or diff
 
 
 def trace_files(directory: Path) -> list[Path]:
@@ -48,6 +82,15 @@ def trace_files(directory: Path) -> list[Path]:
     return files
 
 
+def input_files(path: str | Path) -> list[Path]:
+    """What loading ``path`` may read: the path itself and, for a directory, the trace files
+    it stands for. Writers refuse to write over any of them."""
+    p = Path(path)
+    if p.is_dir():
+        return [p, *trace_files(p)]
+    return [p]
+
+
 def rank_of(path: Path, trace: TraceData | None = None) -> int:
     if trace is not None and trace.rank >= 0:
         return trace.rank
@@ -58,8 +101,10 @@ def rank_of(path: Path, trace: TraceData | None = None) -> int:
 def _read_one(
     path: Path, use_cache: bool, progress: Progress | None, store: Path | None
 ) -> TraceData:
-    stamp = source_stamp(path)  # before reading: the cache entry says what was read
-    if use_cache:
+    # Stamped before reading: the cache entry says what was read. Standard input ("-") is
+    # read once and never cached.
+    stamp = source_stamp(path) if use_cache else None
+    if stamp is not None:
         cached = load_cached(path, stamp, root=store)
         if cached is not None:
             if progress:
@@ -80,7 +125,7 @@ def _read_one(
         )
     decoded.warnings[:0] = warnings
     trace = build(decoded, path, progress=progress)
-    if use_cache:
+    if stamp is not None:
         if progress:
             progress(0.95, "writing cache")
         save_cached(path, trace, stamp, root=store)
@@ -102,6 +147,8 @@ def load_trace(
     ``store`` puts the cache entries in that directory instead of the cache directory."""
     root = Path(store) if store is not None else None
     p = Path(path)
+    if str(path) == "-":  # standard input: read once, never cached
+        return _read_one(p, False, progress, root)
     if not p.exists():
         raise TraceError(p, "no such file or directory", "check the path")
     et_path = Path(execution_trace) if execution_trace else None
@@ -128,6 +175,13 @@ def load_trace(
             et_path = ets[0]
     else:
         trace = _read_one(p, use_cache, progress, root)
+    if len(trace.slices) == 0:
+        # every verb would report zeros (or write an empty file) for what is a bad capture
+        raise TraceError(
+            p,
+            "the trace holds no events (no slices to analyse)",
+            "profile at least one step (check the profiler's schedule and that it was stopped)",
+        )
     if et_path is not None:
         attach_execution_trace(trace, et_path)
     return trace

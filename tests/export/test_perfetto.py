@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import explorer
@@ -365,28 +363,3 @@ def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
     summary = to_perfetto(trace, out)
     parsed = check(out)
     assert summary.slices == parsed.slices == 0
-
-
-@pytest.mark.skipif(
-    not os.environ.get("PERFETTO_TP_BIN"),
-    reason="PERFETTO_TP_BIN does not point to a trace_processor_shell (none can be installed here)",
-)
-def test_trace_processor_agrees(torch_trace, tmp_path: Path) -> None:
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
-    out = tmp_path / "tp.pftrace"
-    summary = to_perfetto(torch_trace, out)
-    tp = TraceProcessor(
-        trace=str(out), config=TraceProcessorConfig(bin_path=os.environ["PERFETTO_TP_BIN"])
-    )
-    try:
-        slices = tp.query("select count(*) as n from slice").as_pandas_dataframe()["n"].iat[0]
-        flows = tp.query("select count(*) as n from flow").as_pandas_dataframe()["n"].iat[0]
-        counters = tp.query("select count(*) as n from counter").as_pandas_dataframe()["n"].iat[0]
-    finally:
-        tp.close()
-    expected = summary.slices + summary.instants + summary.result_slices
-    assert int(slices) == expected
-    assert int(flows) == summary.flows
-    assert int(counters) == summary.counter_samples
-    assert np.isfinite(expected)
