@@ -70,6 +70,15 @@ def main() -> None:
         "--hta-repeat", type=int, default=2, help="HTA runs (each takes tens of seconds)"
     )
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "explorer-bench"))
+    ap.add_argument(
+        "--reopen-only", action="store_true", help="skip the first-load runs (reopen figures only)"
+    )
+    ap.add_argument(
+        "--baseline-pythonpath",
+        default="",
+        help="also time the cached reopen of the explorer found on this PYTHONPATH (e.g. a "
+        "checkout of an older cache), alternating run by run with this one",
+    )
     a = ap.parse_args()
     work = Path(a.work)
     (work / "trace").mkdir(parents=True, exist_ok=True)
@@ -78,24 +87,42 @@ def main() -> None:
     n_events = int((work / "trace" / "rank-0.json.events").read_text())
     print(f"trace: {trace} ({size_mb:.0f} MB uncompressed JSON, >= {n_events:,} events requested)")
     env = dict(os.environ, EXPLORER_CACHE_DIR=str(work / "cache"))
+    benv = dict(
+        env, PYTHONPATH=a.baseline_pythonpath, EXPLORER_CACHE_DIR=str(work / "cache-baseline")
+    )
     first = [
-        _run(sys.executable, _EXPLORER, str(trace), "nocache", env=env) for _ in range(a.repeat)
+        _run(sys.executable, _EXPLORER, str(trace), "nocache", env=env)
+        for _ in range(0 if a.reopen_only else a.repeat)
     ]
     _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)  # writes the cache
-    reopen = [
-        _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)
-        for _ in range(max(a.repeat, a.reopen_repeat))
-    ]
-    f_s = statistics.median(r["s"] for r in first)
+    if a.baseline_pythonpath:
+        _run(sys.executable, _EXPLORER, str(trace), "cache", env=benv)
+    reopen, base = [], []
+    for _ in range(max(a.repeat, a.reopen_repeat)):
+        reopen.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=env))
+        if a.baseline_pythonpath:
+            base.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=benv))
     r_s = statistics.median(r["s"] for r in reopen)
     r_cpu = statistics.median(r["cpu_s"] for r in reopen)
+    load = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+    print(
+        f"explorer cached reopen: median {r_s:.3f} s over {len(reopen)} runs, fastest"
+        f" {min(r['s'] for r in reopen):.3f} s (CPU time: median {r_cpu:.3f} s; {load})"
+    )
+    if base:
+        b_s = statistics.median(r["s"] for r in base)
+        b_cpu = statistics.median(r["cpu_s"] for r in base)
+        print(
+            f"baseline ({a.baseline_pythonpath}) cached reopen: median {b_s:.3f} s, CPU {b_cpu:.3f} s"
+            f" -> this one takes {r_s / b_s:.2f}x the wall time and {r_cpu / b_cpu:.2f}x the CPU time"
+        )
+    if not first:
+        return
+    f_s = statistics.median(r["s"] for r in first)
     growth = statistics.median(r["peak_mb"] - r["base_mb"] for r in first)
     print(
         f"explorer first load:   median {f_s:.2f} s over {len(first)} runs ({first[0]['slices']:,} slices)"
-    )
-    print(
-        f"explorer cached reopen: median {r_s:.3f} s over {len(reopen)} runs -> {f_s / r_s:.0f}x faster than first load"
-        f" (CPU time: median {r_cpu:.3f} s; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})"
+        f" -> the cached reopen is {f_s / r_s:.0f}x faster"
     )
     print(
         f"explorer peak memory during load: +{growth:.0f} MB over the interpreter = {growth / size_mb:.2f}x the JSON size"

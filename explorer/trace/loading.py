@@ -27,9 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from explorer.errors import TraceError
-from explorer.store import SourceStamp
 from explorer.trace.build import build
-from explorer.trace.cache import load_cached, save_cached
+from explorer.trace.cache import load_cached, save_cached, source_stamp
 from explorer.trace.decode import decode, read_bytes
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
@@ -109,7 +108,7 @@ def _read_one(
 ) -> TraceData:
     # Stamped before reading: the cache entry says what was read. Standard input ("-") is
     # read once and never cached.
-    stamp = SourceStamp.of(path) if use_cache else None
+    stamp = source_stamp(path) if use_cache else None
     if stamp is not None:
         cached = load_cached(path, stamp, root=store)
         if cached is not None:
