@@ -208,9 +208,7 @@ def _jobs_paragraph(out: Path) -> str:
     if not jobs:
         return ""
     listed = ", ".join(f"[`{j}/`]({j}/README.md)" for j in jobs)
-    return (
-        f"Whole jobs, one trace per rank (`explorer report DIR` gives the job report): {listed}.\n\n"
-    )
+    return f"Whole jobs, one trace per rank (`explorer report DIR` gives the job report): {listed}.\n\n"
 
 
 def write_readme(out: Path) -> None:
@@ -234,7 +232,9 @@ def write_readme(out: Path) -> None:
         "PrivateUse1 device implemented in Python on the CPU, which sends the operators it does\n"
         "not implement to the CPU as a port to Trainium would; their timings are CPU timings.\n\n"
         "| file | device | workload | steps | events | size | Python stacks | Explorer events |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
         + _jobs_paragraph(out)
         + "Open one with `explorer view FILE`, `explorer report FILE`, or in Perfetto UI /\n"
         "TensorBoard / Holistic Trace Analysis: they are standard Kineto traces with Explorer's\n"

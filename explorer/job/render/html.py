@@ -12,7 +12,7 @@ from explorer.report.html import CSS
 def _table(sec: Section) -> str:
     def cells(row: list[str], tag: str) -> str:
         return "".join(
-            f'<{tag}{" class=n" if i in sec.numeric else ""}>{escape(c)}</{tag}>'
+            f"<{tag}{' class=n' if i in sec.numeric else ''}>{escape(c)}</{tag}>"
             for i, c in enumerate(row)
         )
 

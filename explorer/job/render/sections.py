@@ -48,11 +48,14 @@ def headline(doc: dict[str, Any]) -> str:
             "step time)."
         )
     others = doc["ranks_present"] - 1
-    causes = "; ".join(
-        f"{c['what'].replace('_', ' ')} {fmt_ns(c['excess_ns_per_step'])}/step"
-        + (f" at {where(c)}" if where(c) else "")
-        for c in s["causes"]
-    ) or "no finding or category of its own accounts for it"
+    causes = (
+        "; ".join(
+            f"{c['what'].replace('_', ' ')} {fmt_ns(c['excess_ns_per_step'])}/step"
+            + (f" at {where(c)}" if where(c) else "")
+            for c in s["causes"]
+        )
+        or "no finding or category of its own accounts for it"
+    )
     waits = ", ".join(s["waits_in"]) or "collectives"
     return (
         f"rank {s['rank']}: {causes}; the other {others} rank{'s' if others != 1 else ''} "
@@ -62,7 +65,14 @@ def headline(doc: dict[str, Any]) -> str:
 
 
 def sections(doc: dict[str, Any]) -> list[Section]:
-    out = [_overview(doc), _straggler(doc), _matrix(doc), _ranks(doc), _by_op(doc), _collectives(doc)]
+    out = [
+        _overview(doc),
+        _straggler(doc),
+        _matrix(doc),
+        _ranks(doc),
+        _by_op(doc),
+        _collectives(doc),
+    ]
     if doc["warnings"]:
         out.append(Section("Warnings", lines=list(doc["warnings"])))
     return out
@@ -123,7 +133,10 @@ def _matrix(doc: dict[str, Any]) -> Section:
 def _ranks(doc: dict[str, Any]) -> Section:
     sec = Section(
         "Ranks",
-        lines=["Clock offset: how much each rank's clock was shifted to align collective ends."],
+        lines=[
+            "Clock offset: how much each rank's clock was shifted to align collective ends "
+            "(ranks on one machine share its clock and are shifted together)."
+        ],
         header=["rank", "step time", "waits in collectives", "others wait for it",
                 "clock offset", "compute", "communication", "top finding"],
         numeric={1, 2, 3, 4, 5, 6},
