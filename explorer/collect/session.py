@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerAction
 
+from explorer.collect import device_activity, neuron_test_backend
 from explorer.collect.compile_events import CompileEvents
 from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
@@ -156,6 +157,7 @@ class Collector:
             self._install_sigterm()
             if "runtime" in self.hooks:
                 self._runtime.install()
+            device_activity.attach(self.buffer)
             if "fallback" in self.hooks:
                 self._fallback.install()
             if "compile" in self.hooks:
@@ -252,6 +254,8 @@ class Collector:
             drop_trailing_step(cycles, self.steps)
             doc = merge(cycles, self.buffer.events, meta)
             doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
+            if neuron_test_backend.registered():
+                doc["explorer_test_backend"] = dict(neuron_test_backend.LABEL)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:
@@ -270,6 +274,7 @@ class Collector:
             self._compile.uninstall()
         self._fallback.uninstall()
         self._runtime.uninstall()
+        device_activity.detach(self.buffer)
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler_samples = self._sampler.samples

@@ -8,6 +8,7 @@ Schema version 1 (``schema_version: 1``; a field is only ever added within a ver
       "trace": {"path": str, "format": str, "rank": int, "world_size": int,
                 "events": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
+      "test_backend": str,            # "" or what the test backend was (neuron on the CPU)
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",
                      "sync_stall", "compile", "other_idle"],

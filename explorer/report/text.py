@@ -86,6 +86,8 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
                 True,
             )
         )
+    if doc.get("test_backend"):
+        out.append(c(f"*** TEST BACKEND — {doc['test_backend']} ***", 196, True))
     out.append(c(f"Explorer report — {t['path'] or '<memory>'}", bold=True))
     rank = f", rank {t['rank']}/{t['world_size']}" if t["rank"] >= 0 else ""
     out.append(
