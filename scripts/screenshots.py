@@ -1,9 +1,12 @@
 """Render the README's screenshots of the desktop explorer, one per panel, headless.
 
-The trace is, in order of preference: ``--trace``, the largest trace in ``sample_traces/``,
-or a scenario from :mod:`explorer.scenarios` (synthetic — the window then shows its
-synthetic banner, and this script says so). Each image is the real window rendered
-offscreen, after the first finding has been selected so every panel has something to show.
+The trace is ``--trace``, a scenario from :mod:`explorer.scenarios` (``--scenario``;
+synthetic — the window then shows its synthetic banner, and this script says so), or by
+default the real torch.compile run the README shows (:data:`README_TRACE`). Each image is
+the real window rendered offscreen, opened on finding 1 exactly as
+``explorer view TRACE --finding 1 --screenshot window.png`` opens it, so every panel has
+something to show; the timeline, GPU and MTIA pictures follow (the last two need
+``../shared/traces``).
 
     python scripts/screenshots.py [--trace PATH | --scenario sync_storm] [--out docs/screenshots]
 """
@@ -20,28 +23,21 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The real run the README's window.png shows, and its one-command reproduction names.
+README_TRACE = ROOT / "sample_traces" / "cpu_compile_graph_break.pt.trace.json.gz"
+
+
 def pick_trace(args: argparse.Namespace) -> tuple[Path, str]:
     """The trace to show and a note on where it came from."""
     if args.trace:
         return Path(args.trace), "given trace"
-    samples = sorted((ROOT / "sample_traces").glob("*.json*"))
-    if samples and not args.scenario:
-        return best_sample(samples), "sample trace (a real run)"
+    if not args.scenario:
+        return README_TRACE, "sample trace (a real run), as the README's command"
     from explorer import scenarios
 
-    name = args.scenario or "sync_storm"
+    name = args.scenario
     path = scenarios.write(name, Path(tempfile.gettempdir()) / f"explorer_{name}.json")
     return path, f"SYNTHETIC scenario '{name}' (explorer.scenarios)"
-
-
-def best_sample(samples: list[Path]) -> Path:
-    """The sample whose findings lose the most time: it gives every panel something to show."""
-    import explorer
-
-    def lost(path: Path) -> int:
-        return sum(int(f.time_lost_ns) for f in explorer.load(path).findings())
-
-    return max(samples, key=lambda p: (lost(p), p.stat().st_size))
 
 
 def device_timeline(out: Path, size: tuple[int, int]) -> Path:

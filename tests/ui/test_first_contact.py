@@ -162,3 +162,37 @@ def test_readme_lists_the_packages_explorer_names() -> None:
 
     readme = (ROOT / "README.md").read_text()
     assert "sudo apt-get install " + " ".join(XCB_PACKAGES) in readme
+
+
+def test_one_command_reproduces_the_readmes_window_png(tmp_path: Path) -> None:
+    """scripts/screenshots.py makes docs/screenshots/window.png; the command the README
+    gives (explorer view … --finding 1 --screenshot) makes the same picture, pixel for pixel,
+    in its own process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), QT_QPA_PLATFORM="offscreen")
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "screenshots.py"), "--out", str(tmp_path / "docs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    readme = (ROOT / "README.md").read_text()
+    command = next(
+        line.strip("`") for line in readme.splitlines() if "--finding 1 --screenshot" in line
+    ).split()
+    assert command[:2] == ["explorer", "view"]
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", *command[1:-1], str(tmp_path / "window.png")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    ours, script = (
+        QImage(str(tmp_path / "window.png")),
+        QImage(str(tmp_path / "docs" / "window.png")),
+    )
+    assert not ours.isNull() and ours == script
