@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
         self.results = {}
         self.analysis_errors: list[str] = []
         self._update_title()
-        self.banner.setVisible(bool(getattr(trace, "synthetic", False)))
+        self.banner.setVisible(bool(trace.synthetic))
         self.timeline.set_trace(trace)
         self.timeline.set_steps(None)
         self.timeline.setFocus()  # W/A/S/D work right away
