@@ -305,7 +305,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
         self.analysis = AnalysisRunner(trace, self)
         self.analysis.result.connect(self.on_analysis)
-        self.analysis.failed.connect(self._analysis_failed)
+        self.analysis.failed.connect(self.analysis_failed)
         self.analysis.start()
 
     def on_analysis(self, name: str, value: Any) -> None:
@@ -323,7 +323,7 @@ class MainWindow(QMainWindow):
         elif name == "slice_sources":
             self.details.set_sources(value)
 
-    def _analysis_failed(self, name: str, message: str) -> None:
+    def analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""
         if name == "findings":
             self.findings.show_error(message)
