@@ -417,7 +417,9 @@ class MainWindow(QMainWindow):
             "W / S: zoom in / out\nA / D: pan left / right\nF: fit selection\n0: fit trace\n"
             "Wheel: zoom at pointer · Shift+wheel: scroll rows · drag: pan\n"
             "Drag on the time axis: select a range (Operators aggregates it)\n"
-            "Click a step: zoom to it · Click a group header: collapse · ○: pin a row\n"
+            "Click a step: zoom to it · Click a group header: collapse / expand "
+            "(a device with many streams starts as one summary row) · ○: pin a row\n"
+            "[ / ]: previous / next evidence event of the selected finding\n"
             "Click a deep thread's name: show its first levels only (click again for all)\n"
             "Ctrl+F: search · Enter / Shift+Enter: next / previous match",
         )
