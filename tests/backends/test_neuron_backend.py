@@ -158,9 +158,7 @@ def test_the_fallback_finding_names_the_op_its_line_and_its_copies(neuron: explo
     assert len(calls) == 4  # one per step
     copies = s[(s["kind"] == "memcpy").to_numpy()]
     for _, c in calls.iterrows():
-        inside = copies[
-            (copies["ts"] >= c["ts"]) & (copies["ts"] + copies["dur"] <= c["ts"] + c["dur"])
-        ]
+        inside = copies[(copies["ts"] >= c["ts"]) & (copies["ts"] + copies["dur"] <= c["ts"] + c["dur"])]
         kinds = inside["copy_kind"].astype(str).tolist()
         # out (the input, and ``sigmoid.out``'s output buffer, as at::native::cpu_fallback
         # moves every tensor argument), then the result back in

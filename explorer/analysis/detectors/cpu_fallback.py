@@ -137,7 +137,9 @@ def detect(ctx: Context) -> list[Finding]:
     top = per_op.iloc[0]
     where = f" at {_short(top['line'])}" if top["line"] else ""
     more = f" and {len(ops) - 1} more operator(s)" if len(ops) > 1 else ""
-    title = f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({len(ids)} call(s))"
+    title = (
+        f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({len(ids)} call(s))"
+    )
     explanation = (
         f"These operators have no {device.split(':')[0]} kernel (or were forced to the CPU): the "
         "inputs are copied to the host, computed there and copied back, and the device waits "
