@@ -84,6 +84,43 @@ def timeline_pictures(path: Path, out: Path, size: tuple[int, int]) -> list[Path
     return [marks, zoom]
 
 
+def demo_and_narrow_pictures(path: Path, out: Path) -> list[Path]:
+    """The timeline of a fresh ``explorer demo`` run (its outermost frame is the training
+    script's main, not Explorer's CLI), and a 900 px window whose legend ends in
+    ``+N more (hover)`` instead of clipping an entry."""
+    import subprocess
+
+    from explorer.ui.app import open_headless
+
+    folder = Path(tempfile.mkdtemp(prefix="explorer-demo-"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "explorer",
+            "demo",
+            "--no-view",
+            "--steps",
+            "3",
+            "--out",
+            str(folder),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=folder,
+    )
+    trace = next(folder.glob("*.pt.trace.json*"))
+    window = open_headless(str(trace), size=(1600, 1000))
+    demo = out / "demo_timeline.png"
+    window.timeline.grab().save(str(demo))
+    window.close()
+    window = open_headless(str(path), size=(900, 700))
+    narrow = out / "timeline_narrow.png"
+    window.timeline.grab().save(str(narrow))
+    window.close()
+    return [demo, narrow]
+
+
 def shared_pictures(out: Path, size: tuple[int, int]) -> list[Path]:
     """Points that need real GPU/MTIA traces (../shared/traces, not part of a clone): the
     MTIA device collapsed to a summary row, a 5000-character kernel name in Details, the
@@ -197,6 +234,7 @@ def main() -> int:
     window.close()
     saved.append(device_timeline(out, (width, height)))
     saved += timeline_pictures(path, out, (width, height))
+    saved += demo_and_narrow_pictures(path, out)
     saved += shared_pictures(out, (width, height))
     for file in saved:
         print(f"wrote {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
