@@ -289,7 +289,7 @@ class MainWindow(QMainWindow):
             self.analysis.cancel()
         self.trace = trace
         self.results = {}
-        self.analysis_errors: list[str] = []
+        self.analysis_errors = []
         self._update_title()
         self.banner.setVisible(bool(trace.synthetic))
         self.timeline.set_trace(trace)
