@@ -18,7 +18,7 @@ from explorer import __version__
 from explorer.errors import ExplorerError
 
 #: Verbs in the order ``--help`` lists them.
-VERBS: tuple[str, ...] = ("demo", "info", "report", "diff", "export", "view")
+VERBS: tuple[str, ...] = ("demo", "info", "report", "diff", "export", "view", "sql")
 
 
 def build_parser() -> argparse.ArgumentParser:

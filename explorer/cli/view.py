@@ -28,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "trace", nargs="?", help="trace file or directory (omit to open an empty window)"
     )
     p.add_argument("--screenshot", metavar="OUT.png", help="save the window as a PNG and exit")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.png if it exists")
     p.add_argument(
         "--size",
         type=_size,
@@ -67,4 +68,5 @@ def run(args: argparse.Namespace) -> int:
         size=args.size,
         select=args.select,
         finding=args.finding,
+        force=args.force,
     )

@@ -134,6 +134,8 @@ class Collector:
         self._exiting = False
         self._sigterm_pending = False
         self._prev_sigterm: Any = None
+        self._sigint_pending = False
+        self._prev_sigint: Any = None
         self._environment: dict[str, Any] = {}
         self._launcher: set[str] = set()
 
@@ -205,6 +207,7 @@ class Collector:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         self._exiting = True
         self._inside = False
+        self._defer_sigint()
         try:
             self.trace_path = self._finish()
         except Exception as write_error:
@@ -217,8 +220,11 @@ class Collector:
             )
         finally:
             self._restore_sigterm()
+            self._restore_sigint()
         if isinstance(exc, Terminated) or self._sigterm_pending:
             signal.raise_signal(signal.SIGTERM)  # the previous handler decides what SIGTERM does
+        if self._sigint_pending and exc is None:
+            raise KeyboardInterrupt  # the Ctrl-C that came while the trace was being written
         return False
 
     # -- internals ---------------------------------------------------------------------------
@@ -240,6 +246,13 @@ class Collector:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of small dicts: the cyclic GC would triple the merge time
         try:
+            missing = [p for p in self._cycles if not p.is_file()]
+            if missing:  # the profiler could not write there: say why, not which temp file
+                check_writable(self.out_dir)
+                raise ExplorerError(
+                    f"explorer.collect: the profiler did not write {missing[0]} — "
+                    f"check that {self.out_dir} is writable and has free space"
+                )
             cycles = [read_chrome_trace(p) for p in self._cycles]
             meta = {
                 "version": self._environment.get("explorer_version", ""),
@@ -253,9 +266,9 @@ class Collector:
             }
             drop_trailing_step(cycles, self.steps)
             doc = merge(cycles, self.buffer.events, meta)
-            doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
             if neuron_test_backend.registered():
                 doc["explorer_test_backend"] = dict(neuron_test_backend.LABEL)
+            doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:
@@ -298,6 +311,32 @@ class Collector:
             raise Terminated("SIGTERM received inside explorer.collect()")
 
         signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _defer_sigint(self) -> None:
+        """Ctrl-C while the trace is being written would lose all of it: note it, finish the
+        write, then raise ``KeyboardInterrupt`` (see :meth:`__exit__`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        prev = signal.getsignal(signal.SIGINT)
+        if prev is signal.SIG_IGN or prev is None:
+            return
+        self._prev_sigint = prev
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if not self._sigint_pending:
+                print(
+                    "explorer.collect: writing the trace — Ctrl-C will take effect when it is written",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._sigint_pending = True
+
+        signal.signal(signal.SIGINT, on_sigint)
+
+    def _restore_sigint(self) -> None:
+        if self._prev_sigint is not None:
+            signal.signal(signal.SIGINT, self._prev_sigint)
+            self._prev_sigint = None
 
     def _restore_sigterm(self) -> None:
         if self._prev_sigterm is not None:

@@ -15,6 +15,8 @@ from explorer.report.text import fmt_ns, pct
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
     "host_compute": "host compute",
+    "compile": "compile",
+    "host_runtime": "host runtime",
     "launch_overhead": "launch overhead",
     "device_compute": "device compute",
     "data_movement": "data movement",
@@ -24,6 +26,8 @@ LABELS: dict[str, str] = {
 }
 COLOURS: dict[str, str] = {
     "host_compute": "#f07f1d",
+    "compile": "#c06c84",
+    "host_runtime": "#f2a65a",
     "launch_overhead": "#e6cf3a",
     "device_compute": "#2e9d4f",
     "data_movement": "#d9a400",
@@ -58,7 +62,7 @@ def to_dict(cp: Any) -> dict[str, Any]:
 
 
 def _headline(cp: Any) -> str:
-    where = f"step {cp.step}" if cp.step is not None else "the whole trace"
+    where = cp.scope
     if cp.length_ns == 0:
         return f"No critical path in {where}: it has no slices on host threads or device streams."
     top = max(zip(cp.summary["ns"], cp.summary["category"], strict=True))

@@ -62,7 +62,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
         body.append(_step_bars(doc, dev))
     body.append(f"<h2>Findings ({doc['findings_total']}, ranked by time lost)</h2>")
     if not doc["findings"]:
-        body.append("<p>No problem found: no pathology costs ≥ 2% of the step time.</p>")
+        body.append(f"<p>{escape(doc['no_finding'])}</p>")
     for i, f in enumerate(doc["findings"], 1):
         body.append(_finding(i, f))
     if doc["by_source"]:

@@ -23,6 +23,7 @@ Schema version 1 (``schema_version: 1``; a field is only ever added within a ver
          "source_lines": [{"file": str, "line": int, "function": str}],
          "explanation": str, "recommendation": str, "device": str, "details": {...}}],
       "findings_total": int,          # before the --top cut
+      "no_finding": str,              # what "no finding" means here: the detectors' thresholds
       "by_source": [{"file", "line", "function", "host_ns", "device_ns", "stall_ns",
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],

@@ -63,7 +63,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     out.append(f"## Findings ({doc['findings_total']}, ranked by time lost)")
     out.append("")
     if not doc["findings"]:
-        out.append("No problem found: no pathology costs ≥ 2% of the step time.")
+        out.append(doc["no_finding"])
     for i, f in enumerate(doc["findings"], 1):
         lost = (
             f"{fmt_ns(f['time_lost_ns'])} ({100 * f['share']:.1f}% of step time)"

@@ -89,7 +89,13 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
     if doc.get("test_backend"):
         out.append(c(f"*** TEST BACKEND — {doc['test_backend']} ***", 196, True))
     out.append(c(f"Explorer report — {t['path'] or '<memory>'}", bold=True))
-    rank = f", rank {t['rank']}/{t['world_size']}" if t["rank"] >= 0 else ""
+    rank = (
+        ""
+        if t["rank"] < 0
+        else f", rank {t['rank']} of {t['world_size']}"
+        if t["world_size"] > 0
+        else f", rank {t['rank']}"
+    )
     out.append(
         f"{t['events']} events, span {fmt_ns(t['span_ns'])}{rank}; {summ['steps']} step(s), "
         f"mean {fmt_ns(summ['mean_step_ns'])}"
@@ -116,7 +122,7 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
     fs = doc["findings"]
     out.append(c(f"Findings ({doc['findings_total']}, ranked by time lost)", bold=True))
     if not fs:
-        out.append("  No problem found: no pathology costs ≥ 2% of the step time.")
+        out.append(f"  {doc['no_finding']}")
     for i, f in enumerate(fs, 1):
         lost = (
             f"{fmt_ns(f['time_lost_ns'])} ({100 * f['share']:.1f}%)"

@@ -69,8 +69,12 @@ SYNC_CALL = re.compile(
 )
 
 #: Device work that is a collective (NCCL/RCCL/gloo) rather than compute.
+#: ``aten::broadcast_tensors`` / ``broadcast_to`` / ``broadcast_shapes`` only reshape: not
+#: collectives.
 COLLECTIVE = re.compile(
-    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|c10d::", re.I
+    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"
+    r"|broadcast(?!_tensors|_to\b|_shapes)|c10d::",
+    re.I,
 )
 
 #: MTIA command-processor events that are waits, not compute.

@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from explorer.errors import UsageError
+from explorer.errors import OutputError, UsageError
+from explorer.safe_write import atomic_write, check_target
+from explorer.trace.loading import input_files
 from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
 
 __all__ = ["application", "has_display", "main", "open_headless", "select_event", "wait_idle"]
@@ -144,15 +147,27 @@ def main(
     screenshot: str | None = None,
     size: tuple[int, int] = (1600, 1000),
     select: str | None = None,
+    force: bool = False,
     finding: int | None = None,
 ) -> int:
-    """Open the explorer on ``path`` (or empty), or save a screenshot of it and return."""
+    """Open the explorer on ``path`` (or empty), or save a screenshot of it and return
+    (through :func:`explorer.safe_write.atomic_write`: never over the trace, nor over an
+    existing file unless ``force``)."""
     if screenshot is not None:
         if path is None:
             raise UsageError("--screenshot needs a trace to show")
+        inputs = input_files(path)
+        check_target(screenshot, inputs=inputs, force=force)  # before the (slow) load
         window = open_headless(path, size, select, finding)
-        if not window.grab().save(str(screenshot)):
-            raise UsageError(f"{screenshot}: could not write the PNG (check the folder exists)")
+        for w in window.trace.metadata.get("warnings", []) or []:  # no status bar to read
+            print(f"explorer: warning: {w}", file=sys.stderr)
+        image = window.grab()
+
+        def save(tmp: Path) -> None:
+            if not image.save(str(tmp), "PNG"):
+                raise OutputError(screenshot, "could not write the PNG", "check the folder")
+
+        atomic_write(screenshot, save, inputs=inputs, force=force)
         window.close()
         return 0
     if not has_display():

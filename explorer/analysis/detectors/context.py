@@ -18,7 +18,7 @@ import pandas as pd
 from explorer.analysis.attribution import top_lines
 from explorer.analysis.breakdown import ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
-from explorer.analysis.steps import steps as trace_steps
+from explorer.analysis.steps import attributed_steps
 from explorer.trace.model import TraceData
 from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (the detectors import them from here)
 
@@ -27,6 +27,22 @@ MIN_SHARE = 0.02
 #: At most this many evidence slices and ranges per finding (the heaviest).
 MAX_EVIDENCE = 50
 MAX_RANGES = 200
+
+
+#: Device label prefix → the torch module that drives it (ROCm's PyTorch keeps ``torch.cuda``).
+TORCH_MODULES = {
+    "cuda": "torch.cuda",
+    "rocm": "torch.cuda",
+    "mtia": "torch.mtia",
+    "xpu": "torch.xpu",
+    "hpu": "torch.hpu",
+    "npu": "torch.npu",
+}
+
+
+def torch_module(device: str) -> str | None:
+    """``"mtia:17"`` → ``"torch.mtia"``: the API advice should name (None: host, unknown)."""
+    return TORCH_MODULES.get(device.partition(":")[0].lower())
 
 
 @dataclass
@@ -53,7 +69,7 @@ class Context:
     timelines: dict[str, ReasonTimeline] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.steps = trace_steps(self.trace)
+        self.steps = attributed_steps(self.trace)
         self.timelines = timelines(self.trace)
 
     # -- the trace, as arrays -------------------------------------------------------------

@@ -44,17 +44,17 @@ _FORMATS = {
     "self_ns": "ns",
     "avg_ns": "ns",
     "device_ns": "ns",
-    "share": "percent",
+    "self_share": "percent",
 }
 _HEADERS = {
     "total_ns": "total",
     "self_ns": "self",
     "avg_ns": "average",
     "device_ns": "device time",
-    "share": "% of side self",
+    "self_share": "self % of side",
 }
 _HEADER_TIPS = {
-    "share": "This name's self time as a share of all self time on its side (host or "
+    "self_share": "This name's self time as a share of all self time on its side (host or "
     "device, the 'side' column) in the scope shown",
     "self_ns": "Time inside this name's slices minus their children",
     "device_ns": "Device time of the work this name launched",

@@ -49,7 +49,8 @@ class CounterSeries:
 @dataclass
 class Row:
     """One visible row. ``kind`` is ``group`` (a collapsible header), ``track`` (a slice
-    track with one lane per depth) or ``counter``; ``key`` is stable across layouts."""
+    track with one lane per row of :func:`~explorer.trace.nesting.timeline_rows`, parents
+    above children) or ``counter``; ``key`` is stable across layouts."""
 
     kind: str
     key: str
