@@ -118,6 +118,7 @@ def open_headless(
     )
     window = MainWindow(settings=settings, restore=False, remember=False)
     window.resize(*size)
+    window.size_docks()
     window.show()  # laid out before any panel draws, as in an interactive session
     trace = explorer.load(path)
     window.set_trace(trace)

@@ -132,14 +132,12 @@ class MainWindow(QMainWindow):
                 self.tabifyDockWidget(first, dock)
         if first is not None:
             first.raise_()
-        self.resizeDocks([self.docks["findings"]], [460], Qt.Orientation.Horizontal)
-        if first is not None:
-            self.resizeDocks([first], [290], Qt.Orientation.Vertical)
 
         self._build_status_bar()
         self._build_menus()
         self._wire()
         self.fit_to_screen()
+        self.size_docks()
         if restore:
             self._restore_layout()
 
@@ -475,6 +473,15 @@ class MainWindow(QMainWindow):
         width, height = default_window_size(area.width(), area.height())
         self.resize(width, height)
         self.move(area.x() + (area.width() - width) // 2, area.y() + (area.height() - height) // 2)
+
+    def size_docks(self) -> None:
+        """Give the docks their share of the window as it is now: the right column 30% of
+        the width (300–460 px), the bottom panels 29% of the height (220–320 px), so the
+        timeline keeps most of a small window. A saved layout overrides this."""
+        right = int(min(460, max(300, 0.3 * self.width())))
+        bottom = int(min(320, max(220, 0.29 * self.height())))
+        self.resizeDocks([self.docks["findings"]], [right], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks[PANELS[0][0]]], [bottom], Qt.Orientation.Vertical)
 
     def _restore_layout(self) -> None:
         geometry = self.settings.value("geometry")

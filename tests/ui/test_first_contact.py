@@ -196,3 +196,17 @@ def test_one_command_reproduces_the_readmes_window_png(tmp_path: Path) -> None:
         QImage(str(tmp_path / "docs" / "window.png")),
     )
     assert not ours.isNull() and ours == script
+
+
+def test_a_small_window_keeps_most_of_its_width_for_the_timeline(qtbot) -> None:
+    """At 900x700 the docks take their share (right column 300 px), not a fixed 460 px
+    that left the timeline less than half the window; at 1600x1000 the layout is as before."""
+    from explorer.ui.app import open_headless
+
+    small = open_headless(str(COMPILE_SAMPLE), size=(900, 700))
+    qtbot.addWidget(small)
+    assert small.docks["findings"].width() <= 310
+    assert small.timeline.width() >= 0.6 * small.width()
+    large = open_headless(str(COMPILE_SAMPLE), size=(1600, 1000))
+    qtbot.addWidget(large)
+    assert abs(large.docks["findings"].width() - 460) <= 10
