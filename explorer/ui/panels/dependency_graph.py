@@ -65,7 +65,6 @@ EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
     "data": ("#e69138", Qt.PenStyle.SolidLine),
     "runtime_lock": ("#a87fcf", Qt.PenStyle.DotLine),
     "queue": ("#c2185b", Qt.PenStyle.DashDotLine),  # launch blocked on a full launch queue
-    "thread_wait": ("#5c6bc0", Qt.PenStyle.DashLine),  # a thread waiting for another's work
 }
 
 
