@@ -202,7 +202,11 @@ def critical_path_sections(trace: TraceData, step: int | None) -> tuple[Any, str
     key = ("report_critical_path", step)
     if key not in trace.cache:  # one computation for every format rendered from this trace
         try:
-            cp = trace.critical_path(step) if hasattr(trace, "critical_path") else None
+            from explorer.analysis.critical_path import critical_path
+
+            # Without --step, the steps the rest of the report covers (--steps REGEX or
+            # ProfilerStep#N), not the whole file.
+            cp = critical_path(trace, step, all_steps=True)
             trace.cache[key] = (cp, None)
         except Exception as exc:  # another analysis' bug must not hide ours
             trace.cache[key] = (None, f"critical path unavailable: {type(exc).__name__}: {exc}")

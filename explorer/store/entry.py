@@ -140,7 +140,11 @@ def _remove_stale_temporaries(target: Path) -> None:
     ``.NAME.*.old`` directories); recent ones may belong to a writer still running."""
     cutoff = time.time() - STALE_TEMPORARY_S
     for p in target.parent.glob(f".{glob.escape(target.name)}.*"):
-        if p.suffix in (".writing", ".old") and p.is_dir() and p.stat().st_mtime < cutoff:
+        try:
+            stale = p.suffix in (".writing", ".old") and p.is_dir() and p.stat().st_mtime < cutoff
+        except FileNotFoundError:  # another writer removed it meanwhile
+            continue
+        if stale:
             shutil.rmtree(p, ignore_errors=True)
 
 

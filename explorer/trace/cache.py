@@ -23,6 +23,16 @@ from explorer.store import SourceStamp, StoreDamaged, open_trace, write_trace
 from explorer.store.entry import is_entry
 from explorer.trace.model import TraceData
 
+#: Bump when the tables' layout or the reader's output changes: entries made by another
+#: version are parsed again (the store's own format has its own version, STORE_VERSION).
+CACHE_VERSION = 7
+
+
+def source_stamp(path: Path) -> SourceStamp:
+    """What a cache entry for ``path`` must have been made from: the file as it is now, read
+    by this version of the reader. Take it BEFORE reading the file."""
+    return SourceStamp.of(path, CACHE_VERSION)
+
 
 def cache_root() -> Path:
     """The default cache directory."""
@@ -45,7 +55,7 @@ def load_cached(
     """The cached tables of ``path``, or None when there is no entry made from the file as
     ``stamp`` describes it (default: as it is now)."""
     try:
-        return open_trace(entry_path(path, root), source=stamp or SourceStamp.of(path))
+        return open_trace(entry_path(path, root), source=stamp or source_stamp(path))
     except StoreDamaged:
         return None
 
@@ -60,7 +70,7 @@ def save_cached(
     home, full disk, a cache directory that is a file)."""
     entry = entry_path(path, root)
     try:
-        if SourceStamp.of(path) != stamp:
+        if source_stamp(path) != stamp:
             return False
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)

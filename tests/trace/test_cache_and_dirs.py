@@ -106,3 +106,15 @@ def test_cache_entry_is_a_parquet_store_entry_where_asked(tmp_path: Path, monkey
     seen: list[str] = []
     again = explorer.load(p, store=tmp_path / "elsewhere", progress=lambda _f, m: seen.append(m))
     assert seen == ["loaded from cache"] and again.args(6) == {"External id": 6}
+
+
+def test_entries_of_another_reader_version_are_parsed_again(tmp_path: Path, monkeypatch) -> None:
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(_trace(9)))
+    explorer.load(p)
+    assert cache.load_cached(p) is not None
+    monkeypatch.setattr(cache, "CACHE_VERSION", cache.CACHE_VERSION + 1)  # a newer reader
+    assert cache.load_cached(p) is None
+    seen: list[str] = []
+    assert len(explorer.load(p, progress=lambda _f, m: seen.append(m)).slices) == 9
+    assert "loaded from cache" not in seen and cache.load_cached(p) is not None  # rewritten
