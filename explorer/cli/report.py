@@ -99,8 +99,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _progress() -> Any:
     """The lead's terminal progress bar when attached to a TTY, else nothing."""
-    try:
-        from explorer.cli.progress import terminal_progress
-    except ModuleNotFoundError:
-        return None
+    from explorer.cli.progress import terminal_progress
+
     return terminal_progress()

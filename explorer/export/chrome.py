@@ -78,7 +78,7 @@ def to_chrome(
     path = Path(path)
     if results is None:
         results = explorer_results(trace)
-    summary = ChromeExport(path=path, notes=list(results.notes))
+    summary = ChromeExport(path=path)
     # Times are written relative to the trace's start, which goes to baseTimeNanoseconds:
     # epoch microseconds do not fit a double to the nanosecond, small offsets do.
     origin = 0

@@ -134,7 +134,7 @@ def to_perfetto(
     )
     path_tables = critical_path_tables(trace, results, rows, tables, cats, strings)
 
-    summary = PerfettoExport(path=path, notes=list(results.notes))
+    summary = PerfettoExport(path=path)
     with open(path, "wb") as f:
         head = pb.TracePacket(
             trusted_packet_sequence_id=SEQUENCE_ID,
