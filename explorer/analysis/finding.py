@@ -9,18 +9,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Every kind a detector can report, in the order reports list kinds with equal time lost.
-FINDING_KINDS: tuple[str, ...] = (
-    "input_stall",
-    "memcpy_stall",
-    "sync_stall",
-    "cpu_fallback",
-    "launch_bound",
-    "compile",
-    "communication",
-    "memory",
-)
-
 
 @dataclass
 class Finding:

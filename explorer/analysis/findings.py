@@ -5,13 +5,13 @@ reason timeline and reports it only when it costs at least
 :data:`~explorer.analysis.detectors.context.MIN_SHARE` (2%) of the total step time (the
 launch-bound detector asks for 5% and short kernels; memory findings need steady growth).
 A healthy trace therefore has no finding. Ties in time lost keep the order of
-:data:`~explorer.analysis.finding.FINDING_KINDS`.
+:data:`~explorer.analysis.detectors.DETECTORS`.
 """
 
 from __future__ import annotations
 
-from explorer.analysis.detectors import DETECTORS, Context
-from explorer.analysis.finding import FINDING_KINDS, Finding
+from explorer.analysis.detectors import DETECTORS, FINDING_KINDS, Context
+from explorer.analysis.finding import Finding
 from explorer.trace.model import TraceData
 
 
@@ -22,9 +22,10 @@ def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Fin
         return list(trace.cache[key])
     ctx = Context(trace)
     out: list[Finding] = []
-    for kind, detect in DETECTORS.items():
-        if kinds is None or kind in kinds:
-            out.extend(detect(ctx))
+    for detector in DETECTORS:
+        if kinds is None or detector.kind in kinds:
+            with ctx.reading(detector.reasons):
+                out.extend(detector.detect(ctx))
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     out.sort(key=lambda f: (-f.time_lost_ns, order.get(f.kind, len(order))))
     trace.cache[key] = out

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer.analysis.breakdown import CATEGORIES
-from explorer.analysis.finding import FINDING_KINDS
+from explorer.analysis.detectors import FINDING_KINDS
 from explorer.errors import UsageError
 
 _RULE = re.compile(r"^\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([0-9]*\.?[0-9]+)\s*(%|ns|us|µs|ms|s)?\s*$")

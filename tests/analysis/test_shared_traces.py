@@ -12,7 +12,7 @@ import pytest
 
 import explorer
 from explorer.analysis.breakdown import CATEGORIES
-from explorer.analysis.finding import FINDING_KINDS
+from explorer.analysis.detectors import FINDING_KINDS
 from explorer.report import render
 from tests.conftest import SHARED_TRACES, shared_trace_files
 
