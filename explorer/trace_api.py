@@ -2,7 +2,7 @@
 plus the analyses as methods, so a notebook reads ``trace.findings()``.
 
 The methods are thin: each calls the pure function in ``explorer.analysis`` that does the
-work (and caches on ``trace.cache``). Keeping them here, above both layers, lets the trace
+work (and keeps its result in ``trace.memo``). Keeping them here, above both layers, lets the trace
 model stay ignorant of the analyses built on it.
 """
 
@@ -27,9 +27,7 @@ class Trace(TraceData):
     def use_steps(self, pattern: str | None) -> None:
         """Take steps from host annotations matching ``pattern`` (a regex) in every
         analysis, instead of ``ProfilerStep#N``; ``None`` restores the default."""
-        from explorer.analysis.steps import set_step_pattern
-
-        set_step_pattern(self, pattern)
+        self.step_pattern = pattern
 
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""

@@ -20,16 +20,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 SOURCE_COLUMNS = ["file", "line", "function"]
 
 
+@memoised("frame_codes")
 def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     """(code per slice, frames table). ``frames.iloc[code]`` is the slice's user frame;
     code -1 means unknown. Cached on the trace."""
-    if "frame_codes" in trace.cache:
-        return trace.cache["frame_codes"]
     n = len(trace.slices)
     code, frames = _own_frames(trace, n)
     s = trace.slices
@@ -41,7 +41,6 @@ def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
             if len(rows):
                 code[rows] = code[parent[rows]]
         _through_launches(trace, code)
-    trace.cache["frame_codes"] = (code, frames)
     return code, frames
 
 
@@ -67,14 +66,13 @@ def _own_frames(trace: TraceData, n: int) -> tuple[np.ndarray, pd.DataFrame]:
     return code, frames
 
 
+@memoised("launcher")
 def launcher(trace: TraceData) -> np.ndarray:
     """Per slice, the id of the host runtime call that launched it (-1 when none).
 
     From ``launch`` flows first, then from ``correlation`` ids shared with a host slice of
     kind ``runtime``/``sync``. Cached on the trace.
     """
-    if "launcher" in trace.cache:
-        return trace.cache["launcher"]
     s = trace.slices
     n = len(s)
     out = np.full(n, -1, np.int64)
@@ -99,7 +97,6 @@ def launcher(trace: TraceData) -> np.ndarray:
             found = by_corr.reindex(corr[need]).to_numpy()
             hit = ~pd.isna(found)
             out[need[hit]] = found[hit].astype(np.int64)
-    trace.cache["launcher"] = out
     return out
 
 
@@ -110,10 +107,9 @@ def _through_launches(trace: TraceData, code: np.ndarray) -> None:
         code[rows] = code[src[rows]]
 
 
+@memoised("slice_sources")
 def slice_sources(trace: TraceData) -> pd.DataFrame:
     """``DataFrame(file, line, function)`` with one row per slice id ("" / -1 when unknown)."""
-    if "slice_sources" in trace.cache:
-        return trace.cache["slice_sources"]
     code, frames = frame_codes(trace)
     n = len(code)
     file = np.full(n, "", dtype=object)
@@ -125,7 +121,6 @@ def slice_sources(trace: TraceData) -> pd.DataFrame:
         line[known] = frames["line"].to_numpy(np.int64)[code[known]]
         func[known] = frames["function"].to_numpy(object)[code[known]]
     out = pd.DataFrame({"file": file, "line": line, "function": func})
-    trace.cache["slice_sources"] = out
     return out
 
 

@@ -52,6 +52,7 @@ import pandas as pd
 
 from explorer.analysis.steps import select_steps
 from explorer.trace.kinds import COLLECTIVE
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 CATEGORIES: tuple[str, ...] = (
@@ -374,10 +375,9 @@ def _runs(bounds: np.ndarray, mask: np.ndarray, start: int | None, end: int | No
     return out[out[:, 1] > out[:, 0]]
 
 
+@memoised("reason_timelines")
 def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     """Per device label (or ``"host"``), the reason of every instant. Cached on the trace."""
-    if "reason_timelines" in trace.cache:
-        return trace.cache["reason_timelines"]
     labels = device_labels(trace)
     out: dict[str, ReasonTimeline] = {}
     if not labels:
@@ -401,7 +401,6 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
             _relabel_refill(bounds, seg, he[hc == _R["host_fallback"]], _R["fallback_refill"])
             _relabel_refill(bounds, seg, de[blocking], _R["copy_refill"])
             out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
-    trace.cache["reason_timelines"] = out
     return out
 
 
@@ -427,12 +426,10 @@ def _label_order(label: str) -> tuple[str, int]:
     return vendor, int(idx) if idx.lstrip("-").isdigit() else 0
 
 
+@memoised("breakdown")
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
     :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative."""
-    key = ("breakdown", step)
-    if key in trace.cache:
-        return trace.cache[key]
     st = select_steps(trace, step)
     starts = st["start_ns"].to_numpy(np.int64)
     ends = st["end_ns"].to_numpy(np.int64)
@@ -463,7 +460,6 @@ def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     out = out.sort_values(["step", "device", "category"], kind="stable").reset_index(drop=True)
     out["ns"] = out["ns"].astype(np.int64)
     out["step"] = out["step"].astype(np.int64)
-    trace.cache[key] = out
     return out
 
 

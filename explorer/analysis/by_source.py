@@ -24,6 +24,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import SYNC_OPS, name_flags, sweep
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 BY_SOURCE_COLUMNS = [
@@ -32,17 +33,14 @@ BY_SOURCE_COLUMNS = [
 ]  # fmt: skip
 
 
+@memoised("by_source")
 def by_source(trace: TraceData) -> pd.DataFrame:
     """Per user line: host, device and stall time, copy bytes, fallbacks, syncs, op count."""
-    if "by_source" in trace.cache:
-        return trace.cache["by_source"]
     code, frames = frame_codes(trace)
     nf = len(frames)
     s = trace.slices
     if nf == 0:
-        out = pd.DataFrame({c: [] for c in BY_SOURCE_COLUMNS})
-        trace.cache["by_source"] = out
-        return out
+        return pd.DataFrame({c: [] for c in BY_SOURCE_COLUMNS})
     dur = s["dur"].to_numpy(np.int64)
     parent = s["parent"].to_numpy(np.int64)
     kind = s["kind"].to_numpy().astype(object)
@@ -90,7 +88,6 @@ def by_source(trace: TraceData) -> pd.DataFrame:
     out["count"] = per_line(is_op & ~parent_op & ~on_dev)
     out = out.iloc[np.argsort(-(out["host_ns"] + out["device_ns"]).to_numpy(), kind="stable")]
     out = out.reset_index(drop=True)[BY_SOURCE_COLUMNS]
-    trace.cache["by_source"] = out
     return out
 
 

@@ -35,6 +35,7 @@ from explorer.analysis.graph.edges import (
     TYPE_CATEGORY,
     WAIT_TYPES,
 )
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 #: How many ops and source lines the result keeps (ranked by path time).
@@ -97,16 +98,12 @@ class CriticalPath:
         }
 
 
+@memoised("critical_path")
 def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
     """The critical path of one step (``None``: the whole trace). Cached per step."""
-    key = ("critical_path", step)
-    if key in trace.cache:
-        return trace.cache[key]
     graph = dependency_graph(trace, step)
     points, path_edges = _route(graph)
-    result = _describe(trace, graph, points, path_edges)
-    trace.cache[key] = result
-    return result
+    return _describe(trace, graph, points, path_edges)
 
 
 def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:

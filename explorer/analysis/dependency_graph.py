@@ -23,7 +23,7 @@ import pandas as pd
 from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
-from explorer.errors import UsageError
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 
@@ -67,21 +67,15 @@ def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
     """The ``[start, end)`` of a step, or None for the whole trace."""
     if step is None:
         return None
-    from explorer.analysis.steps import steps
+    from explorer.analysis.steps import select_steps
 
-    table = steps(trace)
-    row = table[table["step"] == step]
-    if len(row) == 0:
-        have = ", ".join(str(s) for s in table["step"].tolist()[:10])
-        raise UsageError(f"step {step} is not in {trace.path or 'the trace'} (steps: {have})")
+    row = select_steps(trace, step)
     return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
 
 
+@memoised("dependency_graph")
 def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGraph:
     """The dependency graph of one step (``None``: the whole trace). Cached per step."""
-    key = ("dependency_graph", step)
-    if key in trace.cache:
-        return trace.cache[key]
     window = step_window(trace, step)
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
@@ -106,5 +100,4 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     graph = DependencyGraph(
         nodes=nodes, edges=frame, step=step, window=window, dropped=dropped, arrays=arrays
     )
-    trace.cache[key] = graph
     return graph

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from explorer.analysis.detectors import DETECTORS, FINDING_KINDS, Context
 from explorer.analysis.finding import Finding
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 
 def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Finding]:
-    """Ranked findings (largest ``time_lost_ns`` first). Cached on the trace."""
-    key = ("findings", kinds)
-    if key in trace.cache:
-        return list(trace.cache[key])
+    """Ranked findings (largest ``time_lost_ns`` first), a fresh list over the kept ones."""
+    return list(_ranked(trace, kinds))
+
+
+@memoised("findings")
+def _ranked(trace: TraceData, kinds: tuple[str, ...] | None) -> list[Finding]:
     ctx = Context(trace)
     out: list[Finding] = []
     for detector in DETECTORS:
@@ -28,5 +31,4 @@ def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Fin
                 out.extend(detector.detect(ctx))
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     out.sort(key=lambda f: (-f.time_lost_ns, order.get(f.kind, len(order))))
-    trace.cache[key] = out
-    return list(out)
+    return out

@@ -19,7 +19,7 @@ The op of an allocation is the innermost host op enclosing its event, skipping a
 primitives (``aten::empty``, ``aten::empty_strided``...) so the answer is the op a person
 wrote (``aten::linear``, ``aten::to``); its line is that op's innermost user frame
 (:func:`explorer.trace.source.user_frames`). All work is vectorised (sorts, ``searchsorted``
-and group-bys); results are cached on ``trace.cache``.
+and group-bys); results are kept in ``trace.memo``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 #: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
@@ -79,6 +80,7 @@ def device_labels(memory: pd.DataFrame) -> np.ndarray:
     return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
 
 
+@memoised("memory_timeline")
 def memory_timeline(trace: TraceData) -> pd.DataFrame:
     """``[device, ts, allocated, reserved]``: the totals after every memory event, per device,
     sorted by time (ties keep file order).
@@ -88,9 +90,6 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
     device (so it starts at 0: memory allocated before profiling is not visible) and
     ``reserved`` falls back to ``allocated`` (the least the allocator can have reserved).
     """
-    cached = trace.cache.get("memory_timeline")
-    if cached is not None:
-        return cached
     m = trace.memory
     if m is None or len(m) == 0:
         out = pd.DataFrame(
@@ -101,7 +100,6 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
                 "reserved": np.empty(0, np.int64),
             }
         )
-        trace.cache["memory_timeline"] = out
         return out
     labels = device_labels(m)
     ts = m["ts"].to_numpy(np.int64)
@@ -116,7 +114,6 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
     out = pd.DataFrame(
         {"device": labels[order], "ts": ts[order], "allocated": allocated, "reserved": reserved}
     )
-    trace.cache["memory_timeline"] = out
     return out
 
 
@@ -146,6 +143,7 @@ def peaks(trace: TraceData) -> pd.DataFrame:
     return out.sort_values(["peak_bytes", "device"], ascending=[False, True], ignore_index=True)
 
 
+@memoised("memory_allocations")
 def allocations(trace: TraceData) -> pd.DataFrame:
     """One row per allocation seen in the trace, paired with its free:
     ``device, addr, bytes, alloc_ts, free_ts`` (-1: never freed), ``op, file, line, function``
@@ -157,14 +155,9 @@ def allocations(trace: TraceData) -> pd.DataFrame:
     free in between (a lost event) ends the earlier allocation at the re-allocation. Frees of
     memory allocated before profiling started have no allocation and are not listed.
     """
-    cached = trace.cache.get("memory_allocations")
-    if cached is not None:
-        return cached
     m = trace.memory
     if m is None or len(m) == 0:
-        out = pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
-        trace.cache["memory_allocations"] = out
-        return out
+        return pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
     labels = device_labels(m)
     codes = pd.Categorical(labels).codes.astype(np.int64)
     addr = m["addr"].to_numpy(np.int64)
@@ -189,7 +182,6 @@ def allocations(trace: TraceData) -> pd.DataFrame:
         "slice": slice_id, "step": _step_of(trace, ts[rows]),
     })  # fmt: skip
     out = out.sort_values(["alloc_ts", "device", "addr"], kind="stable", ignore_index=True)
-    trace.cache["memory_allocations"] = out
     return out
 
 

@@ -23,62 +23,31 @@ import numpy as np
 import pandas as pd
 
 from explorer.errors import UsageError
-from explorer.trace.model import TraceData
+from explorer.trace.memo import memoised
+from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
 
 STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice"]
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def set_step_pattern(trace: TraceData, pattern: str | None) -> None:
-    """Make ``pattern`` the trace's steps for every analysis (``None``: the default rules).
-
-    Analyses call :func:`steps` without a pattern; this is how a user's own step
-    annotation (``explorer report --steps 'train_step'``) reaches all of them. Results
-    cached under the previous steps are dropped.
-    """
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(
-                f"step pattern {pattern!r} is not a valid regular expression: {exc}"
-            ) from None
-    if trace.cache.get("step_pattern") == pattern:
-        return
-    keep = {k: v for k, v in trace.cache.items() if k == "user_frames"}
-    trace.cache.clear()
-    trace.cache.update(keep)
-    trace.cache["step_pattern"] = pattern
-
-
+@memoised("steps")
 def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice`` (see module doc).
 
-    Without ``pattern``, the trace's own (:func:`set_step_pattern`) applies. Cached on
-    ``trace.cache`` per pattern, since every analysis starts here.
+    Without ``pattern``, the trace's own (``trace.step_pattern``) applies. Kept in the
+    trace's memo per pattern, since every analysis starts here.
     """
     if pattern is None:
-        pattern = trace.cache.get("step_pattern")
-    key = ("steps", pattern)
-    if key in trace.cache:
-        return trace.cache[key]
+        pattern = trace.step_pattern
     if pattern is not None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(
-                f"step pattern {pattern!r} is not a valid regular expression: {exc}"
-            ) from None
-        out = _matching_steps(trace, rx, numbered_by_name=False)
+        out = _matching_steps(trace, step_regex(pattern), numbered_by_name=False)
         if out is None:
             raise UsageError(
                 f"no host annotation in {trace.path or 'the trace'} matches {pattern!r}"
             )
     else:
-        out = _matching_steps(trace, _PROFILER_STEP, numbered_by_name=True)
+        out = _matching_steps(trace, PROFILER_STEP, numbered_by_name=True)
         if out is None:
             out = _whole_trace(trace)
-    trace.cache[key] = out
     return out
 
 

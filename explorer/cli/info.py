@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
 import numpy as np
 
 from explorer.cli.progress import terminal_progress
-from explorer.trace.model import TraceData
+from explorer.trace.model import PROFILER_STEP, TraceData
 from explorer.units import fmt_ns
-
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -32,7 +29,9 @@ def summarise(trace: TraceData) -> dict[str, Any]:
     s = trace.slices
     meta = trace.metadata
     names = s["name"].astype(str)
-    step_mask = np.asarray(names.str.match(_STEP.pattern)) & np.asarray(s["kind"] == "annotation")
+    step_mask = np.asarray(names.str.match(PROFILER_STEP.pattern)) & np.asarray(
+        s["kind"] == "annotation"
+    )
     steps = s[step_mask].sort_values("ts")
     tracks = trace.tracks
     devices = sorted(

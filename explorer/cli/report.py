@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from explorer.errors import UsageError
+from explorer.trace.model import step_regex
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -64,12 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
     if args.steps is not None:
-        try:
-            re.compile(args.steps)
-        except re.error as exc:
-            raise UsageError(
-                f"--steps {args.steps!r} is not a valid regular expression: {exc}"
-            ) from None
+        step_regex(args.steps)  # a bad pattern fails before the (slow) load
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress())

@@ -64,11 +64,15 @@ allocated, int32), ``slice`` (the innermost host slice enclosing the event, -1 f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from explorer.errors import UsageError
+from explorer.trace.memo import Memo
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -95,6 +99,19 @@ DEVICE_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "device_
 TRACK_TYPES: tuple[str, ...] = ("host_thread", "device_stream", "counter", "other")
 
 NO_ID = -1
+
+#: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def step_regex(pattern: str) -> re.Pattern[str]:
+    """A user's step pattern compiled, or a :class:`UsageError` that says why it is not one."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(
+            f"step pattern {pattern!r} is not a valid regular expression: {exc}"
+        ) from None
 
 
 def empty_slices() -> pd.DataFrame:
@@ -148,8 +165,10 @@ class TraceData:
     """The tables of one trace (one rank). See the module docstring for every column.
 
     ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
-    ``cache`` is where analyses memoise their results for this trace (keyed by analysis
-    name and options); it is never written to disk.
+    ``memo`` keeps the analyses' results for this trace under declared names
+    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_pattern`` is the
+    user's step annotation regex (None: ``ProfilerStep#N``); setting it drops the results
+    that depend on the steps.
     """
 
     slices: pd.DataFrame
@@ -161,7 +180,22 @@ class TraceData:
     metadata: dict[str, Any]
     args_store: Any = None
     execution_trace: pd.DataFrame | None = None
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    _step_pattern: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    # -- settings ------------------------------------------------------------------------
+    @property
+    def step_pattern(self) -> str | None:
+        """The regex that names this trace's steps for every analysis (None: the default)."""
+        return self._step_pattern
+
+    @step_pattern.setter
+    def step_pattern(self, pattern: str | None) -> None:
+        if pattern is not None:
+            step_regex(pattern)
+        if pattern != self._step_pattern:
+            self._step_pattern = pattern
+            self.memo.invalidate("step_pattern")
 
     # -- sizes and identity -------------------------------------------------------------
     def __len__(self) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
@@ -138,6 +139,7 @@ def is_user_file(path: str) -> bool:
     return not (top in _STDLIB and (_STDLIB_DIR / p).exists())
 
 
+@memoised("user_frames")
 def user_frames(trace: TraceData) -> pd.DataFrame:
     """For every slice, its innermost user frame: columns ``file``, ``line``, ``function``
     ('' / -1 when the trace holds no stack for it). Cached on the trace.
@@ -146,9 +148,6 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     ``source_file``) uses it; any other slice inherits its nearest ancestor's. Propagation
     runs one depth level at a time, so the cost is a few numpy passes, not a walk per slice.
     """
-    cached = trace.cache.get("user_frames")
-    if cached is not None:
-        return cached
     s = trace.slices
     n = len(s)
     files = [""]
@@ -203,7 +202,6 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
             "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
         }
     )
-    trace.cache["user_frames"] = out
     return out
 
 

@@ -177,7 +177,7 @@ class DetailsPanel(QWidget):
         """The responsible user line: from :func:`explorer.analysis.attribution.slice_sources`
         once the background analyses have computed it (device ops get their launch's line,
         ops without a stack their caller's), else the slice's own stack."""
-        sources = self.trace.cache.get("slice_sources")
+        sources = self.trace.memo.peek("slice_sources")
         if sources is not None and i < len(sources):
             path = str(sources["file"].iat[i])
             if path:
