@@ -32,14 +32,8 @@ def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     code -1 means unknown. Cached on the trace."""
     n = len(trace.slices)
     code, frames = _own_frames(trace, n)
-    s = trace.slices
-    parent = s["parent"].to_numpy()
-    depth = s["depth"].to_numpy()
     if n:
-        for d in range(1, int(depth.max()) + 1):
-            rows = np.flatnonzero((depth == d) & (code < 0) & (parent >= 0))
-            if len(rows):
-                code[rows] = code[parent[rows]]
+        code = trace.inherit_down(code, keep=code >= 0)
         _through_launches(trace, code)
     return code, frames
 
@@ -84,13 +78,11 @@ def launcher(trace: TraceData) -> np.ndarray:
         ok = (dst >= 0) & (dst < n) & (src >= 0) & (src < n)
         out[dst[ok]] = src[ok]
     corr = s["correlation"].to_numpy(np.int64)
-    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
-    dev_track[trace.device_tracks()["id"].to_numpy()] = True
-    on_dev = dev_track[s["track"].to_numpy()] if n else np.zeros(0, bool)
+    on_dev = trace.on_device()
     need = np.flatnonzero(on_dev & (out < 0) & (corr >= 0))
     if len(need):
         kind = s["kind"].to_numpy().astype(object)
-        host_rt = np.flatnonzero(~on_dev & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
+        host_rt = np.flatnonzero(trace.on_host() & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
         if len(host_rt):
             by_corr = pd.Series(host_rt, index=corr[host_rt])
             by_corr = by_corr[~by_corr.index.duplicated(keep="first")]

@@ -107,10 +107,10 @@ COMPILE_NAMES = re.compile(
 #: Device work that moves data although the profiler files it as a kernel (MTIA's
 #: ``dma_request`` command-processor events).
 DMA_NAMES = re.compile(r"^dma|_dma|dma_request", re.I)
-#: Whole-trace or whole-step annotations that say nothing about what the host was doing.
-SPAN_NAMES = re.compile(
-    r"^ProfilerStep#\d+$|^PyTorch Profiler|^Iteration Start|^PyTorch Profiler \(\d+\)$"
-)
+#: Whole-step annotations that say nothing about what the host was doing. (The profiler's
+#: own whole-trace span sits on a row of its own, which is not host work:
+#: :meth:`~explorer.trace.model.TraceData.on_host`.)
+SPAN_NAMES = re.compile(r"^ProfilerStep#\d+$|^Iteration Start")
 
 
 @dataclass
@@ -195,15 +195,8 @@ def _vendor(trace: TraceData) -> str:
 
 
 def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
-    """Per slice: does its name match ``rx``? One regex call per distinct name."""
-    names = trace.slices["name"]
-    cats = names.cat.categories.astype(str)
-    hit = np.fromiter((bool(rx.search(n)) for n in cats), bool, len(cats))
-    codes = names.cat.codes.to_numpy()
-    out = np.zeros(len(codes), bool)
-    ok = codes >= 0
-    out[ok] = hit[codes[ok]]
-    return out
+    """Per slice: does its name match ``rx``? (:meth:`TraceData.name_matches`)"""
+    return trace.name_matches(rx)
 
 
 def input_roots(trace: TraceData) -> np.ndarray:
@@ -215,16 +208,8 @@ def input_roots(trace: TraceData) -> np.ndarray:
 
 def _input_mask(trace: TraceData, candidate: np.ndarray) -> np.ndarray:
     """Input-pipeline slices and everything nested under one on the same track."""
-    s = trace.slices
-    marked = candidate & input_roots(trace)
-    parent = s["parent"].to_numpy()
-    depth = s["depth"].to_numpy()
-    # Children come after parents in id order; propagate level by level (loop per depth).
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        rows = np.flatnonzero((depth == d) & ~marked & (parent >= 0))
-        if len(rows) == 0:
-            continue
-        marked[rows] = marked[parent[rows]]
+    roots = candidate & input_roots(trace)
+    marked = trace.inherit_down(roots, keep=roots)
     return marked & candidate
 
 
@@ -234,10 +219,7 @@ def host_reason_intervals(
     """(starts, ends, reason index) of host slices for the reason table of the mode."""
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
-    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
-    dt = trace.device_tracks()
-    dev_track[dt["id"].to_numpy()] = True
-    host = ~dev_track[s["track"].to_numpy()] if len(s) else np.zeros(0, bool)
+    host = trace.on_host()
     kind = s["kind"].to_numpy().astype(object)
     span = name_flags(trace, SPAN_NAMES)
     host &= ~span & (kind != "other") & (kind != "device_annotation")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import launcher as launched_by
 from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
@@ -81,7 +82,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     edges = EdgeList()
     flows = trace.flows
     host_edges.duration_and_nesting(edges, arrays)
-    launcher = device_edges.launcher_of(arrays, flows)
+    launcher = launched_by(trace)
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
     work = device_edges.device_work_mask(arrays)

@@ -51,29 +51,13 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     return out
 
 
-def _host_mask(trace: TraceData) -> np.ndarray:
-    """True for slices on host tracks (or tracks of unknown type, which are host-like)."""
-    tracks = trace.tracks
-    host_track = np.zeros(int(tracks["id"].max()) + 1 if len(tracks) else 0, bool)
-    if len(tracks):
-        host_track[tracks["id"].to_numpy()] = tracks["type"].to_numpy() != "device_stream"
-    tr = trace.slices["track"].to_numpy()
-    return host_track[tr] if len(host_track) else np.ones(len(tr), bool)
-
-
 def _matching_steps(
     trace: TraceData, rx: re.Pattern[str], numbered_by_name: bool
 ) -> pd.DataFrame | None:
     s = trace.slices
     if len(s) == 0:
         return None
-    names = s["name"].cat.categories.astype(str)
-    hit = np.fromiter((bool(rx.search(n)) for n in names), bool, len(names))
-    codes = s["name"].cat.codes.to_numpy()
-    row_hit = np.zeros(len(s), bool)
-    valid = codes >= 0
-    row_hit[valid] = hit[codes[valid]]
-    row_hit &= _host_mask(trace)
+    row_hit = trace.name_matches(rx) & trace.on_host()
     row_hit &= s["kind"].to_numpy() != "device_annotation"
     ids = np.flatnonzero(row_hit)
     if len(ids) == 0:

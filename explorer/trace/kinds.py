@@ -28,6 +28,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from explorer.trace.columns import category_matches
+
 #: category (lower-cased) → kind
 CATEGORY_KINDS: dict[str, str] = {
     "cpu_op": "cpu_op",
@@ -100,18 +102,9 @@ def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
         dtype=object,
     )
     kind = cat_kind[cats.codes]  # code -1 (missing) → "other"
-    name_cats = names.categories.astype(str)
-    is_sync = np.fromiter((bool(SYNC_CALL.search(n)) for n in name_cats), bool, len(name_cats))
-    is_coll = np.fromiter((bool(COLLECTIVE.search(n)) for n in name_cats), bool, len(name_cats))
-    is_wait = np.fromiter((bool(DEVICE_WAIT.search(n)) for n in name_cats), bool, len(name_cats))
-    codes = names.codes
-    valid = codes >= 0
-    sync_row = np.zeros(len(kind), bool)
-    sync_row[valid] = is_sync[codes[valid]]
-    coll_row = np.zeros(len(kind), bool)
-    coll_row[valid] = is_coll[codes[valid]]
-    wait_row = np.zeros(len(kind), bool)
-    wait_row[valid] = is_wait[codes[valid]]
+    sync_row = category_matches(names, SYNC_CALL)
+    coll_row = category_matches(names, COLLECTIVE)
+    wait_row = category_matches(names, DEVICE_WAIT)
     kind = kind.astype(object)
     kind[(kind == "runtime") & sync_row] = "sync"
     kind[(kind == "kernel") & coll_row] = "collective"

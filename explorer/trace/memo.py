@@ -28,6 +28,7 @@ SETTINGS: frozenset[str] = frozenset({"step_pattern"})
 
 #: Every memoised result and what it is computed from (other results, or settings).
 MEMO_KEYS: dict[str, tuple[str, ...]] = {
+    "slice_sides": (),
     "user_frames": (),
     "launcher": (),
     "frame_codes": ("user_frames", "launcher"),
@@ -39,7 +40,7 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "memory_timeline": (),
     "memory_allocations": ("steps", "frame_codes"),
     "findings": ("steps", "breakdown", "reason_timelines", "slice_sources", "memory_allocations"),
-    "dependency_graph": ("steps",),
+    "dependency_graph": ("steps", "launcher"),
     "critical_path": ("dependency_graph", "frame_codes"),
 }
 

@@ -72,7 +72,8 @@ import numpy as np
 import pandas as pd
 
 from explorer.errors import UsageError
-from explorer.trace.memo import Memo
+from explorer.trace.columns import category_matches
+from explorer.trace.memo import Memo, memoised
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -94,9 +95,17 @@ KINDS: tuple[str, ...] = (
 )
 
 #: Kinds that run on a device (their rows sit on device tracks).
-DEVICE_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "device_annotation"})
+DEVICE_KINDS: frozenset[str] = frozenset(
+    {"kernel", "collective", "memcpy", "memset", "device_annotation"}
+)
 
 TRACK_TYPES: tuple[str, ...] = ("host_thread", "device_stream", "counter", "other")
+
+#: Where a slice runs (:meth:`TraceData.sides`): a host thread, a device stream or queue, or
+#: another row — the profiler's own span ("PyTorch Profiler (0)" on Kineto's ``Spans``
+#: process), which is neither host work nor device work.
+HOST, DEVICE, OTHER = 0, 1, 2
+SIDES: tuple[str, ...] = ("host", "device", "other")
 
 NO_ID = -1
 
@@ -251,6 +260,57 @@ class TraceData:
         if frame["file"].iat[i] == "":
             return None
         return (frame["file"].iat[i], int(frame["line"].iat[i]), frame["function"].iat[i])
+
+    # -- where slices run, and what encloses them ------------------------------------------
+    @memoised("slice_sides")
+    def sides(self) -> np.ndarray:
+        """Per slice, where it runs: :data:`HOST`, :data:`DEVICE` or :data:`OTHER` (int8,
+        read-only), from its track's type. A trace whose tracks are not typed at all (no
+        host thread, no device stream) is split by kind (:data:`DEVICE_KINDS` on a device)."""
+        s = self.slices
+        types = self.tracks["type"].astype(str).to_numpy() if len(self.tracks) else np.zeros(0)
+        if np.isin(types, ["host_thread", "device_stream"]).any():
+            codes = np.full(int(self.tracks["id"].max()) + 1, OTHER, np.int8)
+            codes[self.tracks["id"].to_numpy()] = np.select(
+                [types == "host_thread", types == "device_stream"], [HOST, DEVICE], OTHER
+            )
+            track = s["track"].to_numpy(np.int64)
+            ok = (track >= 0) & (track < len(codes))
+            out = np.full(len(s), OTHER, np.int8)
+            out[ok] = codes[track[ok]]
+        else:
+            out = np.where(s["kind"].astype(str).isin(DEVICE_KINDS), DEVICE, HOST).astype(np.int8)
+        out.flags.writeable = False
+        return out
+
+    def on_device(self) -> np.ndarray:
+        """Per slice: does it run on a device stream or queue? (see :meth:`sides`)"""
+        return self.sides() == DEVICE
+
+    def on_host(self) -> np.ndarray:
+        """Per slice: does it run on a host thread? (not the profiler's own span row)"""
+        return self.sides() == HOST
+
+    def inherit_down(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """A copy of ``values`` in which every slice whose ``keep`` is False takes its
+        parent's value, shallowest first, so a value flows down any number of levels
+        (a user line to the ops under it, "inside the data loader" to its children).
+
+        One vectorised step per nesting depth, never a walk per slice.
+        """
+        out = values.copy()
+        parent = self.slices["parent"].to_numpy(np.int64)
+        depth = self.slices["depth"].to_numpy(np.int64)
+        rows = np.flatnonzero(~keep & (parent >= 0))
+        rows = rows[np.argsort(depth[rows], kind="stable")]
+        cuts = np.flatnonzero(np.diff(depth[rows])) + 1
+        for level in np.split(rows, cuts):
+            out[level] = out[parent[level]]
+        return out
+
+    def name_matches(self, rx: re.Pattern[str]) -> np.ndarray:
+        """Per slice: does its name match ``rx``? One regex call per distinct name."""
+        return category_matches(self.slices["name"], rx)
 
     # -- convenience for views and analyses -----------------------------------------------
     def device_tracks(self) -> pd.DataFrame:

@@ -188,13 +188,7 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
                     break
     files = _unify_spellings(files)
     # 3) Inherit from the parent, shallowest first.
-    frame = own.copy()
-    depth = s["depth"].to_numpy()
-    parent = s["parent"].to_numpy()
-    for d in range(1, int(depth.max()) + 1 if n else 0):
-        sel = np.flatnonzero((depth == d) & (frame == 0) & (parent >= 0))
-        if len(sel):
-            frame[sel] = frame[parent[sel]]
+    frame = trace.inherit_down(own, keep=own != 0)
     out = pd.DataFrame(
         {
             "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),

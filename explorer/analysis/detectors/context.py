@@ -92,10 +92,7 @@ class Context:
 
     @cached_property
     def on_device(self) -> np.ndarray:
-        t = self.trace
-        dev_track = np.zeros(int(t.tracks["id"].max()) + 1 if len(t.tracks) else 1, bool)
-        dev_track[t.device_tracks()["id"].to_numpy()] = True
-        return dev_track[t.slices["track"].to_numpy()] if len(t.slices) else np.zeros(0, bool)
+        return self.trace.on_device()
 
     @cached_property
     def ts(self) -> np.ndarray:
