@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.steps import select_steps
-from explorer.trace.kinds import COLLECTIVE
+from explorer.trace.kinds import COLLECTIVE, device_label, device_vendor, process_vendor
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -159,39 +159,23 @@ class ReasonTimeline:
         return out[out[:, 1] > out[:, 0]]
 
 
-def device_labels(trace: TraceData) -> dict[int, str]:
-    """Track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor is unknown)."""
+def track_device_labels(trace: TraceData) -> dict[int, str]:
+    """Device track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor
+    is unknown; :func:`explorer.trace.kinds.device_label`)."""
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
-    vendor = _vendor(trace)
-    out: dict[int, str] = {}
-    for tid, dev, proc in zip(
-        tracks["id"].to_numpy(),
-        tracks["device"].to_numpy(),
-        tracks["process"].astype(str),
-        strict=True,
-    ):
-        v = vendor
-        m = re.match(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", proc, re.I)
-        if m and m.group(1).upper() != "GPU":
-            v = m.group(1).lower()
-        out[int(tid)] = f"{v}:{int(dev) if int(dev) >= 0 else 0}"
-    return out
-
-
-def _vendor(trace: TraceData) -> str:
-    cats = {str(c).lower() for c in trace.slices["cat"].cat.categories}
     backend = str(trace.metadata.get("privateuse1_backend", "") or "")
-    if any(c.startswith("mtia") for c in cats):
-        return "mtia"
-    if any(c.startswith("xpu") for c in cats):
-        return "xpu"
-    if any(c.startswith("privateuse1") for c in cats):
-        return backend or "gpu"
-    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
-        return "cuda"
-    return "gpu"
+    vendor = device_vendor(trace.slices["cat"].cat.categories, backend)
+    return {
+        int(tid): device_label(process_vendor(proc, vendor), int(dev))
+        for tid, dev, proc in zip(
+            tracks["id"].to_numpy(),
+            tracks["device"].to_numpy(),
+            tracks["process"].astype(str),
+            strict=True,
+        )
+    }
 
 
 def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
@@ -360,7 +344,7 @@ def _runs(bounds: np.ndarray, mask: np.ndarray, start: int | None, end: int | No
 @memoised("reason_timelines")
 def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     """Per device label (or ``"host"``), the reason of every instant. Cached on the trace."""
-    labels = device_labels(trace)
+    labels = track_device_labels(trace)
     out: dict[str, ReasonTimeline] = {}
     if not labels:
         hs, he, hc = host_reason_intervals(trace, device_mode=False)

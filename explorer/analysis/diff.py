@@ -137,9 +137,9 @@ def diff(a: TraceData, b: TraceData) -> TraceDiff:
 
 def _devices(trace: TraceData) -> list[str]:
     """Device labels (``cuda:0``, ``mtia:17``) of the device tracks that carry slices."""
-    from explorer.analysis.breakdown import device_labels
+    from explorer.analysis.breakdown import track_device_labels
 
-    labels = device_labels(trace)
+    labels = track_device_labels(trace)
     return sorted(set(labels.values())) if labels else []
 
 

@@ -27,15 +27,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.kinds import DEVICE_TYPES, device_label
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
-
-#: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
-DEVICE_TYPES: dict[int, str] = {
-    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
-    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
-    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
-}  # fmt: skip
 
 #: Ops that only carve out memory for the op that called them: an allocation made inside one
 #: is credited to its caller.
@@ -64,7 +58,7 @@ LIVE_COLUMNS = [
 ]
 
 
-def device_labels(memory: pd.DataFrame) -> np.ndarray:
+def memory_device_labels(memory: pd.DataFrame) -> np.ndarray:
     """``"cuda:0"``-style label of every memory event (``"cpu"`` for host memory). One label
     is built per distinct (device type, index) pair, then broadcast."""
     if len(memory) == 0:
@@ -75,8 +69,7 @@ def device_labels(memory: pd.DataFrame) -> np.ndarray:
     uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
     names = []
     for t, d in uniq.tolist():  # one iteration per distinct device
-        base = DEVICE_TYPES.get(int(t), f"device{t}")
-        names.append(base if base == "cpu" or d < 0 else f"{base}:{d}")
+        names.append(device_label(DEVICE_TYPES.get(int(t), f"device{t}"), d))
     return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
 
 
@@ -101,7 +94,7 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
             }
         )
         return out
-    labels = device_labels(m)
+    labels = memory_device_labels(m)
     ts = m["ts"].to_numpy(np.int64)
     order = np.argsort(ts, kind="stable")
     nbytes = m["bytes"].to_numpy(np.int64)[order]
@@ -158,7 +151,7 @@ def allocations(trace: TraceData) -> pd.DataFrame:
     m = trace.memory
     if m is None or len(m) == 0:
         return pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
-    labels = device_labels(m)
+    labels = memory_device_labels(m)
     codes = pd.Categorical(labels).codes.astype(np.int64)
     addr = m["addr"].to_numpy(np.int64)
     ts = m["ts"].to_numpy(np.int64)

@@ -24,6 +24,7 @@ explorer_system      (counter events, ``ph: "C"``): process/system CPU %, RSS, d
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -89,6 +90,59 @@ _MEM_KINDS = {
     "host": "Host",
     "array": "Device",
 }
+
+
+#: Categories whose events run on a device (the track they sit on is a device stream).
+DEVICE_CATEGORIES: frozenset[str] = frozenset(
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "cuda_sync",
+        "mtia_ccp_events",
+        "memcpy",
+        "memset",
+        "cuda_profiler_range",
+        "gpu_kernel",
+    }
+)
+
+#: torch's ``c10::DeviceType`` numbers, as ``[memory]`` events write them.
+DEVICE_TYPES: dict[int, str] = {
+    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
+    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
+    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
+}  # fmt: skip
+
+#: Device processes named for their hardware ("MTIA 17", "Neuron 0") rather than "GPU N".
+_DEVICE_PROCESS = re.compile(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", re.I)
+
+
+def device_vendor(categories: Iterable[str], privateuse1_backend: str = "") -> str:
+    """The device family a trace's categories speak of: ``cuda`` (also ROCm, which torch
+    files as CUDA), ``mtia``, ``xpu``, the PrivateUse1 backend's name, else ``gpu``."""
+    cats = {str(c).lower() for c in categories}
+    if any(c.startswith("mtia") for c in cats):
+        return "mtia"
+    if any(c.startswith("xpu") for c in cats):
+        return "xpu"
+    if any(c.startswith("privateuse1") for c in cats):
+        return privateuse1_backend or "gpu"
+    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
+        return "cuda"
+    return "gpu"
+
+
+def process_vendor(process: str, default: str) -> str:
+    """The vendor a device process's name gives (``"MTIA 17"`` → ``mtia``), else ``default``."""
+    m = _DEVICE_PROCESS.match(process)
+    return m.group(1).lower() if m and m.group(1).upper() != "GPU" else default
+
+
+def device_label(vendor: str, index: int) -> str:
+    """What reports call a device: ``cuda:0``, ``mtia:17``; ``cpu`` for host memory."""
+    return "cpu" if vendor == "cpu" else f"{vendor}:{max(int(index), 0)}"
 
 
 def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:

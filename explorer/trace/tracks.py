@@ -15,22 +15,7 @@ import pandas as pd
 
 from explorer.trace.columns import strings
 from explorer.trace.events import EventColumns
-
-#: Categories whose events run on a device (the track they sit on is a device stream).
-DEVICE_CATEGORIES = frozenset(
-    {
-        "kernel",
-        "gpu_memcpy",
-        "gpu_memset",
-        "gpu_user_annotation",
-        "cuda_sync",
-        "mtia_ccp_events",
-        "memcpy",
-        "memset",
-        "cuda_profiler_range",
-        "gpu_kernel",
-    }
-)
+from explorer.trace.kinds import DEVICE_CATEGORIES
 
 TRACK_TYPE_CATEGORIES = ["host_thread", "device_stream", "counter", "other"]
 

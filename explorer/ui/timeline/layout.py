@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.trace.kinds import DEVICE_TYPES, device_label
 from explorer.trace.model import TraceData
 from explorer.ui.timeline.lod import LaneIndex
 
@@ -21,16 +22,6 @@ AUTO_COMPACT = 40  # tracks deeper than this start compacted (runaway Python sta
 HEADER_H = 22
 COUNTER_H = 40
 PINNED = "g:pinned"
-
-_DEVICE_TYPES = {
-    0: "cpu",
-    1: "cuda",
-    2: "mkldnn",
-    8: "hip",
-    13: "xpu",
-    17: "mtia",
-    20: "privateuse1",
-}
 
 
 _ACCELERATORS = ("device", "gpu", "mtia", "xpu", "hpu", "npu", "tpu", "neuron", "cuda", "hip")
@@ -97,8 +88,8 @@ def counter_series(trace: TraceData) -> tuple[list[CounterSeries], list[tuple[st
     if len(memory):
         for (dtype, dev), part in memory.groupby(["device_type", "device"], sort=True):
             part = part.sort_values("ts", kind="stable")
-            name = _DEVICE_TYPES.get(int(dtype), f"device{int(dtype)}")
-            label = f"allocated {name}:{int(dev)}" if int(dtype) != 0 else "allocated cpu"
+            name = DEVICE_TYPES.get(int(dtype), f"device{int(dtype)}")
+            label = f"allocated {device_label(name, int(dev))}"
             values = part["total_allocated"].to_numpy(float)
             series.append(CounterSeries(label, part["ts"].to_numpy(), values, "B"))
             groups.append(("g:memory", "Memory"))
