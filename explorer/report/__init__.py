@@ -25,7 +25,7 @@ from explorer.report import critical_path_section as cps
 from explorer.report import html, json_report, markdown, text
 from explorer.trace.model import TraceData
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMATS: tuple[str, ...] = ("text", "markdown", "json", "html")
 #: Memory curves are thinned to at most this many points per device for the report.
 MEMORY_POINTS = 600
@@ -127,7 +127,7 @@ def _trace_info(trace: TraceData) -> dict[str, Any]:
         "format": str(meta.get("format", "")),
         "rank": int(meta.get("rank", -1) or -1),
         "world_size": int(meta.get("world_size", -1) or -1),
-        "events": len(trace.slices),
+        "slices": len(trace.slices),
         "span_ns": int(trace.span_ns),
         "warnings": [str(w) for w in meta.get("warnings", []) or []],
     }

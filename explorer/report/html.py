@@ -46,7 +46,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     body.append(f"<h1>{escape(title)}</h1>")
     sel = f" (step {doc['selected_step']} only)" if doc["selected_step"] is not None else ""
     body.append(
-        f"<p>{t['events']} events, span {fmt_ns(t['span_ns'])}; <b>{summ['steps']} step(s)</b>, "
+        f"<p>{t['slices']} slices, span {fmt_ns(t['span_ns'])}; <b>{summ['steps']} step(s)</b>, "
         f"mean <b>{fmt_ns(summ['mean_step_ns'])}</b>{escape(sel)}.</p>"
     )
     for w in t["warnings"]:

@@ -1,12 +1,13 @@
 """The JSON report: the report document itself, serialised. Versioned schema below.
 
-Schema version 1 (``schema_version: 1``; a field is only ever added within a version)::
+Schema version 2 (``schema_version: 2``; a field is only ever added within a version;
+version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it always counted)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "explorer_version": "0.1.0",
       "trace": {"path": str, "format": str, "rank": int, "world_size": int,
-                "events": int, "span_ns": int, "warnings": [str]},
+                "slices": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",

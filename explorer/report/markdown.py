@@ -25,7 +25,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
         out.append("")
     sel = f" (step {doc['selected_step']} only)" if doc["selected_step"] is not None else ""
     out.append(
-        f"{t['events']} events, span {fmt_ns(t['span_ns'])}; **{summ['steps']} step(s)**, "
+        f"{t['slices']} slices, span {fmt_ns(t['span_ns'])}; **{summ['steps']} step(s)**, "
         f"mean **{fmt_ns(summ['mean_step_ns'])}**{sel}."
     )
     for w in t["warnings"]:

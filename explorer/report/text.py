@@ -89,7 +89,7 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
     out.append(c(f"Explorer report — {t['path'] or '<memory>'}", bold=True))
     rank = f", rank {t['rank']}/{t['world_size']}" if t["rank"] >= 0 else ""
     out.append(
-        f"{t['events']} events, span {fmt_ns(t['span_ns'])}{rank}; {summ['steps']} step(s), "
+        f"{t['slices']} slices, span {fmt_ns(t['span_ns'])}{rank}; {summ['steps']} step(s), "
         f"mean {fmt_ns(summ['mean_step_ns'])}"
         + (f" (step {doc['selected_step']} only)" if doc["selected_step"] is not None else "")
     )

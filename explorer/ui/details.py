@@ -16,7 +16,7 @@ from PyQt6.QtCore import QUrl, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.trace.model import TraceData
-from explorer.ui.timeline.axis import format_duration
+from explorer.units import fmt_ns
 
 MAX_RELATED = 40
 _ARG_ORDER = ("Input Dims", "Input type", "bytes", "stream", "device", "correlation", "External id")
@@ -124,9 +124,9 @@ class DetailsPanel(QWidget):
                 "kind",
                 f"{s['kind'].iat[i]} <span style='color:#5c6670'>({esc(str(s['cat'].iat[i]))})</span>",
             ),
-            ("start", esc(format_duration(ts))),
-            ("duration", f"<b>{esc(format_duration(dur))}</b>"),
-            ("end", esc(format_duration(ts + dur))),
+            ("start", esc(fmt_ns(ts))),
+            ("duration", f"<b>{esc(fmt_ns(dur))}</b>"),
+            ("end", esc(fmt_ns(ts + dur))),
             ("track", esc(track_label)),
             ("depth", str(int(s["depth"].iat[i]))),
         ]
@@ -193,7 +193,7 @@ class DetailsPanel(QWidget):
         name = html.escape(str(s["name"].iat[j]))
         return (
             f"<a href='slice:{j}'>{name}</a> <span style='color:#5c6670'>"
-            f"({s['kind'].iat[j]}, {html.escape(format_duration(int(s['dur'].iat[j])))})</span>"
+            f"({s['kind'].iat[j]}, {html.escape(fmt_ns(int(s['dur'].iat[j])))})</span>"
         )
 
     def _link(self, url: QUrl) -> None:

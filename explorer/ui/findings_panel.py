@@ -24,7 +24,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.timeline.axis import format_duration
+from explorer.units import fmt_ns
 
 _COLUMNS = ("#", "finding", "time lost", "share", "steps")
 
@@ -77,7 +77,7 @@ class FindingsPanel(QWidget):
             cells = (
                 str(r + 1),
                 f.title,
-                format_duration(int(f.time_lost_ns)),
+                fmt_ns(int(f.time_lost_ns)),
                 f"{float(f.share) * 100:.1f}%",
                 _steps_text(f.steps),
             )
@@ -146,7 +146,7 @@ def _finding_html(f: Any) -> str:
     esc = html.escape
     out = [
         f"<h3 style='margin:2px 0'>{esc(f.title)}</h3>",
-        f"<p><b>{esc(format_duration(int(f.time_lost_ns)))}</b> lost "
+        f"<p><b>{esc(fmt_ns(int(f.time_lost_ns)))}</b> lost "
         f"({float(f.share) * 100:.1f}% of step time)"
         + (f" on {esc(str(f.device))}" if getattr(f, "device", "") else "")
         + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")

@@ -217,7 +217,7 @@ def test_report_section_in_every_format(shared_traces: Path) -> None:
     assert text.startswith("Critical path of the whole trace: 3.15 ms")
     assert "spin_kernel" in text and "device compute" in text
     md = cps.render_markdown(cp)
-    assert "| device compute | 36 µs | 1.1% |" in md
+    assert "| device compute | 36.0 µs | 1.1% |" in md
     html = cps.render_html(cp)
     assert "<table>" in html and "<script" not in html
     d = json.loads(json.dumps(cps.to_dict(cp)))

@@ -26,7 +26,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, explorer.Trace
 def test_json_follows_the_schema_and_matches_the_analyses(traces: dict) -> None:
     t = traces["input_stall"]
     doc = json.loads(render(t, "json"))
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
     assert doc["synthetic"] is True and doc["categories"] == list(CATEGORIES)
     st = t.steps()
     assert [s["step"] for s in doc["steps"]] == st["step"].tolist()

@@ -39,9 +39,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.dataframe_model import format_ns
 from explorer.ui.panels import TracePanel, trace_steps
 from explorer.ui.timeline.colors import kind_color
+from explorer.units import fmt_ns
 
 NODE_W, NODE_H = 120.0, 26.0
 COL_GAP, LANE_GAP = 34.0, 30.0
@@ -361,7 +361,7 @@ class DependencyGraphPanel(TracePanel):
         self.step.blockSignals(True)
         self.step.clear()
         for row in steps.itertuples(index=False):  # one item per step
-            self.step.addItem(f"Step {row.step} ({format_ns(row.dur_ns)})", int(row.step))
+            self.step.addItem(f"Step {row.step} ({fmt_ns(row.dur_ns)})", int(row.step))
         if not len(steps):
             self.step.addItem("Whole trace", None)
         self.step.blockSignals(False)
@@ -380,7 +380,7 @@ class DependencyGraphPanel(TracePanel):
                 "(raise “max nodes” to see more)"
             )
         if layout.critical_ns:
-            text += f" · critical path {format_ns(layout.critical_ns)} in red"
+            text += f" · critical path {fmt_ns(layout.critical_ns)} in red"
         if layout.notes:
             text += " · " + "; ".join(layout.notes)
         self.status.setText(text)
@@ -429,7 +429,7 @@ class DependencyGraphPanel(TracePanel):
                 pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
                 item.setPen(pen)
                 item.setToolTip(
-                    f"{node.name}\n{node.kind} · {format_ns(node.dur)} at {format_ns(node.ts)}"
+                    f"{node.name}\n{node.kind} · {fmt_ns(node.dur)} at {fmt_ns(node.ts)}"
                     f"\nslice {node.id}" + ("\non the critical path" if node.critical else "")
                 )
                 item.setZValue(2)

@@ -27,8 +27,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
+from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
+from explorer.units import fmt_bytes, fmt_ns
 
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
 ALLOCATION_COLUMNS = [
@@ -243,7 +244,7 @@ class MemoryPanel(TracePanel):
             self.plot.addItem(marker)
             right_half = peak.ts > 0.6 * float(data.curves["ts"].max())
             label = pg.TextItem(
-                f"peak {format_bytes(peak.peak_bytes)} ({peak.device})",
+                f"peak {fmt_bytes(peak.peak_bytes)} ({peak.device})",
                 color=color,
                 anchor=(1, 1) if right_half else (0, 1),
             )
@@ -254,7 +255,7 @@ class MemoryPanel(TracePanel):
         if self.followed_range is not None:  # the timeline zoomed before the data was in
             self.on_range(*self.followed_range)
         peaks = ", ".join(
-            f"{p.device} peak {format_bytes(p.peak_bytes)} at {format_ns(p.ts)}"
+            f"{p.device} peak {fmt_bytes(p.peak_bytes)} at {fmt_ns(p.ts)}"
             for p in data.peaks.itertuples(index=False)
         )
         self.status.setText(
@@ -286,7 +287,7 @@ class MemoryPanel(TracePanel):
         self.cursor.setVisible(True)
         total = int(frame["bytes"].sum()) if len(frame) else 0
         self.tabs.setTabText(
-            0, f"Alive at {format_ns(self.live_ts)} ({len(frame):,}, {format_bytes(total)})"
+            0, f"Alive at {fmt_ns(self.live_ts)} ({len(frame):,}, {fmt_bytes(total)})"
         )
         self.tabs.setTabText(1, f"Never freed ({len(self.data.leaks):,})")
         return frame

@@ -43,16 +43,3 @@ def format_time(t_ns: float, step_ns: float) -> str:
     step_in_unit = step_ns / scale
     decimals = max(0, -math.floor(math.log10(step_in_unit))) if step_in_unit < 1 else 0
     return f"{value:.{decimals}f} {name}"
-
-
-def format_duration(ns: float) -> str:
-    """A duration for people: ``812 ns``, ``3.41 µs``, ``12.5 ms``, ``1.20 s``."""
-    ns = float(ns)
-    for scale, name in _UNITS:
-        if abs(ns) >= scale or scale == 1:
-            v = ns / scale
-            if scale == 1:
-                return f"{int(round(v))} ns"
-            digits = 2 if abs(v) < 10 else 1 if abs(v) < 100 else 0
-            return f"{v:.{digits}f} {name}"
-    return f"{ns:.0f} ns"

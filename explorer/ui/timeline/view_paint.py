@@ -8,7 +8,6 @@ from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
 
 from explorer.ui.timeline import paint
-from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import (
     AXIS_H,
     LABEL_MIN_PX,
@@ -21,6 +20,7 @@ from explorer.ui.timeline.geometry import (
 )
 from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects
+from explorer.units import fmt_ns
 
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
@@ -323,7 +323,7 @@ class TimelinePainting:
             p.setPen(QPen(QColor("#3d85c6")))
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
-            label = format_duration(self.range[1] - self.range[0])
+            label = fmt_ns(self.range[1] - self.range[0])
             width = self._fm.horizontalAdvance(label) + 10
             box = QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
             p.fillRect(box, QColor("#3d85c6"))
