@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explorer.errors import ExplorerError, TraceError
@@ -14,6 +15,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from os import PathLike
+
+    from explorer.analysis.diff import TraceDiff
 
 
 def load(
@@ -34,8 +37,9 @@ def load(
     """
     from explorer.trace.loading import load_trace
 
+    et = None if execution_trace is None else Path(execution_trace)
     return load_trace(
-        path, cls=Trace, use_cache=use_cache, progress=progress, execution_trace=execution_trace
+        Path(path), cls=Trace, use_cache=use_cache, progress=progress, execution_trace=et
     )
 
 
@@ -43,10 +47,10 @@ def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int
     """Every rank's trace in a directory of per-rank files, keyed by rank."""
     from explorer.trace.loading import load_rank_traces
 
-    return load_rank_traces(path, cls=Trace, use_cache=use_cache)
+    return load_rank_traces(Path(path), cls=Trace, use_cache=use_cache)
 
 
-def diff(a: Trace, b: Trace) -> Any:
+def diff(a: Trace, b: Trace) -> TraceDiff:
     """What changed between two runs (see :func:`explorer.analysis.diff.diff`)."""
     from explorer.analysis.diff import diff as _diff
 

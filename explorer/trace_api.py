@@ -8,11 +8,16 @@ model stay ignorant of the analyses built on it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:
+    from explorer.analysis.critical_path import CriticalPath
+    from explorer.analysis.dependency_graph import DependencyGraph
+    from explorer.analysis.finding import Finding
 
 
 class Trace(TraceData):
@@ -35,7 +40,7 @@ class Trace(TraceData):
 
         return breakdown(self, step=step)
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """Ranked findings (what costs time, why, which line, what to do)."""
         from explorer.analysis.findings import findings
 
@@ -47,13 +52,13 @@ class Trace(TraceData):
 
         return by_source(self)
 
-    def dependency_graph(self, step: int | None = None) -> Any:
+    def dependency_graph(self, step: int | None = None) -> DependencyGraph:
         """What waited for what: a typed, weighted DAG over slices."""
         from explorer.analysis.dependency_graph import dependency_graph
 
         return dependency_graph(self, step=step)
 
-    def critical_path(self, step: int | None = None) -> Any:
+    def critical_path(self, step: int | None = None) -> CriticalPath:
         """The chain of work that set the step's time."""
         from explorer.analysis.critical_path import critical_path
 

@@ -9,12 +9,10 @@ parent chain one depth level at a time (a loop over depths, never over events).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from explorer.trace.model import DEVICE_KINDS
+from explorer.trace.model import DEVICE_KINDS, TraceData
 
 #: Kinds that run on a device, for the device-side share.
 DEVICE_SIDE: frozenset[str] = DEVICE_KINDS
@@ -26,20 +24,20 @@ COLUMNS = ["name", "kind", "side", "count", "total_ns", "self_ns", "avg_ns", "de
 SIDES: tuple[str, ...] = ("host", "device", "other")
 
 
-def slice_sides(trace: Any) -> np.ndarray:
+def slice_sides(trace: TraceData) -> np.ndarray:
     """Where each slice runs: 0 host thread, 1 device stream (so CUDA's "Event Sync" rows
     on a device count as device time), 2 any other row (the profiler's own span, which is
     not work). See :meth:`~explorer.trace.model.TraceData.sides`."""
     return trace.sides()
 
 
-def device_rows(trace: Any) -> np.ndarray:
+def device_rows(trace: TraceData) -> np.ndarray:
     """Whether each slice runs on a device (see :func:`slice_sides`)."""
     return slice_sides(trace) == 1
 
 
 def operator_stats(
-    trace: Any, start_ns: int | None = None, end_ns: int | None = None
+    trace: TraceData, start_ns: int | None = None, end_ns: int | None = None
 ) -> pd.DataFrame:
     """Per slice name: ``name, kind, count, total_ns, self_ns, avg_ns, device_ns, share``.
 

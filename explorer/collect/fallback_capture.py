@@ -145,5 +145,5 @@ def _other_handlers(name: str, ours: logging.Handler) -> bool:
             return True
         if not lg.propagate:
             return False
-        lg = lg.parent  # type: ignore[assignment]
+        lg = lg.parent
     return False

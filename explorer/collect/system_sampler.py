@@ -23,7 +23,7 @@ class _Nvml:
         self.nvml: Any = None
         self.handles: list[Any] = []
         try:
-            import pynvml  # type: ignore[import-not-found]
+            import pynvml
 
             pynvml.nvmlInit()
             self.nvml = pynvml

@@ -22,9 +22,10 @@ written in chunks, so memory holds one chunk's text at a time.
 from __future__ import annotations
 
 import gzip
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -85,7 +86,7 @@ def to_chrome(
     where = _track_json(trace.tracks)
     if path.name.lower().endswith(".gz"):
         # zlib's default level: gzip's 9 is several times slower for a few % smaller
-        stream: IO[bytes] = gzip.open(path, "wb", compresslevel=6)
+        stream: io.BufferedIOBase = gzip.GzipFile(path, "wb", compresslevel=6)
     else:
         stream = open(path, "wb")  # closed by the with below
     with stream as f:
@@ -124,7 +125,7 @@ def to_chrome(
 class _Lines:
     """Writes event lines separated by commas, chunk by chunk."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: io.BufferedIOBase) -> None:
         self.f = f
         self.first = True
 

@@ -199,5 +199,5 @@ def _write_events(f: Any, tables: EventTables) -> tuple[np.ndarray, np.ndarray, 
     for lo in range(0, len(ev_kind), CHUNK_EVENTS):
         hi = min(lo + CHUNK_EVENTS, len(ev_kind))
         data = encode_chunk(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])
-        f.write(memoryview(data))
+        f.write(data.data)  # the array's own buffer: no copy
     return src_kind, src_idx, ev_kind

@@ -234,4 +234,5 @@ _ShapeArgs = msgspec.defstruct(
     ],
     gc=False,
 )
-_ARGS_DECODER = msgspec.json.Decoder(list[_ShapeArgs])
+# A struct made at run time (its fields come from SHAPE_ARGS) is not a static type.
+_ARGS_DECODER = msgspec.json.Decoder(list[_ShapeArgs])  # type: ignore[valid-type]

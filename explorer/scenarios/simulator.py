@@ -50,7 +50,7 @@ _CBID = {
 _DEVICE_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 
 
-def us(ns: int) -> float:
+def us(ns: float) -> float:
     """ns → the µs float Kineto writes (three decimals, exact after a round trip)."""
     return int(ns) / 1000.0
 

@@ -263,8 +263,8 @@ def _copy_bytes_from_launch(slices: pd.DataFrame, flows: pd.DataFrame, store: Ar
         a = store.get(int(src))
         v = a.get("bytes", a.get("size", a.get("Bytes")))
         try:
-            fixed[d] = int(v, 0) if isinstance(v, str) else int(v)
-        except (TypeError, ValueError):
+            fixed[d] = int(v, 0) if isinstance(v, str) else int(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # None or not a number: that copy keeps no size
             continue
     slices["bytes"] = fixed
 

@@ -47,13 +47,13 @@ def floats(
 
 
 def ints(
-    values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]
+    values: Sequence[Any] | np.ndarray, *, path: object, what: str, where: Callable[[int], str]
 ) -> np.ndarray:
     """int64 column; None or unparseable strings → -1; hex strings parsed; beyond int64 is an
     error (it cannot be an id any tool wrote, and silently wrapping it would link wrong events)."""
     obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
     if obj.ndim == 1:
-        none = np.equal(obj, None)
+        none = np.equal(obj, np.array(None))
         if none.all():
             return np.full(len(obj), -1, np.int64)
         try:

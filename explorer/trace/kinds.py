@@ -181,7 +181,9 @@ def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.
     for n in cats:
         m = _COPY.search(n)
         if not m:
-            d.append(""), s.append(""), t.append("")
+            d.append("")
+            s.append("")
+            t.append("")
             continue
         direction = m.group(1)
         direction = direction[0].upper() + "to" + direction[-1].upper()

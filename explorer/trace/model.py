@@ -241,7 +241,7 @@ class TraceData:
         """One arg for many slices (None where missing). Decodes those slices' args."""
         if ids is None:
             ids = np.arange(len(self.slices))
-        return [self.args(i).get(key) for i in ids]
+        return [self.args(int(i)).get(key) for i in ids]
 
     # -- source frames ------------------------------------------------------------------
     def stack(self, slice_id: int) -> list[tuple[str, int, str]]:

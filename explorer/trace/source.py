@@ -162,7 +162,9 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         for k, nm in enumerate(names):
             f = parse_frame(str(nm))
             if f and is_user_file(f[0]):
-                files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                files.append(f[0])
+                lines.append(f[1])
+                funcs.append(f[2])
                 frame_of_name[k] = len(files) - 1
         codes = s["name"].cat.codes.to_numpy()
         own[is_py] = frame_of_name[codes[is_py]]
@@ -173,7 +175,9 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         a = trace.args(int(i))
         f, ln = a.get("source_file"), a.get("source_line")
         if f and isinstance(ln, int):
-            files.append(str(f)), lines.append(ln), funcs.append(str(a.get("source_function", "")))
+            files.append(str(f))
+            lines.append(ln)
+            funcs.append(str(a.get("source_function", "")))
             own[i] = len(files) - 1
     if trace.metadata.get("has_call_stack_args"):
         for i in np.flatnonzero(own == 0):
@@ -183,7 +187,9 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
             for frame_text in str(cs).split(";"):
                 f = parse_frame(frame_text.strip())
                 if f and is_user_file(f[0]):
-                    files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                    files.append(f[0])
+                    lines.append(f[1])
+                    funcs.append(f[2])
                     own[i] = len(files) - 1
                     break
     files = _unify_spellings(files)

@@ -122,7 +122,9 @@ class Context:
             have = [r for r in reasons if r in [name for name, _ in tl.reasons]]
             if not have:
                 continue
-            per = sum(tl.reason_ns(r, starts, ends) for r in have)
+            per = np.asarray(
+                np.sum([tl.reason_ns(r, starts, ends) for r in have], axis=0), np.int64
+            )
             if best is None or per.sum() > best.per_step.sum():
                 best = Measured(label, have[0], per, np.zeros((0, 2), np.int64), tuple(have))
         if best is None or best.total == 0:
