@@ -10,7 +10,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from explorer.report.text import fmt_ns, pct
+from explorer.report.sections import pct
+from explorer.units import fmt_ns
 
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {

@@ -10,7 +10,8 @@ from html import escape
 from typing import Any
 
 from explorer.errors import UsageError
-from explorer.report.text import LABELS, fmt_ns
+from explorer.report.sections import LABELS
+from explorer.units import fmt_ns
 
 FORMATS = ("text", "markdown", "json", "html")
 #: Rows each table shows (the JSON keeps everything).

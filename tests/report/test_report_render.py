@@ -55,9 +55,9 @@ def test_text_is_aligned_labelled_and_coloured_only_when_asked(traces: dict) -> 
     rows = [
         ln
         for ln in plain.splitlines()
-        if re.match(r"^ {4}(compute|data movement|host-bound idle) ", ln)
+        if re.match(r"^  cuda:0 +(compute|data movement|host-bound idle) ", ln)
     ]
-    assert len({ln.index("%") for ln in rows}) == 1  # the percentages line up
+    assert len(rows) == 3 and len({ln.index("%") for ln in rows}) == 1  # percentages line up
     coloured = render(t, "text", color=True)
     assert "\x1b[" in coloured and re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
 
