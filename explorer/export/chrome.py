@@ -295,6 +295,12 @@ def _counter_lines(trace: TraceData, origin: int) -> np.ndarray:
     )
 
 
+def _placed(track: pd.Series, where: np.ndarray) -> np.ndarray:
+    """The ``"pid":..,"tid":..`` text of each row's track (the last entry: no track)."""
+    t = track.to_numpy(np.int64)
+    return where[np.where(t >= 0, t, len(where) - 1)]
+
+
 def _memory_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarray:
     """The allocator's events as Kineto writes them (``[memory]`` instants)."""
     m = trace.memory
@@ -304,11 +310,9 @@ def _memory_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarra
     def num(col: str) -> np.ndarray:
         return m[col].to_numpy(np.int64).astype("S20").astype(object)
 
-    track = m["track"].to_numpy(np.int64)
-    track = np.where(track >= 0, track, len(where) - 1)
     return (
         b'{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]"'
-        + where[track]
+        + _placed(m["track"], where)
         + b',"ts":'
         + _us(m["ts"].to_numpy(np.int64) + origin)
         + b',"args":{"Device Type":'
@@ -334,14 +338,12 @@ def _instant_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarr
     names, name_code = _category_json(i["name"])
     cats, cat_code = _category_json(i["cat"])
     scopes, scope_code = _category_json(i["scope"].astype(str).replace("", "t"))
-    track = i["track"].to_numpy(np.int64)
-    track = np.where(track >= 0, track, len(where) - 1)
     return (
         b'{"ph":"i","cat":'
         + cats[cat_code]
         + b',"name":'
         + names[name_code]
-        + where[track]
+        + _placed(i["track"], where)
         + b',"ts":'
         + _us(i["ts"].to_numpy(np.int64) + origin)
         + b',"s":'

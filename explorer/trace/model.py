@@ -123,50 +123,24 @@ def step_regex(pattern: str) -> re.Pattern[str]:
         ) from None
 
 
+#: Every column of ``slices``, in order, with its dtype ("category": categorical).
+SLICE_DTYPES: dict[str, str] = {
+    "ts": "int64", "dur": "int64", "name": "category", "cat": "category", "kind": "category",
+    "track": "int32", "depth": "int16", "parent": "int64", "correlation": "int64",
+    "external_id": "int64", "stream": "int64", "device": "int64", "bytes": "int64",
+    "seq": "int64", "copy_kind": "category", "src_mem": "category", "dst_mem": "category",
+}  # fmt: skip
+SLICE_COLUMNS: list[str] = list(SLICE_DTYPES)
+
+
 def empty_slices() -> pd.DataFrame:
     """A slices table with no rows and every column typed, for traces without events."""
-    ints = {
-        c: np.empty(0, np.int64)
-        for c in (
-            "ts",
-            "dur",
-            "parent",
-            "correlation",
-            "external_id",
-            "stream",
-            "device",
-            "bytes",
-            "seq",
-        )
+    columns: dict[str, Any] = {
+        c: pd.Categorical([]) if d == "category" else np.empty(0, d)
+        for c, d in SLICE_DTYPES.items()
     }
-    df = pd.DataFrame(ints)
-    df["track"] = np.empty(0, np.int32)
-    df["depth"] = np.empty(0, np.int16)
-    for c in ("name", "cat", "copy_kind", "src_mem", "dst_mem"):
-        df[c] = pd.Categorical([])
-    df["kind"] = pd.Categorical([], categories=list(KINDS))
-    return df[SLICE_COLUMNS]
-
-
-SLICE_COLUMNS: list[str] = [
-    "ts",
-    "dur",
-    "name",
-    "cat",
-    "kind",
-    "track",
-    "depth",
-    "parent",
-    "correlation",
-    "external_id",
-    "stream",
-    "device",
-    "bytes",
-    "seq",
-    "copy_kind",
-    "src_mem",
-    "dst_mem",
-]
+    columns["kind"] = pd.Categorical([], categories=list(KINDS))
+    return pd.DataFrame(columns)
 
 
 @dataclass
