@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
     from explorer.analysis.diff import TraceDiff
 
+    # For type checkers: calling the package is calling this function (same signature).
+    from explorer.collect.session import collect as collect
+
 
 def load(
     path: str | PathLike[str],
@@ -57,11 +60,15 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
     return _diff(a, b)
 
 
-def collect(*args: Any, **kwargs: Any) -> Any:
-    """Record training steps into a trace (see :class:`explorer.collect.Collector`)."""
-    from explorer.collect import collect as _collect
+def __getattr__(name: str) -> Any:
+    """``explorer.collect`` — the collector package, callable as
+    ``explorer.collect(out_dir, **options)`` — is loaded on first use: it imports torch,
+    which reading and analysing traces never needs (see :mod:`explorer.collect`)."""
+    if name == "collect":
+        import explorer.collect as package
 
-    return _collect(*args, **kwargs)
+        return package
+    raise AttributeError(f"module 'explorer' has no attribute {name!r}")
 
 
 def annotate(name: str) -> Any:

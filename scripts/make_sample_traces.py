@@ -208,6 +208,8 @@ def write_readme(out: Path) -> None:
         device, _, workload = path.name.removesuffix(".pt.trace.json.gz").partition("_")
         s = summarize(path)
         what = WORKLOADS.get(workload, (None, ""))[1]
+        if device == "neuron":  # --device neuron-test
+            device = "neuron (test backend on the CPU)"
         rows.append(
             f"| `{path.name}` | {device} | {what} | {s['steps']} | {s['events']:,} | "
             f"{path.stat().st_size / 1024:.0f} KiB | {'yes' if s['with_stack'] else 'no'} | {s['explorer']} |"
@@ -216,7 +218,10 @@ def write_readme(out: Path) -> None:
         "# Sample traces\n\n"
         "Real runs of `explorer.collect()` on this repository's machine, written by\n"
         "`python scripts/make_sample_traces.py [--device cpu|cuda|...]`. The training data are\n"
-        "synthetic (random tensors); the timings, ops, syncs and compile events are real.\n\n"
+        "synthetic (random tensors); the timings, ops, syncs and compile events are real.\n"
+        "`neuron_*` traces ran on Explorer's neuron test backend (`--device neuron-test`): a\n"
+        "PrivateUse1 device implemented in Python on the CPU, which sends the operators it does\n"
+        "not implement to the CPU as a port to Trainium would; their timings are CPU timings.\n\n"
         "| file | device | workload | steps | events | size | Python stacks | Explorer events |\n"
         "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "Open one with `explorer view FILE`, `explorer report FILE`, or in Perfetto UI /\n"
@@ -229,10 +234,19 @@ def write_readme(out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, xpu, mtia, ... (default: cpu)")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, cuda, xpu, mtia, neuron-test, ... (default: cpu)"
+    )
     parser.add_argument("--out", default=str(ROOT / "sample_traces"))
     parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="capture only these")
     args = parser.parse_args()
+    if args.device == "neuron-test":
+        # Explorer's neuron test backend: ``--device neuron-test --only cnn`` writes
+        # neuron_cnn.pt.trace.json.gz (its fallbacks, copies and device timeline).
+        from explorer.collect import neuron_test_backend
+
+        neuron_test_backend.register()
+        args.device = neuron_test_backend.NAME
     dev = torch.device(args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--steps", type=int, default=8, help="training steps to record (default: 8)")
     p.add_argument("--device", default="auto", help="cpu, cuda, xpu, ... (default: best available)")
+    p.add_argument(
+        "--backend",
+        choices=("default", "neuron-test"),
+        default="default",
+        help="neuron-test: run on Explorer's neuron test backend, a PrivateUse1 device on the "
+        "CPU that sends the operators it lacks to the CPU, as a port to Trainium would "
+        "(its timings are CPU timings, not Trainium's)",
+    )
     p.add_argument("--no-view", action="store_true", help="do not open the viewer")
     return p
 
@@ -47,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
         raise ExplorerError(f"explorer demo needs PyTorch: {exc}") from None
     # Run a copy beside the trace: its lines are the user's code in the report, and the
     # user can open it, change it and run it again.
+    if args.backend == "neuron-test":
+        from explorer.collect import neuron_test_backend
+
+        neuron_test_backend.register()
+        args.device = neuron_test_backend.NAME
+        print(f"explorer demo: {neuron_test_backend.LABEL['description']}")
     _check_device(args.device)
     script = out / "demo_train.py"
     shutil.copyfile(demo_workload.__file__, script)

@@ -10,6 +10,7 @@ what they would have seen without Explorer.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import warnings
@@ -68,7 +69,10 @@ class FallbackCapture:
         preferred when it is user code (C++ warnings point at the Python line that called in)."""
         t = now_ns()
         frame = user_frame(sys._getframe(2))
-        if where and where[0] and not is_library_file(where[0]) and where != frame[:2]:
+        # C++ warnings raised where no Python frame runs (autograd's engine threads) are
+        # attributed to "sys:1": not a line of anyone's code.
+        real = bool(where and where[0] and os.path.isfile(where[0]))
+        if where and real and not is_library_file(where[0]) and where != frame[:2]:
             frame = (where[0], int(where[1]), _function_at(where, sys._getframe(1)))
         args = {**fallback_args(message), "via": via, **source_args(frame)}
         name = f"CPU fallback {args['op']}".rstrip()

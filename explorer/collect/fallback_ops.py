@@ -6,6 +6,12 @@ the results back. The profiler records that as an ``aten::_to_cpu`` op *nested i
 operator that fell back — a signature that needs no backend cooperation and no per-op hook.
 For every ``aten::_to_cpu`` we emit an ``explorer_fallback`` slice exactly over its enclosing
 operator, so the analysis counts it like a fallback announced by a warning.
+
+The profiler knows only the *function* a Python op ran in (its frames are named by their
+first line); the backend's warning knows the *line* (Python's ``warnings`` point at the
+caller). A warning is shown once per op and line, so the op's later calls have no warning
+of their own: when every warning about an op names one and the same user line, the op's
+fallback slices take that line. An op warned at two lines keeps its frame: we do not guess.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ def fallback_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             inside = np.flatnonzero((ts <= m_ts) & (end >= m_end))
             if inside.size == 0:
                 continue
-            i = int(inside[np.argmax(ts[inside])])  # the innermost enclosing op
+            # the innermost enclosing op: the latest start, then (same µs) the earliest end
+            i = int(inside[np.lexsort((end[inside], -ts[inside]))[0]])
             if i in seen:  # one op moves several inputs: one fallback
                 continue
             seen.add(i)
@@ -77,4 +84,21 @@ def fallback_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "args": {"op": op["name"], "device": "", "via": f"profiler:{FALLBACK_MARKER}"},
                 }
             )
+    _lines_from_warnings(events, out)
     return out
+
+
+_SOURCE_KEYS = ("source_file", "source_line", "source_function")
+
+
+def _lines_from_warnings(events: list[dict[str, Any]], found: list[dict[str, Any]]) -> None:
+    """Give each found fallback the user line its op's warnings name, when they name one."""
+    lines: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("cat") == "explorer_fallback" and args.get("op") and args.get("source_file"):
+            lines[str(args["op"])].add(tuple(args.get(k) for k in _SOURCE_KEYS))
+    for f in found:
+        known = lines.get(f["args"]["op"], set())
+        if len(known) == 1:
+            f["args"].update(zip(_SOURCE_KEYS, next(iter(known)), strict=True))

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import torch
 from torch.profiler import ProfilerAction
 
+from explorer.collect import device_activity, neuron_test_backend
 from explorer.collect.compile_events import CompileEvents
 from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
@@ -152,6 +153,7 @@ class Collector:
             self._install_sigterm()
             if "runtime" in self.hooks:
                 self._runtime.install()
+            device_activity.attach(self.buffer)
             if "fallback" in self.hooks:
                 self._fallback.install()
             if "compile" in self.hooks:
@@ -247,6 +249,8 @@ class Collector:
             }
             drop_trailing_step(cycles, self.steps)
             doc = merge(cycles, self.buffer.events, meta)
+            if neuron_test_backend.registered():
+                doc["explorer_test_backend"] = dict(neuron_test_backend.LABEL)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:
@@ -265,6 +269,7 @@ class Collector:
             self._compile.uninstall()
         self._fallback.uninstall()
         self._runtime.uninstall()
+        device_activity.detach(self.buffer)
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler_samples = self._sampler.samples

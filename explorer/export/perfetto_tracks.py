@@ -112,7 +112,8 @@ def build_layout(trace: TraceData, lanes: np.ndarray, *, has_global_instants: bo
 
     def device_group(device: int, label: str) -> int:
         if device not in device_uuid:
-            name = f"Device {device}" if device >= 0 else (label or "Device")
+            # the device as the trace names it ("GPU 0", "MTIA 17", "Neuron 0")
+            name = label or (f"Device {device}" if device >= 0 else "Device")
             if device in device_names:
                 name += f" ({device_names[device]})"
             if rank >= 0:

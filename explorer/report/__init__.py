@@ -73,6 +73,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "explorer_version": __version__,
         "trace": _trace_info(trace),
         "synthetic": bool(trace.synthetic),
+        "test_backend": trace.test_backend,
         "selected_step": None if step is None else int(step),
         "categories": list(CATEGORIES),
         "summary": {

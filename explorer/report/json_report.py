@@ -9,6 +9,7 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
       "trace": {"path": str, "format": str, "rank": int, "world_size": int,
                 "slices": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
+      "test_backend": str,            # "" or what the test backend was (neuron on the CPU)
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",
                      "sync_stall", "compile", "other_idle"],

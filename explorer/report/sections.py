@@ -72,6 +72,8 @@ class Head:
     summary: str
     warnings: list[str]
     synthetic: bool
+    test_backend: str
+    """What the test backend was, when a test backend recorded the trace ("" otherwise)."""
 
 
 def pct(part: float, whole: float) -> str:
@@ -110,6 +112,7 @@ def head(doc: dict[str, Any]) -> Head:
         + (f" (step {selected} only)" if selected is not None else ""),
         warnings=[str(w) for w in t["warnings"]],
         synthetic=bool(doc["synthetic"]),
+        test_backend=str(doc.get("test_backend") or ""),
     )
 
 

@@ -204,6 +204,15 @@ class TraceData:
     def synthetic(self) -> bool:
         return bool(self.metadata.get("synthetic", False))
 
+    @property
+    def test_backend(self) -> str:
+        """What a trace recorded on a test backend says about it ("" for real hardware):
+        Explorer's ``neuron`` test backend runs on the CPU, and every view says so."""
+        label = self.metadata.get("explorer_test_backend")
+        if not isinstance(label, dict):
+            return ""
+        return str(label.get("description") or label.get("name") or "test backend")
+
     # -- args ----------------------------------------------------------------------------
     def args(self, slice_id: int) -> dict[str, Any]:
         """The args of one slice exactly as the file had them (empty dict when none)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.attribution import launcher
+from explorer.analysis.attribution import launcher, top_lines
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
@@ -72,6 +72,34 @@ def _pattern_ops(ctx: Context) -> np.ndarray:
     return first.loc[first["dtoh"], "op"].to_numpy(np.int64)
 
 
+def _ops_by_time(ctx: Context, labelled: np.ndarray, pattern: np.ndarray) -> pd.DataFrame:
+    """One row per operator that fell back, the costliest first: ``op``, ``calls``,
+    ``time_ns`` (their summed duration) and ``line`` (``file:line`` of the user code that
+    called it most, by time; "" when the trace does not say). The line comes from the
+    labelled fallbacks when the op has any (they carry the line the backend's warning
+    named), else from the ops that show the fallback's copy pattern."""
+    ids = np.concatenate([labelled, pattern])
+    names = [str(ctx.trace.args(int(i)).get("op") or ctx.trace.slices["name"].iat[i]) for i in ids]
+    df = pd.DataFrame(
+        {"op": names, "id": ids, "dur": ctx.end[ids] - ctx.ts[ids],
+         "labelled": np.arange(len(ids)) < len(labelled)}
+    )  # fmt: skip
+    rows = []
+    for op, g in df.groupby("op", sort=False):
+        src = g[g["labelled"]] if g["labelled"].any() else g
+        top = top_lines(ctx.trace, src["id"].to_numpy(), src["dur"].to_numpy(float), top=1)
+        line = f"{top[0][0]}:{top[0][1]}" if top else ""
+        rows.append((str(op), len(g), int(g["dur"].sum()), line))
+    out = pd.DataFrame(rows, columns=["op", "calls", "time_ns", "line"])
+    return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _short(line: str) -> str:
+    """``train.py:13`` for ``/home/me/project/train.py:13``: the title stays one line."""
+    path, _, number = line.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{number}"
+
+
 def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """(labelled, pattern): outermost collector fallback slices, and unlabelled host ops
     that look like a fallback. The memcpy detector leaves their copies to this one."""
@@ -80,11 +108,16 @@ def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     labelled = np.flatnonzero(ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device))
     pattern = _pattern_ops(ctx)
     if len(labelled) and len(pattern):
-        # a pattern op inside a labelled fallback is the same fallback
-        inside = np.zeros(len(pattern), bool)
+        # a pattern op inside a labelled fallback, or around one (``aten::max_pool2d``
+        # around the ``max_pool2d_with_indices`` that fell back), is the same fallback
+        same = np.zeros(len(pattern), bool)
+        p_ts, p_end = ctx.ts[pattern], ctx.end[pattern]
+        track = ctx.trace.slices["track"].to_numpy()
         for i in labelled:
-            inside |= (ctx.ts[pattern] >= ctx.ts[i]) & (ctx.end[pattern] <= ctx.end[i])
-        pattern = pattern[~inside]
+            inside = (p_ts >= ctx.ts[i]) & (p_end <= ctx.end[i])
+            around = (p_ts <= ctx.ts[i]) & (p_end >= ctx.end[i]) & (track[pattern] == track[i])
+            same |= inside | around
+        pattern = pattern[~same]
     return labelled, pattern
 
 
@@ -110,10 +143,12 @@ def detect(ctx: Context) -> list[Finding]:
     m = Measured(device, "host_fallback", per, ranges, ("host_fallback", "dev_copy", "host_busy"))
     if not ctx.significant(m):
         return []
-    ops = sorted(
-        {str(ctx.trace.args(i).get("op") or ctx.trace.slices["name"].iat[i]) for i in ids[:200]}
-    )
-    title = f"CPU fallback: {len(ids)} operator call(s) ran on the CPU ({', '.join(ops[:3])})"
+    per_op = _ops_by_time(ctx, labelled, pattern)
+    ops = per_op["op"].tolist()
+    top = per_op.iloc[0]
+    where = f" at {_short(top['line'])}" if top["line"] else ""
+    more = f" and {len(ops) - 1} more operator(s)" if len(ops) > 1 else ""
+    title = f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({len(ids)} call(s))"
     explanation = (
         f"These operators have no {device.split(':')[0]} kernel (or were forced to the CPU): the "
         "inputs are copied to the host, computed there and copied back, and the device waits "
@@ -128,7 +163,10 @@ def detect(ctx: Context) -> list[Finding]:
     candidates[ids] = True
     f = ctx.finding(
         KIND, m, candidates, title, explanation, recommendation,
-        details={"calls": len(ids), "ops": ops[:20], "from_pattern": int(len(pattern))},
+        details={
+            "calls": len(ids), "ops": ops[:20], "from_pattern": int(len(pattern)),
+            "op_lines": {str(r.op): str(r.line) for r in per_op.head(20).itertuples()},
+        },
     )  # fmt: skip
     if not f.evidence:
         f.evidence = [int(i) for i in ids[:MAX_EVIDENCE]]
