@@ -7,19 +7,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from explorer.palette import CATEGORY_COLORS
 from explorer.report.sections import LABELS, Entry, Table, head, pct, sections
 from explorer.units import fmt_bytes, fmt_ns
 
-#: Category colours (CSS), in the order of ``doc["categories"]``.
-COLOURS = {
-    "compute": "#2e9d4f",
-    "data_movement": "#d9a400",
-    "communication": "#8e5ccf",
-    "host_bound": "#f07f1d",
-    "sync_stall": "#d8342b",
-    "compile": "#e6cf3a",
-    "other_idle": "#b7b7b7",
-}
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -76,7 +67,8 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
 
 def _legend(cats: list[str]) -> str:
     items = "".join(
-        f"<span><i style='background:{COLOURS[c]}'></i>{escape(LABELS[c])}</span>" for c in cats
+        f"<span><i style='background:{CATEGORY_COLORS[c]}'></i>{escape(LABELS[c])}</span>"
+        for c in cats
     )
     return f"<div class='legend'>{items}</div>"
 
@@ -92,7 +84,7 @@ def _table(table: Table) -> str:
     for k, r in enumerate(table.rows):
         swatch = (
             f"<td><i style='display:inline-block;width:10px;height:10px;"
-            f"background:{COLOURS[table.categories[k]]}'></i></td>"
+            f"background:{CATEGORY_COLORS[table.categories[k]]}'></i></td>"
             if table.categories
             else ""
         )
@@ -125,7 +117,7 @@ def _step_bars(doc: dict[str, Any], dev: str) -> str:
             y -= hh
             tip = f"step {s['step']}: {LABELS[c]} {fmt_ns(ns)} ({pct(ns, s['dur_ns']).strip()})"
             parts.append(
-                f"<rect x='{x}' y='{y:.2f}' width='{w_bar}' height='{hh:.2f}' fill='{COLOURS[c]}'>"
+                f"<rect x='{x}' y='{y:.2f}' width='{w_bar}' height='{hh:.2f}' fill='{CATEGORY_COLORS[c]}'>"
                 f"<title>{escape(tip)}</title></rect>"
             )
         if len(steps) <= 40 or i % max(1, len(steps) // 20) == 0:

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from explorer.palette import CATEGORY_COLORS
 from explorer.report.sections import Section, Table, head, sections
 
-#: One colour per breakdown category (ANSI 256-colour codes) and for headings/warnings.
-CATEGORY_COLOURS = {
-    "compute": 34,
-    "data_movement": 33,
-    "communication": 135,
-    "host_bound": 208,
-    "sync_stall": 196,
-    "compile": 220,
-    "other_idle": 245,
-}
 BAR_WIDTH = 30
+
+
+#: The channel levels of xterm's 6×6×6 colour cube (codes 16–231).
+_CUBE_LEVELS = (0, 95, 135, 175, 215, 255)
+
+
+def ansi_256(hex_colour: str) -> int:
+    """The xterm 256-colour code of the cube colour nearest ``#rrggbb``, channel by channel."""
+    rgb = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
+    idx = [min(range(6), key=lambda k, v=v: abs(_CUBE_LEVELS[k] - v)) for v in rgb]
+    return 16 + 36 * idx[0] + 6 * idx[1] + idx[2]
+
+
+#: The palette's category colours (:mod:`explorer.palette`) as terminal colours.
+CATEGORY_COLOURS = {cat: ansi_256(hex_colour) for cat, hex_colour in CATEGORY_COLORS.items()}
 
 
 class _Style:

@@ -122,3 +122,23 @@ def test_report_module_renders_without_analysis_in_renderers() -> None:
     for name in ("text.py", "markdown.py", "json_report.py", "html.py"):
         src = (pkg / name).read_text()
         assert "explorer.analysis" not in src, name
+
+
+def test_report_colours_are_the_palettes(traces: dict) -> None:
+    """HTML and terminal reports colour categories from explorer.palette (the viewer's)."""
+    from explorer.palette import CATEGORY_COLORS
+    from explorer.report.sections import LABELS
+    from explorer.report.text import CATEGORY_COLOURS
+
+    html = render(traces["input_stall"], "html")
+    for cat, colour in CATEGORY_COLORS.items():
+        assert f"background:{colour}'></i>{LABELS[cat]}" in html
+    levels = [0, 95, 135, 175, 215, 255]  # xterm's 6x6x6 cube (codes 16-231)
+    cube = {16 + 36 * r + 6 * g + b: (levels[r], levels[g], levels[b])
+            for r in range(6) for g in range(6) for b in range(6)}  # fmt: skip
+    for cat, colour in CATEGORY_COLORS.items():
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+        nearest = min(
+            cube, key=lambda k: sum((x - y) ** 2 for x, y in zip(cube[k], rgb, strict=True))
+        )
+        assert cube[CATEGORY_COLOURS[cat]] == cube[nearest], cat
