@@ -49,55 +49,72 @@ def build_flows(
     Flow events are ``s`` (start), ``t`` (step) and ``f`` (end); a flow is the events that
     share a (category, id). Each start pairs with every later event of its flow.
     """
-    s_track = slices["track"].to_numpy()
-    s_ts = slices["ts"].to_numpy()
-    parent = slices["parent"].to_numpy()
-    parts = []
+    parts = [_launches_from_correlation(slices)]
     if len(ids):
-        bound = np.full(len(ids), -1, np.int64)
-        ok = track >= 0
-        enc_q = ok & (~is_end | bp_e)
-        bound[enc_q] = enclosing(s_track, s_ts, ends, parent, track[enc_q], ts[enc_q])
-        aft_q = ok & is_end & ~bp_e
-        bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
-        # One integer key per (category, id).
-        id_code, id_uniq = pd.factorize(ids)
-        key = cat_code.astype(np.int64) * max(len(id_uniq), 1) + id_code
-        has = bound >= 0
-        src_rows = np.flatnonzero(has & is_start)
-        # The first start of each flow.
-        first_key, first_at = np.unique(key[src_rows], return_index=True)
-        src_rows = src_rows[first_at]
-        dst_rows = np.flatnonzero(has & ~is_start)
-        pos = np.searchsorted(first_key, key[dst_rows])
-        pos_ok = pos < len(first_key)
-        matched = np.zeros(len(dst_rows), bool)
-        matched[pos_ok] = first_key[pos[pos_ok]] == key[dst_rows[pos_ok]]
-        dst_rows = dst_rows[matched]
-        src_of = src_rows[pos[matched]]
-        src_slice, dst_slice = bound[src_of], bound[dst_rows]
-        keep = src_slice != dst_slice
-        if keep.any():
-            cats = np.array([str(c).lower() for c in cat_values] + [""], dtype=object)
-            cat_text = cats[cat_code[src_of[keep]]]
-            launch = np.isin(cat_text, list(_LAUNCH_CATS))
-            ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "src": src_slice[keep],
-                        "dst": dst_slice[keep],
-                        "type": ftype,
-                        "flow_id": ids[src_of[keep]],
-                    }
-                )
-            )
-    parts.append(_launches_from_correlation(slices))
-    flows = pd.concat(parts, ignore_index=True) if parts else empty_flows()
+        explicit = _explicit_flows(is_start, is_end, cat_code, cat_values, ids, bp_e, track, ts,
+                                   slices, ends)  # fmt: skip
+        if len(explicit):  # the file's own flows win over derived ones for the same pair
+            parts.insert(0, explicit)
+    flows = pd.concat(parts, ignore_index=True)
     flows = flows.drop_duplicates(["src", "dst"], keep="first")
     flows = flows.sort_values(["src", "dst"], kind="stable", ignore_index=True)
     flows["type"] = pd.Categorical(flows["type"].astype(str), categories=FLOW_TYPES)
     return flows
+
+
+def _explicit_flows(
+    is_start: np.ndarray,
+    is_end: np.ndarray,
+    cat_code: np.ndarray,
+    cat_values: Sequence[str],
+    ids: np.ndarray,
+    bp_e: np.ndarray,
+    track: np.ndarray,
+    ts: np.ndarray,
+    slices: pd.DataFrame,
+    ends: np.ndarray,
+) -> pd.DataFrame:
+    """The file's own flows: each flow's first start paired with its later events, each
+    event bound to the slice that encloses it (or, for an ``f`` without ``bp: e``, the
+    next slice that starts after it)."""
+    s_track = slices["track"].to_numpy()
+    s_ts = slices["ts"].to_numpy()
+    parent = slices["parent"].to_numpy()
+    bound = np.full(len(ids), -1, np.int64)
+    ok = track >= 0
+    enc_q = ok & (~is_end | bp_e)
+    bound[enc_q] = enclosing(s_track, s_ts, ends, parent, track[enc_q], ts[enc_q])
+    aft_q = ok & is_end & ~bp_e
+    bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
+    # One integer key per (category, id).
+    id_code, id_uniq = pd.factorize(ids)
+    key = cat_code.astype(np.int64) * max(len(id_uniq), 1) + id_code
+    has = bound >= 0
+    src_rows = np.flatnonzero(has & is_start)
+    # The first start of each flow.
+    first_key, first_at = np.unique(key[src_rows], return_index=True)
+    src_rows = src_rows[first_at]
+    dst_rows = np.flatnonzero(has & ~is_start)
+    pos = np.searchsorted(first_key, key[dst_rows])
+    pos_ok = pos < len(first_key)
+    matched = np.zeros(len(dst_rows), bool)
+    matched[pos_ok] = first_key[pos[pos_ok]] == key[dst_rows[pos_ok]]
+    dst_rows = dst_rows[matched]
+    src_of = src_rows[pos[matched]]
+    src_slice, dst_slice = bound[src_of], bound[dst_rows]
+    keep = src_slice != dst_slice
+    cats = np.array([str(c).lower() for c in cat_values] + [""], dtype=object)
+    cat_text = cats[cat_code[src_of[keep]]]
+    launch = np.isin(cat_text, list(_LAUNCH_CATS))
+    ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
+    return pd.DataFrame(
+        {
+            "src": src_slice[keep],
+            "dst": dst_slice[keep],
+            "type": ftype,
+            "flow_id": ids[src_of[keep]],
+        }
+    )
 
 
 def _launches_from_correlation(slices: pd.DataFrame) -> pd.DataFrame:
