@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from explorer.palette import CATEGORY_COLORS
 from explorer.report.sections import Section, Table, head, sections
 
@@ -21,7 +23,7 @@ _CUBE_LEVELS = (0, 95, 135, 175, 215, 255)
 def ansi_256(hex_colour: str) -> int:
     """The xterm 256-colour code of the cube colour nearest ``#rrggbb``, channel by channel."""
     rgb = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
-    idx = [min(range(6), key=lambda k, v=v: abs(_CUBE_LEVELS[k] - v)) for v in rgb]
+    idx = [int(np.argmin([abs(level - v) for level in _CUBE_LEVELS])) for v in rgb]
     return 16 + 36 * idx[0] + 6 * idx[1] + idx[2]
 
 
