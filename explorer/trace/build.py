@@ -33,7 +33,7 @@ from explorer.trace.events import (
     EventColumns,
     decode_columns,
 )
-from explorer.trace.flows import build_flows
+from explorer.trace.flows import FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
 from explorer.trace.model import KINDS, SLICE_COLUMNS, TraceData
 from explorer.trace.nesting import enclosing, nest
@@ -79,14 +79,16 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     ends = slices["ts"].to_numpy() + slices["dur"].to_numpy()
     f_idx = ev.flow_rows
     flows = build_flows(
-        ph[f_idx] == PH_S,
-        ph[f_idx] == PH_F,
-        ev.cat[f_idx],
-        ev.cats.values,
-        ev.flow_id,
-        ev.flow_bp,
-        keys.track_of_events(f_idx),
-        rel_ns[f_idx].astype(np.int64),
+        FlowEvents(
+            is_start=ph[f_idx] == PH_S,
+            is_end=ph[f_idx] == PH_F,
+            cat_code=ev.cat[f_idx],
+            cat_values=ev.cats.values,
+            ids=ev.flow_id,
+            bp_e=ev.flow_bp,
+            track=keys.track_of_events(f_idx),
+            ts=rel_ns[f_idx].astype(np.int64),
+        ),
         slices,
         ends,
     )

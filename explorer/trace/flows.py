@@ -10,6 +10,7 @@ from correlation ids, which every profiler era writes even when it omits the flo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,27 +33,30 @@ def empty_flows() -> pd.DataFrame:
     )
 
 
-def build_flows(
-    is_start: np.ndarray,
-    is_end: np.ndarray,
-    cat_code: np.ndarray,
-    cat_values: Sequence[str],
-    ids: np.ndarray,
-    bp_e: np.ndarray,
-    track: np.ndarray,
-    ts: np.ndarray,
-    slices: pd.DataFrame,
-    ends: np.ndarray,
-) -> pd.DataFrame:
+@dataclass
+class FlowEvents:
+    """The file's flow events (``s``, ``t``, ``f``), one entry per event."""
+
+    is_start: np.ndarray
+    is_end: np.ndarray
+    cat_code: np.ndarray
+    cat_values: Sequence[str]
+    ids: np.ndarray
+    bp_e: np.ndarray
+    """An ``f`` with ``bp: "e"`` binds to the slice that encloses it, not the next one."""
+    track: np.ndarray
+    ts: np.ndarray
+
+
+def build_flows(events: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> pd.DataFrame:
     """The flows table: explicit flows from the file plus launches from correlation ids.
 
     Flow events are ``s`` (start), ``t`` (step) and ``f`` (end); a flow is the events that
     share a (category, id). Each start pairs with every later event of its flow.
     """
     parts = [_launches_from_correlation(slices)]
-    if len(ids):
-        explicit = _explicit_flows(is_start, is_end, cat_code, cat_values, ids, bp_e, track, ts,
-                                   slices, ends)  # fmt: skip
+    if len(events.ids):
+        explicit = _explicit_flows(events, slices, ends)
         if len(explicit):  # the file's own flows win over derived ones for the same pair
             parts.insert(0, explicit)
     flows = pd.concat(parts, ignore_index=True)
@@ -62,21 +66,14 @@ def build_flows(
     return flows
 
 
-def _explicit_flows(
-    is_start: np.ndarray,
-    is_end: np.ndarray,
-    cat_code: np.ndarray,
-    cat_values: Sequence[str],
-    ids: np.ndarray,
-    bp_e: np.ndarray,
-    track: np.ndarray,
-    ts: np.ndarray,
-    slices: pd.DataFrame,
-    ends: np.ndarray,
-) -> pd.DataFrame:
+def _explicit_flows(ev: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> pd.DataFrame:
     """The file's own flows: each flow's first start paired with its later events, each
     event bound to the slice that encloses it (or, for an ``f`` without ``bp: e``, the
     next slice that starts after it)."""
+    is_start, is_end, cat_code, ids, bp_e, track, ts = (
+        ev.is_start, ev.is_end, ev.cat_code, ev.ids, ev.bp_e, ev.track, ev.ts
+    )  # fmt: skip
+    cat_values = ev.cat_values
     s_track = slices["track"].to_numpy()
     s_ts = slices["ts"].to_numpy()
     parent = slices["parent"].to_numpy()
