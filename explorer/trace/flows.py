@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from explorer.trace.kinds import FLOW_CATEGORY_TYPES
 from explorer.trace.nesting import after, enclosing
 
 FLOW_TYPES = ["launch", "fwdbwd", "other"]
-_LAUNCH_CATS = {"ac2g", "async_gpu", "async_cpu_to_gpu"}
 _HOST_LAUNCH_KINDS = ("runtime", "sync")
 
 
@@ -100,10 +100,8 @@ def _explicit_flows(ev: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> p
     src_of = src_rows[pos[matched]]
     src_slice, dst_slice = bound[src_of], bound[dst_rows]
     keep = src_slice != dst_slice
-    cats = np.array([str(c).lower() for c in cat_values] + [""], dtype=object)
-    cat_text = cats[cat_code[src_of[keep]]]
-    launch = np.isin(cat_text, list(_LAUNCH_CATS))
-    ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
+    types = [FLOW_CATEGORY_TYPES.get(str(c).lower(), "other") for c in cat_values]
+    ftype = np.array([*types, "other"], dtype=object)[cat_code[src_of[keep]]]
     return pd.DataFrame(
         {
             "src": src_slice[keep],

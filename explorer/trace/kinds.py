@@ -108,6 +108,14 @@ DEVICE_CATEGORIES: frozenset[str] = frozenset(
     }
 )
 
+#: Flow categories (lower-cased) → flow type; any other category is an ``other`` flow.
+FLOW_CATEGORY_TYPES: dict[str, str] = {
+    "ac2g": "launch",
+    "async_gpu": "launch",
+    "async_cpu_to_gpu": "launch",
+    "fwdbwd": "fwdbwd",
+}
+
 #: torch's ``c10::DeviceType`` numbers, as ``[memory]`` events write them.
 DEVICE_TYPES: dict[int, str] = {
     0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
