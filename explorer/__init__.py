@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explorer.errors import ExplorerError, TraceError
@@ -28,6 +27,7 @@ def load(
     use_cache: bool = True,
     progress: Any = None,
     execution_trace: str | PathLike[str] | None = None,
+    store: str | PathLike[str] | None = None,
 ) -> Trace:
     """Read a trace file or directory into a :class:`Trace`.
 
@@ -35,29 +35,39 @@ def load(
     of events, a TensorBoard profile directory, or a directory holding one trace. A directory
     with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
     A columnar cache (see :mod:`explorer.trace.cache`) makes the second open fast
-    (``use_cache=False`` skips it). ``progress(fraction, message)`` is called as loading goes.
+    (``use_cache=False`` skips it); ``store`` keeps its entries in that directory instead of
+    the cache directory. ``progress(fraction, message)`` is called as loading goes.
     ``execution_trace`` attaches a PyTorch Execution Trace captured with this trace.
     """
     from explorer.trace.loading import load_trace
 
-    et = None if execution_trace is None else Path(execution_trace)
-    return load_trace(
-        Path(path), cls=Trace, use_cache=use_cache, progress=progress, execution_trace=et
+    return Trace(
+        load_trace(
+            path,
+            use_cache=use_cache,
+            progress=progress,
+            execution_trace=execution_trace,
+            store=store,
+        )
     )
 
 
-def load_ranks(path: str | PathLike[str], *, use_cache: bool = True) -> dict[int, Trace]:
+def load_ranks(
+    path: str | PathLike[str], *, use_cache: bool = True, store: str | PathLike[str] | None = None
+) -> dict[int, Trace]:
     """Every rank's trace in a directory of per-rank files, keyed by rank."""
     from explorer.trace.loading import load_rank_traces
 
-    return load_rank_traces(Path(path), cls=Trace, use_cache=use_cache)
+    return {
+        r: Trace(t) for r, t in load_rank_traces(path, use_cache=use_cache, store=store).items()
+    }
 
 
 def diff(a: Trace, b: Trace) -> TraceDiff:
     """What changed between two runs (see :func:`explorer.analysis.diff.diff`)."""
     from explorer.analysis.diff import diff as _diff
 
-    return _diff(a, b)
+    return _diff(a.data, b.data)
 
 
 def __getattr__(name: str) -> Any:

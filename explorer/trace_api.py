@@ -1,17 +1,23 @@
-"""The user-facing :class:`Trace`: the tables of :class:`~explorer.trace.model.TraceData`
-plus the analyses as methods, so a notebook reads ``trace.findings()``.
+"""The user-facing :class:`Trace`: a loaded trace model plus the analyses as methods, so a
+notebook reads ``trace.findings()``.
 
-The methods are thin: each calls the pure function in ``explorer.analysis`` that does the
-work (and keeps its result in ``trace.memo``). Keeping them here, above both layers, lets the trace
-model stay ignorant of the analyses built on it.
+``Trace`` wraps a :class:`~explorer.trace.model.TraceData` (``trace.data``) by composition:
+loaders return the model, and only this layer, above both the model and the analyses,
+knows the analyses exist. The model's tables and helpers read through (``trace.slices`` is
+``trace.data.slices``), so code written for the model works on a ``Trace`` unchanged. The
+methods are thin: each calls the pure function in ``explorer.analysis`` that does the work
+(and keeps its result in the model's ``memo``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import Memo
 from explorer.trace.model import TraceData
 
 if TYPE_CHECKING:
@@ -20,46 +26,167 @@ if TYPE_CHECKING:
     from explorer.analysis.finding import Finding
 
 
-class Trace(TraceData):
+class Trace:
     """One loaded trace. See :mod:`explorer.trace.model` for the tables."""
 
+    __slots__ = ("data",)
+
+    def __init__(self, data: TraceData) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r}, {len(self)} slices)"
+
+    # -- the model, read through ---------------------------------------------------------
+    @property
+    def slices(self) -> pd.DataFrame:
+        return self.data.slices
+
+    @property
+    def tracks(self) -> pd.DataFrame:
+        return self.data.tracks
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        return self.data.flows
+
+    @property
+    def counters(self) -> pd.DataFrame:
+        return self.data.counters
+
+    @property
+    def instants(self) -> pd.DataFrame:
+        return self.data.instants
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        return self.data.memory
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.data.metadata
+
+    @property
+    def args_store(self) -> Any:
+        return self.data.args_store
+
+    @property
+    def execution_trace(self) -> pd.DataFrame | None:
+        return self.data.execution_trace
+
+    @property
+    def memo(self) -> Memo:
+        return self.data.memo
+
+    @property
+    def step_pattern(self) -> str | None:
+        return self.data.step_pattern
+
+    @step_pattern.setter
+    def step_pattern(self, pattern: str | None) -> None:
+        self.data.step_pattern = pattern
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def path(self) -> str:
+        return self.data.path
+
+    @property
+    def span_ns(self) -> int:
+        return self.data.span_ns
+
+    @property
+    def rank(self) -> int:
+        return self.data.rank
+
+    @property
+    def synthetic(self) -> bool:
+        return self.data.synthetic
+
+    @property
+    def test_backend(self) -> str:
+        return self.data.test_backend
+
+    def args(self, slice_id: int) -> dict[str, Any]:
+        return self.data.args(slice_id)
+
+    def arg_column(self, key: str, ids: np.ndarray | None = None) -> list[Any]:
+        return self.data.arg_column(key, ids)
+
+    def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
+        return self.data.stack(slice_id)
+
+    def device_tracks(self) -> pd.DataFrame:
+        return self.data.device_tracks()
+
+    def host_tracks(self) -> pd.DataFrame:
+        return self.data.host_tracks()
+
+    def ends(self) -> np.ndarray:
+        return self.data.ends()
+
+    def sides(self) -> np.ndarray:
+        return self.data.sides()
+
+    def on_device(self) -> np.ndarray:
+        return self.data.on_device()
+
+    def on_host(self) -> np.ndarray:
+        return self.data.on_host()
+
+    def inherit_down(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        return self.data.inherit_down(values, keep)
+
+    def name_matches(self, rx: re.Pattern[str]) -> np.ndarray:
+        return self.data.name_matches(rx)
+
+    # -- analyses ------------------------------------------------------------------------
     def steps(self, pattern: str | None = None) -> pd.DataFrame:
         """Training steps: ``ProfilerStep#N`` annotations, else ``pattern``, else one step."""
         from explorer.analysis.steps import steps
 
-        return steps(self, pattern=pattern)
+        return steps(self.data, pattern=pattern)
 
     def use_steps(self, pattern: str | None) -> None:
         """Take steps from host annotations matching ``pattern`` (a regex) in every
         analysis, instead of ``ProfilerStep#N``; ``None`` restores the default."""
-        self.step_pattern = pattern
+        self.data.step_pattern = pattern
 
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""
         from explorer.analysis.breakdown import breakdown
 
-        return breakdown(self, step=step)
+        return breakdown(self.data, step=step)
 
     def findings(self) -> list[Finding]:
         """Ranked findings (what costs time, why, which line, what to do)."""
         from explorer.analysis.findings import findings
 
-        return findings(self)
+        return findings(self.data)
+
+    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
+        """The user line responsible for a slice: its own or an enclosing user frame, and
+        for device work the line that launched it (None when the trace cannot say)."""
+        from explorer.analysis.attribution import user_line
+
+        return user_line(self.data, slice_id)
 
     def by_source(self) -> pd.DataFrame:
         """One row per user source line: host, device, stall time, bytes, fallbacks, syncs."""
         from explorer.analysis.by_source import by_source
 
-        return by_source(self)
+        return by_source(self.data)
 
     def dependency_graph(self, step: int | None = None) -> DependencyGraph:
         """What waited for what: a typed, weighted DAG over slices."""
         from explorer.analysis.dependency_graph import dependency_graph
 
-        return dependency_graph(self, step=step)
+        return dependency_graph(self.data, step=step)
 
     def critical_path(self, step: int | None = None) -> CriticalPath:
         """The chain of work that set the step's time."""
         from explorer.analysis.critical_path import critical_path
 
-        return critical_path(self, step=step)
+        return critical_path(self.data, step=step)

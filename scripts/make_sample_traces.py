@@ -202,6 +202,15 @@ def summarize(path: Path) -> dict[str, object]:
     }
 
 
+def _jobs_paragraph(out: Path) -> str:
+    """Multi-rank jobs (``scripts/make_job_traces.py``) keep their own README in their folder."""
+    jobs = sorted(d.name for d in out.iterdir() if (d / "README.md").is_file())
+    if not jobs:
+        return ""
+    listed = ", ".join(f"[`{j}/`]({j}/README.md)" for j in jobs)
+    return f"Whole jobs, one trace per rank (`explorer report DIR` gives the job report): {listed}.\n\n"
+
+
 def write_readme(out: Path) -> None:
     rows = []
     for path in sorted(out.glob("*.pt.trace.json.gz")):
@@ -223,8 +232,11 @@ def write_readme(out: Path) -> None:
         "PrivateUse1 device implemented in Python on the CPU, which sends the operators it does\n"
         "not implement to the CPU as a port to Trainium would; their timings are CPU timings.\n\n"
         "| file | device | workload | steps | events | size | Python stacks | Explorer events |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        "Open one with `explorer view FILE`, `explorer report FILE`, or in Perfetto UI /\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + _jobs_paragraph(out)
+        + "Open one with `explorer view FILE`, `explorer report FILE`, or in Perfetto UI /\n"
         "TensorBoard / Holistic Trace Analysis: they are standard Kineto traces with Explorer's\n"
         "own events in `explorer_*` categories and the environment under the top-level\n"
         '`"explorer"` key.\n'

@@ -60,6 +60,76 @@ def device_timeline(out: Path, size: tuple[int, int]) -> Path:
     return file
 
 
+SHARED = ROOT.parent / "shared" / "traces"
+
+
+def timeline_pictures(path: Path, out: Path, size: tuple[int, int]) -> list[Path]:
+    """The timeline's own points, on the same real trace: a finding's evidence (amber),
+    search hits (magenta) and the selection (black) at once; a deep zoom whose axis counts
+    ``+x µs`` from a reference shown once, with a range selected."""
+    import numpy as np
+
+    from explorer.ui.app import open_headless, wait_idle
+
+    window = open_headless(str(path), size=size, finding=1)
+    window.search.search("bytecode_tracing")
+    wait_idle(window)
+    marks = out / "timeline_marks.png"
+    window.timeline.grab().save(str(marks))
+    t = window.timeline
+    sid = int(t.selected) if t.selected >= 0 else 0
+    ts = int(window.trace.slices["ts"].iat[sid])
+    t.set_visible_range(ts - 2_000, ts + 18_000)
+    t.range = (ts + 4_000, ts + 11_000)
+    t.highlight(np.zeros(0, np.int64))
+    zoom = out / "timeline_zoom.png"
+    t.grab().save(str(zoom))
+    window.close()
+    return [marks, zoom]
+
+
+def shared_pictures(out: Path, size: tuple[int, int]) -> list[Path]:
+    """Points that need real GPU/MTIA traces (../shared/traces, not part of a clone): the
+    MTIA device collapsed to a summary row, a 5000-character kernel name in Details, the
+    layered dependency graph over host threads and GPU streams."""
+    from PyQt6.QtCore import Qt
+
+    from explorer.ui.app import open_headless, wait_idle
+
+    mtia = SHARED / "mtia_inference_trace__mtia_inference_rank_0.json.gz"
+    alexnet = SHARED / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    if not (mtia.exists() and alexnet.exists()):
+        print(f"skipped the GPU/MTIA pictures: {SHARED} is absent")
+        return []
+    window = open_headless(str(mtia), size=size)
+    many = out / "timeline_many_streams.png"
+    window.timeline.grab().save(str(many))
+    window.close()
+
+    window = open_headless(str(alexnet), size=size)
+    names = window.trace.slices["name"].astype(str)
+    longest = int(names.str.len().idxmax())
+    window.reveal(longest)
+    wait_idle(window)
+    right = [window.docks["findings"], window.docks["details"]]
+    window.resizeDocks(right, [size[1] // 4, size[1] * 3 // 4], Qt.Orientation.Vertical)
+    details = out / "details_long_name.png"
+    window.docks["details"].grab().save(str(details))
+    graph_panel = window.panels["dependency_graph"]
+    graph_panel.hops.setValue(4)
+    window.docks["dependency_graph"].raise_()
+    window.resizeDocks([window.docks["dependency_graph"]], [size[1] // 2], Qt.Orientation.Vertical)
+    kernel = int((window.trace.slices["kind"].astype(str) == "kernel").to_numpy().nonzero()[0][5])
+    window.reveal(kernel)
+    wait_idle(window)
+    graph_panel.view.scale(0.7, 0.7)
+    graph_panel.view.centerOn(graph_panel.node_items[kernel])
+    graph = out / "dependency_graph_gpu.png"
+    window.docks["dependency_graph"].grab().save(str(graph))
+    window.close()
+    return [many, details, graph]
+
+
 def stamp(pixmap, text: str) -> None:
     """Label a picture in its bottom-right corner (synthetic data is always labelled)."""
     from PyQt6.QtCore import QRectF, Qt
@@ -90,19 +160,12 @@ def main() -> int:
 
     from PyQt6.QtWidgets import QApplication
 
+    import explorer
     from explorer.ui.app import open_headless, wait_idle
 
-    window = open_headless(str(path), size=(width, height))
-    findings = window.findings.findings
-    if findings:
-        window.findings.select(0)
-        wait_idle(window)
-        evidence = list(findings[0].evidence)
-        if evidence:
-            window.timeline.select_slice(int(evidence[0]))
-        if findings[0].source_lines:
-            f, line, _ = findings[0].source_lines[0]
-            window.show_source(str(f), int(line))
+    # The same window as `explorer view TRACE --finding 1 --screenshot window.png`.
+    finding = 1 if explorer.load(path).findings() else None
+    window = open_headless(str(path), size=(width, height), finding=finding)
     wait_idle(window)
     saved = []
 
@@ -137,6 +200,8 @@ def main() -> int:
         window.docks["operators"].raise_()
     window.close()
     saved.append(device_timeline(out, (width, height)))
+    saved += timeline_pictures(path, out, (width, height))
+    saved += shared_pictures(out, (width, height))
     for file in saved:
         print(f"wrote {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
     return 0

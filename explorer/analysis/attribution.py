@@ -13,6 +13,9 @@ recorded it.
 
 Work is vectorised over integer frame codes: one factorize of the frames, one pass per
 nesting depth, one take through the flows.
+
+This is the one answer to "which line of my code is this": the report, the Source panel,
+the Details panel and ``Trace.user_frame`` all read it (:func:`user_line` for one slice).
 """
 
 from __future__ import annotations
@@ -114,6 +117,16 @@ def slice_sources(trace: TraceData) -> pd.DataFrame:
         func[known] = frames["function"].to_numpy(object)[code[known]]
     out = pd.DataFrame({"file": file, "line": line, "function": func})
     return out
+
+
+def user_line(trace: TraceData, slice_id: int) -> tuple[str, int, str] | None:
+    """The user line responsible for one slice — the same answer as :func:`slice_sources`
+    (device work through its launch), for the Details panel and ``Trace.user_frame``."""
+    code, frames = frame_codes(trace)
+    c = int(code[int(slice_id)])
+    if c < 0:
+        return None
+    return (str(frames["file"].iat[c]), int(frames["line"].iat[c]), str(frames["function"].iat[c]))
 
 
 def top_lines(

@@ -160,13 +160,15 @@ class ReasonTimeline:
 
 
 def track_device_labels(trace: TraceData) -> dict[int, str]:
-    """Device track id → device label (``cuda:0``, ``mtia:17``, ``gpu:3`` when the vendor
+    """Device track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
     is unknown; :func:`explorer.trace.kinds.device_label`)."""
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
     backend = str(trace.metadata.get("privateuse1_backend", "") or "")
-    vendor = device_vendor(trace.slices["cat"].cat.categories, backend)
+    vendor = device_vendor(
+        trace.slices["cat"].cat.categories, trace.slices["name"].cat.categories, backend
+    )
     return {
         int(tid): device_label(process_vendor(proc, vendor), int(dev))
         for tid, dev, proc in zip(
@@ -202,6 +204,20 @@ def host_reason_intervals(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, reason index) of host slices for the reason table of the mode."""
     s = trace.slices
+    code = host_slice_reasons(trace, device_mode)
+    keep = code >= 0
+    ts = s["ts"].to_numpy()[keep]
+    return ts, ts + s["dur"].to_numpy()[keep], code[keep]
+
+
+def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
+    """Per slice, the index of its reason in the mode's table (:data:`DEVICE_REASONS` or
+    :data:`HOST_REASONS`), -1 for slices that give none (device slices, whole-step spans).
+
+    The one classifier of host time: the breakdown sweeps these intervals, and the critical
+    path names its host edges with the same reasons.
+    """
+    s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
     host = trace.on_host()
     kind = s["kind"].to_numpy().astype(object)
@@ -224,9 +240,7 @@ def host_reason_intervals(
     put("host_copy", kind == "copy")
     put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
     put("host_busy", np.ones(len(s), bool))
-    keep = code >= 0
-    ts = s["ts"].to_numpy()[keep]
-    return ts, ts + s["dur"].to_numpy()[keep], code[keep]
+    return code
 
 
 def device_reason_intervals(
@@ -236,21 +250,29 @@ def device_reason_intervals(
     ``blocking`` marks copies from/to pageable memory (the host waits for them)."""
     s = trace.slices
     on = np.isin(s["track"].to_numpy(), track_ids)
-    kind = s["kind"].to_numpy().astype(object)
-    code = np.full(len(s), -1, np.int64)
-    code[on & ((kind == "kernel") | (kind == "fallback"))] = 0
-    code[on & (kind == "collective")] = 1
-    copy = on & (
-        np.isin(kind, ["memcpy", "memset", "copy"])
-        | ((kind == "kernel") & name_flags(trace, DMA_NAMES))
-    )
-    code[copy] = 2
-    code[on & (kind == "sync")] = 3
+    code = np.where(on, device_slice_reasons(trace), -1)
+    copy = code == 2
     keep = code >= 0
     pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
     blocking = copy & (pageable | synchronous_copies(trace))
     ts = s["ts"].to_numpy()[keep]
     return ts, ts + s["dur"].to_numpy()[keep], code[keep], blocking[keep]
+
+
+def device_slice_reasons(trace: TraceData) -> np.ndarray:
+    """Per slice, the index in :data:`DEVICE_REASONS` of what it is as device work
+    (0 compute, 1 communication, 2 data movement, 3 a wait; -1 none), by kind and name alone
+    — callers pick the slices that run on a device."""
+    kind = trace.slices["kind"].to_numpy().astype(object)
+    code = np.full(len(kind), -1, np.int64)
+    code[(kind == "kernel") | (kind == "fallback")] = 0
+    code[kind == "collective"] = 1
+    copy = np.isin(kind, ["memcpy", "memset", "copy"]) | (
+        (kind == "kernel") & name_flags(trace, DMA_NAMES)
+    )
+    code[copy] = 2
+    code[kind == "sync"] = 3
+    return code
 
 
 #: Runtime calls that copy synchronously whatever the memory: plain ``cudaMemcpy``/
@@ -395,8 +417,12 @@ def _label_order(label: str) -> tuple[str, int]:
 @memoised("breakdown")
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
-    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative."""
-    st = select_steps(trace, step)
+    :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative.
+
+    A step is its attributed window (:func:`explorer.analysis.steps.attributed_steps`):
+    its host range plus the device work it launched, so each step is charged its own
+    kernels, not the tail of the previous step's."""
+    st = select_steps(trace, step, attributed=True)
     starts = st["start_ns"].to_numpy(np.int64)
     ends = st["end_ns"].to_numpy(np.int64)
     frames = []

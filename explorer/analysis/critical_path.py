@@ -27,14 +27,16 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
-from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
+from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
+from explorer.analysis.graph.categories import time_categories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
-    KIND_CATEGORY,
     PATH_CATEGORIES,
     TYPE_CATEGORY,
     WAIT_TYPES,
 )
+from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
+from explorer.analysis.graph.thread_edges import WAITER_KINDS
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -60,6 +62,8 @@ class CriticalPath:
     top_lines: pd.DataFrame
     step: int | None = None
     window: tuple[int, int] = (0, 0)
+    #: What the path covers, in words (``step 3``, ``steps 0-9``, ``the whole trace``).
+    scope: str = "the whole trace"
     #: Where the path runs: consecutive path edges on one track merged into a segment —
     #: ``track, label, start_ns, end_ns, ns, top_op`` (the op holding most of it).
     segments: pd.DataFrame = field(default_factory=lambda: _segments_frame([]), repr=False)
@@ -68,6 +72,7 @@ class CriticalPath:
         """Plain data for JSON: numbers in ns, slices as ids."""
         return {
             "step": self.step,
+            "scope": self.scope,
             "window_ns": [int(self.window[0]), int(self.window[1])],
             "start_ns": int(self.start_ns),
             "end_ns": int(self.end_ns),
@@ -100,107 +105,46 @@ class CriticalPath:
 
 @memoised("critical_path")
 def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
-    """The critical path of one step (``None``: the whole trace). Cached per step."""
+    """The critical path of one step (``None``: every step, or the whole trace when it has
+    no steps). Kept in the memo per step."""
     graph = dependency_graph(trace, step)
-    points, path_edges = _route(graph)
-    return _describe(trace, graph, points, path_edges)
+    costs = path_costs(trace, graph)
+    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
+    path_edges = graph.edges.iloc[at]
+    result = _describe(trace, graph, points, path_edges, costs.launches)
+    result.scope = scope_label(trace, step)
+    return result
 
 
-def _route(graph: DependencyGraph) -> tuple[np.ndarray, pd.DataFrame]:
-    """The path as point numbers (``2*slice + 0|1``) and its edge rows, in time order."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import dijkstra
+@dataclass(frozen=True)
+class PathCosts:
+    """The graph as the path search sees it: points ``2*k + 0|1`` (start or end of
+    ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (the rows of ``graph.edges``)
+    costing ``cost`` ns of waiting; ``launches``: per slice, whether it
+    launched device work."""
 
-    arrays = graph.arrays
-    nodes = graph.nodes
-    e = graph.edges
-    if arrays is None or len(nodes) == 0:
-        return np.empty(0, np.int64), e.iloc[:0]
-    m = len(nodes)
-    pos_src = np.searchsorted(nodes, e["src"].to_numpy())
-    pos_dst = np.searchsorted(nodes, e["dst"].to_numpy())
-    u = 2 * pos_src + e["src_point"].to_numpy(np.int64)
-    v = 2 * pos_dst + e["dst_point"].to_numpy(np.int64)
-    weight = e["weight"].to_numpy(np.int64)
-    type_code = e["type"].cat.codes.to_numpy()
-    wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
-    waiting = wait_type[type_code]
-    # A leaf's duration is waiting when the leaf is a wait (a sync call, an event wait) or
-    # a call the graph shows blocked on the device (a synchronous or pageable copy, a launch
-    # held back by a full queue): the
-    # route through the device work it waited for is then the critical one.
-    is_dur = type_code == EDGE_TYPES.index("duration")
-    blocked = np.zeros(arrays.n, bool)
-    waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
-    blocked[e["dst"].to_numpy()[waited]] = True
-    dur_src = e["src"].to_numpy()[is_dur]
-    waiting[is_dur] = (arrays.kind[dur_src] == "sync") | blocked[dur_src]
-    cost = np.where(waiting, weight, 0).astype(np.float64)
-    # A parent's own duration edge ties with the route through its children (work is free
-    # either way); drop it so the path names the ops that did the work, not the Python
-    # frame or annotation around them.
-    has_child = np.zeros(arrays.n, bool)
-    has_child[arrays.parent[arrays.parent >= 0]] = True
-    kept = np.flatnonzero(~(is_dur & has_child[e["src"].to_numpy()]))
-    u, v, cost = u[kept], v[kept], cost[kept]
-
-    point_time = np.empty(2 * m, np.int64)
-    point_time[0::2] = arrays.ts[nodes]
-    point_time[1::2] = arrays.end[nodes]
-    t0 = int(point_time.min())
-    has_in = np.zeros(2 * m, bool)
-    has_in[v] = True
-    roots = np.flatnonzero(~has_in)
-    late = (point_time[roots] - t0).astype(np.float64)
-    entry = late + np.where(late > 0, 0.5, 0.0)  # the half ns breaks ties towards early starts
-    source = 2 * m
-    rows = np.concatenate([u, np.full(len(roots), source)])
-    cols = np.concatenate([v, roots])
-    data = np.concatenate([cost, entry])
-    matrix = csr_matrix((data, (rows, cols)), shape=(2 * m + 1, 2 * m + 1))
-    dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
-    dist = dist[: 2 * m]
-    # dist = (late start) + (waiting) = (t - t0) - (work along the best route), so the
-    # route to each point carries ``t - t0 - dist`` of work. The path ends where that is
-    # largest (the latest such point on ties): a watchdog thread polling until the very end
-    # of a trace ends late, but does little work, and is not what set the step's time.
-    reach = np.flatnonzero(np.isfinite(dist))
-    work = (point_time[reach] - t0) - dist[reach]
-    sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
-
-    chain = [sink]
-    p = int(pred[sink])
-    while p != source and p >= 0:
-        chain.append(p)
-        p = int(pred[p])
-    points = np.array(chain[::-1], np.int64)
-    if len(points) < 2:
-        return points, e.iloc[:0]
-    # Each consecutive pair of points is exactly one edge (the graph has no duplicates).
-    size = 2 * m + 1
-    edge_key = u * size + v
-    order = np.argsort(edge_key, kind="stable")
-    want = points[:-1] * size + points[1:]
-    at = order[np.searchsorted(edge_key[order], want)]
-    return points, e.iloc[kept[at]]
+    point_time: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    cost: np.ndarray
+    launches: np.ndarray
 
 
-def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Category and owning slice of the time on each path edge."""
+def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
+    """The slice whose time each edge is (-1: nobody's — an idle gap, a launch delay...).
+
+    An edge along a thread (a duration, nesting, sibling or thread-order edge) is the time
+    of the slice whose own time follows its first point: the slice after its start, its
+    parent after its end (:func:`~explorer.analysis.graph.host_edges.stretch_owner`).
+    """
     etype = edges["type"].astype(str).to_numpy()
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
     owner = np.full(len(edges), -1, np.int64)
-    owner[etype == "duration"] = src[etype == "duration"]
-    nest = etype == "nest"
-    owner[nest] = np.where(sp[nest] == 0, src[nest], dst[nest])  # the parent's self time
-    sib = etype == "sibling"
-    owner[sib] = arrays.parent[src[sib]]
-    # A start→start sibling edge (the next sibling starts before this one ends, as torch's
-    # Python tracer sometimes records) is time spent inside the earlier sibling.
-    overlap = sib & (sp == 0)
-    owner[overlap] = src[overlap]
+    along = np.isin(etype, ["duration", "nest", "sibling", "thread_order"])
+    assert graph.owner_after is not None  # dependency_graph always fills it
+    owner[along] = stretch_owner(graph.owner_after, src[along], sp[along] == 1)
     for t, who in (
         ("launch", src),
         ("sync", dst),
@@ -209,15 +153,137 @@ def _categories(arrays: Any, edges: pd.DataFrame) -> tuple[np.ndarray, np.ndarra
         ("runtime_lock", dst),
     ):
         owner[etype == t] = who[etype == t]
-    cat = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
-    by_kind = (etype == "duration") | nest | sib
-    kinds = arrays.kind[np.where(owner >= 0, owner, 0)]
-    cat[by_kind] = [KIND_CATEGORY.get(k, "host_compute") for k in kinds[by_kind]]
-    return cat, owner
+    return owner
+
+
+def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
+    """What each edge of the graph costs the path: its weight when the time is waiting,
+    nothing when it is work."""
+    arrays = graph.arrays
+    nodes = graph.nodes
+    e = graph.edges
+    empty = np.empty(0, np.int64)
+    if arrays is None or len(nodes) == 0:
+        return PathCosts(empty, empty, empty, empty.astype(np.float64), np.zeros(0, bool))
+    m = len(nodes)
+    src = e["src"].to_numpy()
+    dst = e["dst"].to_numpy()
+    u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
+    v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
+    weight = e["weight"].to_numpy(np.int64)
+    type_code = e["type"].cat.codes.to_numpy()
+    wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
+    waiting = wait_type[type_code]
+    # A slice's own time is waiting when the slice is a wait (a sync call, an event wait),
+    # a call the graph shows blocked on the device (a synchronous or pageable copy, a
+    # launch held back by a full queue), or a stretch in which its thread waited for
+    # another thread's work (``backward()`` while the autograd engine runs): the route
+    # through the work it waited for is then the critical one.
+    is_dur = type_code == EDGE_TYPES.index("duration")
+    blocked = np.zeros(arrays.n, bool)
+    waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
+    blocked[dst[waited]] = True
+    waiting[is_dur] = (arrays.kind[src[is_dur]] == "sync") | blocked[src[is_dur]]
+    joined = np.zeros(2 * m, bool)
+    joined[v[type_code == EDGE_TYPES.index("thread_wait")]] = True
+    own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
+    waiting |= own & joined[v]
+    # The own time of an annotation or a Python frame — a bare annotation, the gaps between
+    # a frame's children — is not work the path should credit to it (unless the breakdown
+    # counts it as something, like gloo's collectives or compile spans): it costs as
+    # waiting, so wherever the trace shows what ran meanwhile (another thread, a slice
+    # that overlaps the frame instead of nesting in it) the path goes there. Where nothing
+    # else ran it is the only route, and the path still takes it.
+    launches = np.zeros(arrays.n, bool)
+    flows = trace.flows
+    if len(flows):
+        launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
+    launches |= launch_call_mask(trace.slices["name"].array)
+    owner = owners(graph, e)
+    framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
+    framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
+    at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
+    framing[framing] = time_categories(
+        trace, arrays, owner[framing], at[framing], launches
+    ) == PATH_CATEGORIES.index("host_compute")
+    waiting |= framing
+    cost = np.where(waiting, weight, 0).astype(np.float64)
+
+    point_time = np.empty(2 * m, np.int64)
+    point_time[0::2] = arrays.ts[nodes]
+    point_time[1::2] = arrays.end[nodes]
+    return PathCosts(point_time, u, v, cost, launches)
+
+
+def longest_work_path(
+    point_time: np.ndarray, u: np.ndarray, v: np.ndarray, cost: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The route carrying the most work through a graph of time points.
+
+    Every edge ``u[i] -> v[i]`` runs forward in time and costs ``cost[i]`` (0 <= cost <=
+    its span) of waiting; a route from a point with no incoming edge (a root) to a point
+    ``p`` carries ``t(p) - t(root) - waiting`` of work. Returns the points of the route with
+    the most work (ties: the latest end, then the earliest root) and the indices of its
+    edges. One Dijkstra from a virtual source whose edge to each root costs the time before
+    that root (``dist = (t - t0) - work``): C speed on millions of points, the same answer
+    as the longest-path DP over a topological order, without a Python loop over nodes.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    n = len(point_time)
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    u = np.asarray(u, np.int64)
+    v = np.asarray(v, np.int64)
+    cost = np.asarray(cost, np.float64)
+    t0 = int(point_time.min())
+    has_in = np.zeros(n, bool)
+    has_in[v] = True
+    roots = np.flatnonzero(~has_in)
+    late = (point_time[roots] - t0).astype(np.float64)
+    entry = late + np.where(late > 0, 0.5, 0.0)  # the half ns breaks ties towards early starts
+    source = n
+    rows = np.concatenate([u, np.full(len(roots), source)])
+    cols = np.concatenate([v, roots])
+    data = np.concatenate([cost, entry])
+    # csr_matrix would add up duplicate (u, v) entries: keep the cheapest of each pair, and
+    # store zero costs as the smallest positive float (a stored zero is no edge to csgraph).
+    pair = rows * (n + 1) + cols
+    order = np.lexsort((data, pair))
+    sel = order[np.r_[True, pair[order][1:] != pair[order][:-1]]]
+    data = np.maximum(data[sel], np.finfo(np.float64).tiny)
+    matrix = csr_matrix((data, (rows[sel], cols[sel])), shape=(n + 1, n + 1))
+    dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
+    dist = dist[:n]
+    # The path ends where the work is largest (the latest such point on ties): a watchdog
+    # thread polling until the very end of a trace ends late, but does little work, and is
+    # not what set the step's time.
+    reach = np.flatnonzero(np.isfinite(dist))
+    work = np.round((point_time[reach] - t0) - dist[reach], 3)
+    sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
+    chain = [sink]
+    p = int(pred[sink])
+    while p != source and p >= 0:
+        chain.append(p)
+        p = int(pred[p])
+    points = np.array(chain[::-1], np.int64)
+    if len(points) < 2:
+        return points, np.empty(0, np.int64)
+    # Each consecutive pair of points is one edge: the cheapest between them.
+    edge_key = u * (n + 1) + v
+    order = np.lexsort((cost, edge_key))
+    want = points[:-1] * (n + 1) + points[1:]
+    at = order[np.searchsorted(edge_key[order], want)]
+    return points, at
 
 
 def _describe(
-    trace: TraceData, graph: DependencyGraph, points: np.ndarray, edges: pd.DataFrame
+    trace: TraceData,
+    graph: DependencyGraph,
+    points: np.ndarray,
+    edges: pd.DataFrame,
+    launches: np.ndarray,
 ) -> CriticalPath:
     arrays = graph.arrays
     nodes = graph.nodes
@@ -242,7 +308,19 @@ def _describe(
     slices = slice_of_point[np.sort(first)]
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
-    cat, owner = _categories(arrays, edges)
+    owner = owners(graph, edges)
+    etype = edges["type"].astype(str).to_numpy()
+    # A slice's own time (duration, self time) is what the slice is; launch delays, waits
+    # and gaps are what their type says.
+    names = np.array(PATH_CATEGORIES, dtype=object)
+    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
+    own = np.isin(etype, ["duration", "nest", "sibling"]) | (by_type == "")
+    has = own & (owner >= 0)
+    at = np.where(
+        edges["src_point"].to_numpy() == 0, arrays.ts[edges["src"]], arrays.end[edges["src"]]
+    )
+    cat = by_type.copy()
+    cat[has] = names[time_categories(trace, arrays, owner[has], at[has], launches)]
     edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
     w = edges["weight"].to_numpy(np.int64)
     summary = pd.DataFrame(

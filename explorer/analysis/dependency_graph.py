@@ -5,7 +5,8 @@ another and says the second could not happen before the first (see
 :mod:`explorer.analysis.graph.edges` for the types and what their weights mean). The edge
 families come from :mod:`explorer.analysis.graph`: host nesting and thread order, launches
 and stream order, host syncs and cross-stream events, forward -> backward, Execution Trace
-data dependencies and the runtime lock between launching threads. The collector's own
+data dependencies, the runtime lock between launching threads, and a thread waiting in
+``backward()`` for the autograd engine's threads. The collector's own
 copy, sync and fallback events sit on the thread that made them, around the ops they serve,
 so nesting ties them in.
 
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import launcher as launched_by
-from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges
+from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges, thread_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
 from explorer.trace.memo import memoised
@@ -43,6 +44,9 @@ class DependencyGraph:
     window: tuple[int, int] = (0, 0)
     dropped: int = 0
     arrays: SliceArrays | None = field(default=None, repr=False)
+    #: Per slice, whose own time follows its start (``[:, 0]``) and end (``[:, 1]``) on its
+    #: thread (-1: idle) — see :func:`~explorer.analysis.graph.host_edges.thread_chains`.
+    owner_after: np.ndarray | None = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         """Number of edges of each type (every type listed, zeros included)."""
@@ -65,23 +69,43 @@ class DependencyGraph:
 
 
 def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
-    """The ``[start, end)`` of a step, or None for the whole trace."""
-    if step is None:
-        return None
-    from explorer.analysis.steps import select_steps
+    """The ``[start, end)`` of a step; for ``None``, the span of all the trace's steps
+    (``ProfilerStep#N``, or the user's ``--steps`` pattern), or None (the whole trace)
+    when the trace has no steps."""
+    from explorer.analysis.steps import select_steps, steps
 
-    row = select_steps(trace, step)
-    return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
+    if step is not None:
+        row = select_steps(trace, step)
+        return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
+    table = steps(trace)
+    if len(table) == 0 or (table["slice"] < 0).any():
+        return None
+    return int(table["start_ns"].min()), int(table["end_ns"].max())
+
+
+def scope_label(trace: TraceData, step: int | None) -> str:
+    """What a graph or path of ``step`` covers, in words: ``step 3``, ``steps 0-9``,
+    ``the whole trace``."""
+    if step is not None:
+        return f"step {step}"
+    if step_window(trace, None) is None:
+        return "the whole trace"
+    from explorer.analysis.steps import steps
+
+    numbers = steps(trace)["step"]
+    lo, hi = int(numbers.min()), int(numbers.max())
+    return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
 
 
 @memoised("dependency_graph")
 def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGraph:
-    """The dependency graph of one step (``None``: the whole trace). Cached per step."""
+    """The dependency graph of one step (``None``: all steps, see :func:`step_window`).
+    Kept in the memo per step."""
     window = step_window(trace, step)
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
     flows = trace.flows
-    host_edges.duration_and_nesting(edges, arrays)
+    owner_after = host_edges.thread_chains(edges, arrays, None if window is None else window[1])
     launcher = launched_by(trace)
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
@@ -91,6 +115,7 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
+    thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace), owner_after)
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)
@@ -99,6 +124,12 @@ def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGra
             (int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())) if len(nodes) else (0, 0)
         )
     graph = DependencyGraph(
-        nodes=nodes, edges=frame, step=step, window=window, dropped=dropped, arrays=arrays
+        nodes=nodes,
+        edges=frame,
+        step=step,
+        window=window,
+        dropped=dropped,
+        arrays=arrays,
+        owner_after=owner_after,
     )
     return graph

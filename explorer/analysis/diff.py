@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.findings import findings
@@ -39,8 +40,9 @@ class TraceDiff:
     ``steps``: one row per side — ``side, path, devices, steps, median_ns, p25_ns, p75_ns,
     spread_ns``. ``breakdown``: per category the median share of step time per side
     (``a_ns, a_spread_ns, b_ns, b_spread_ns, delta_ns``). ``ops`` / ``kernels`` / ``lines``:
-    per name (or source line) the count and time per step on each side, ``delta_ns`` and a
-    ``status`` of ``added``, ``removed``, ``changed`` or ``same``. ``findings``: per finding kind the
+    per name (or source line) the count (for a line: the times work entered it, see
+    :func:`line_entries`) and time per step on each side, ``delta_ns`` and a ``status`` of
+    ``added`` (only in b), ``removed`` (only in a), ``changed`` or ``same``. ``findings``: per finding kind the
     time lost and share on each side and a status of ``appeared``, ``disappeared``,
     ``worse``, ``better`` or ``same``. ``notes``: sentences a report shows first.
     """
@@ -225,10 +227,15 @@ def _per_name(trace: TraceData, kinds: tuple[str, ...]) -> pd.DataFrame:
     return out
 
 
-def _status(a_count: np.ndarray, b_count: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    same = (a_count == b_count) & (delta == 0)
+def _status(
+    in_a: np.ndarray, in_b: np.ndarray, a_rate: np.ndarray, b_rate: np.ndarray, delta: np.ndarray
+) -> np.ndarray:
+    """``added`` (only in b), ``removed`` (only in a), ``same`` (as often per step and as long
+    per step on both sides), else ``changed``. Presence is having run at all (count or time),
+    so a line that only holds time is never "added" on the side it ran on."""
+    same = np.isclose(a_rate, b_rate) & (delta == 0)
     return np.select(
-        [a_count == 0, b_count == 0, same], ["added", "removed", "same"], "changed"
+        [~in_a & in_b, in_a & ~in_b, same], ["added", "removed", "same"], "changed"
     ).astype(object)
 
 
@@ -250,10 +257,30 @@ def _finish(m: pd.DataFrame, keys: list[str], n_a: int, n_b: int) -> pd.DataFram
     out["b_ns_per_step"] = (m["ns_b"] / n_b).round().astype(np.int64)
     out["delta_ns"] = out["b_ns_per_step"] - out["a_ns_per_step"]
     out["status"] = _status(
-        out["a_count"].to_numpy(), out["b_count"].to_numpy(), out["delta_ns"].to_numpy()
+        ((m["count_a"] > 0) | (m["ns_a"] > 0)).to_numpy(),
+        ((m["count_b"] > 0) | (m["ns_b"] > 0)).to_numpy(),
+        m["count_a"].to_numpy() / n_a,
+        m["count_b"].to_numpy() / n_b,
+        out["delta_ns"].to_numpy(),
     )
     order = np.argsort(-np.abs(out["delta_ns"].to_numpy()), kind="stable")
     return out.iloc[order].reset_index(drop=True)
+
+
+def line_entries(trace: TraceData) -> pd.DataFrame:
+    """Per user line, how many times work entered it: host slices attributed to the line
+    whose parent is not (a Python frame and the ops under it count once). The count that
+    goes with the line's host + device time: every slice that holds that time is under one
+    of these entries, or was launched from one."""
+    code, frames = frame_codes(trace)
+    s = trace.slices
+    parent = s["parent"].to_numpy(np.int64)
+    parent_code = np.where(parent >= 0, code[np.maximum(parent, 0)], -1)
+    entry = (code >= 0) & (parent_code != code) & trace.on_host()
+    out = frames.copy()
+    out["line"] = out["line"].astype(np.int64)
+    out["entries"] = np.bincount(code[entry], minlength=len(frames)).astype(np.int64)
+    return out
 
 
 def _line_delta(a: TraceData, b: TraceData, n_a: int, n_b: int) -> pd.DataFrame:
@@ -263,12 +290,13 @@ def _line_delta(a: TraceData, b: TraceData, n_a: int, n_b: int) -> pd.DataFrame:
         bs = by_source(t)
         if len(bs) == 0:
             return pd.DataFrame({**{k: [] for k in keys}, "count": [], "ns": []})
+        bs = bs.merge(line_entries(t), on=keys, how="left")
         return pd.DataFrame(
             {
                 "file": bs["file"].astype(str),
                 "line": bs["line"].astype(np.int64),
                 "function": bs["function"].astype(str),
-                "count": bs["count"].astype(np.int64),
+                "count": bs["entries"].fillna(0).astype(np.int64),
                 "ns": (bs["host_ns"] + bs["device_ns"]).astype(np.int64),
             }
         )

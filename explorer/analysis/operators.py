@@ -2,9 +2,11 @@
 
 This answers "which ops dominate?" the way ``key_averages()`` does, but over any window of
 the timeline: count, total, self and average time, the device time of the work each op
-launched, and its share. Self time subtracts children via ``np.bincount`` over parent ids,
-device time follows launch flows from runtime calls to device ops and is summed up the
-parent chain one depth level at a time (a loop over depths, never over events).
+launched, and its share of self time. Self time subtracts the union of a slice's children
+(sorted runs and a running maximum, no per-slice loop); device time follows launch flows
+from runtime calls to device ops and is summed up the parent chain one depth level at a
+time (a loop over depths, never over events). An op nested in itself (``aten::div`` inside
+``aten::div``) counts its time and device time once.
 """
 
 from __future__ import annotations
@@ -13,12 +15,23 @@ import numpy as np
 import pandas as pd
 
 from explorer.trace.model import DEVICE_KINDS, TraceData
+from explorer.trace.nesting import segmented_running_max
 
 #: Kinds that run on a device, for the device-side share.
 DEVICE_SIDE: frozenset[str] = DEVICE_KINDS
 
 #: Columns of :func:`operator_stats`.
-COLUMNS = ["name", "kind", "side", "count", "total_ns", "self_ns", "avg_ns", "device_ns", "share"]
+COLUMNS = [
+    "name",
+    "kind",
+    "side",
+    "count",
+    "total_ns",
+    "self_ns",
+    "avg_ns",
+    "device_ns",
+    "self_share",
+]
 
 #: Where a slice runs, as :func:`slice_sides` codes it.
 SIDES: tuple[str, ...] = ("host", "device", "other")
@@ -39,29 +52,33 @@ def device_rows(trace: TraceData) -> np.ndarray:
 def operator_stats(
     trace: TraceData, start_ns: int | None = None, end_ns: int | None = None
 ) -> pd.DataFrame:
-    """Per slice name: ``name, kind, count, total_ns, self_ns, avg_ns, device_ns, share``.
+    """Per slice name: ``name, kind, side, count, total_ns, self_ns, avg_ns, device_ns,
+    self_share``.
 
     With a window ``[start_ns, end_ns)`` every slice is clipped to it (a slice half inside
     counts half its time, and counts once); without one the whole trace is used.
 
-    - ``self_ns`` = time minus the part of it covered by direct children on the same track,
-      so it is never negative and the ``self_ns`` of all names add up exactly to the time of
-      the top-level slices (plus the bits of children that overhang their parent's end).
-    - ``device_ns`` = for device ops their own time; for host slices the time of the device
-      ops launched (launch flows) from inside them, at any depth.
-    - ``share`` = ``self_ns`` over all host-side self time (or all device-side self time,
-      for rows on device tracks), so host rows sum to 1 and device rows sum to 1; rows on
-      other tracks (the profiler's own span) have none (NaN).
-
-    A name nested in itself (recursive ops) counts its nested time in ``total_ns`` twice,
-    as ``torch.profiler``'s ``key_averages`` does; ``self_ns`` never double counts.
+    - ``count`` = calls: every slice of the name.
+    - ``total_ns`` = the time the name was running on each track, summed over tracks: a
+      call nested in another call of the same name (``aten::div`` inside ``aten::div``,
+      a recursive Python function) adds nothing, so the outer call is counted once.
+      ``avg_ns`` is ``total_ns / count``.
+    - ``self_ns`` = each call's time minus the union of its direct children's (children
+      lie inside their parent, see :func:`explorer.trace.nesting.nest`), so it is never
+      negative.
+    - ``device_ns`` = for device ops their own time; for host slices the time of the
+      device ops launched (launch flows) from inside them, at any depth, counted once per
+      name: a call inside a call of the same name adds nothing.
+    - ``self_share`` = ``self_ns`` over the summed ``self_ns`` of every row on the same
+      side (all host rows, or all device rows), so host rows sum to 1 and device rows sum
+      to 1; rows on other tracks (the profiler's own span) have none (NaN).
     """
     s = trace.slices
     n = len(s)
     if n == 0:
         return pd.DataFrame({c: [] for c in COLUMNS}).astype(
             {c: np.int64 for c in ("count", "total_ns", "self_ns", "avg_ns", "device_ns")}
-            | {"share": np.float64}
+            | {"self_share": np.float64}
         )
     ts = s["ts"].to_numpy(np.int64)
     dur = s["dur"].to_numpy(np.int64)
@@ -69,25 +86,23 @@ def operator_stats(
     if start_ns is not None or end_ns is not None:
         lo = np.int64(start_ns if start_ns is not None else ts.min())
         hi = np.int64(end_ns if end_ns is not None else end.max())
-        start_ns, end_ns = int(lo), int(hi)
         clipped = np.clip(end, lo, hi) - np.clip(ts, lo, hi)
         inside = (clipped > 0) | ((dur == 0) & (ts >= lo) & (ts < hi))
+        a, b = np.clip(ts, lo, hi), np.clip(end, lo, hi)
     else:
         clipped = dur.copy()
         inside = np.ones(n, bool)
+        a, b = ts, end
     clipped = np.where(inside, clipped, 0)
 
     parent = s["parent"].to_numpy(np.int64)
-    has_parent = (parent >= 0) & inside
-    # A child counts against its parent's self time only where it overlaps the parent:
-    # real traces have children that overhang their parent's end by a little.
-    lo_all = ts if start_ns is None else np.maximum(ts, lo)
-    hi_all = end if end_ns is None else np.minimum(end, hi)
-    kids = np.flatnonzero(has_parent)
-    overlap = np.minimum(hi_all[kids], hi_all[parent[kids]]) - np.maximum(
-        lo_all[kids], lo_all[parent[kids]]
+    # Self time: the call's time minus the union of its children's (siblings may overlap
+    # one another where a trace is not well nested).
+    kids = np.flatnonzero((parent >= 0) & inside)
+    kids = kids[np.lexsort((a[kids], parent[kids]))]
+    children = np.bincount(
+        parent[kids], weights=_union_parts(parent[kids], a[kids], b[kids]), minlength=n
     )
-    children = np.bincount(parent[kids], weights=np.maximum(overlap, 0), minlength=n)
     self_time = clipped - children.astype(np.int64)
 
     kinds = s["kind"].astype(str).to_numpy()
@@ -114,7 +129,6 @@ def operator_stats(
                 )
 
     # Group by (name, kind, side): a host annotation and its copy on a device are two rows.
-
     names = s["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype("category")
@@ -128,9 +142,16 @@ def operator_stats(
     group = group.reshape(-1)
     groups = len(present)
     count = np.bincount(group, minlength=groups).astype(np.int64)
-    total = np.bincount(group, weights=clipped[rows], minlength=groups)
+    # Time once per name: the union of its calls on each track.
+    track = s["track"].to_numpy(np.int64)
+    by_track = np.lexsort((a[rows], track[rows], group))
+    run = group[by_track] * (int(track.max()) + 1) + track[rows][by_track]
+    once = np.empty(len(rows))
+    once[by_track] = _union_parts(run, a[rows][by_track], b[rows][by_track])
+    total = np.bincount(group, weights=once, minlength=groups)
     self_sum = np.bincount(group, weights=self_time[rows], minlength=groups)
-    device_sum = np.bincount(group, weights=device_time[rows], minlength=groups)
+    outer = ~_inside_same_key(keys, parent)[rows]
+    device_sum = np.bincount(group[outer], weights=device_time[rows][outer], minlength=groups)
     labels = np.append(names.cat.categories.astype(str).to_numpy(), "")
     out = pd.DataFrame(
         {
@@ -149,5 +170,34 @@ def operator_stats(
     denom = np.zeros(len(out))
     for name in ("host", "device"):  # "other" rows (profiler spans) get no share
         denom[sides == name] = self_ns[sides == name].sum()
-    out["share"] = np.divide(self_ns, denom, out=np.full(len(out), np.nan), where=denom > 0)
+    out["self_share"] = np.divide(self_ns, denom, out=np.full(len(out), np.nan), where=denom > 0)
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _union_parts(run: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """What each interval adds to the union of its run's intervals. Elements must be
+    sorted by (run, start); the parts of a run add up to the length of its union."""
+    if len(run) == 0:
+        return np.zeros(0)
+    first = np.r_[True, run[1:] != run[:-1]]
+    reach = segmented_running_max(end, np.cumsum(first) - 1)
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    before[first] = start[first]
+    return np.maximum(end - np.maximum(start, before), 0).astype(np.float64)
+
+
+def _inside_same_key(keys: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Whether each slice has an ancestor with the same key (a call nested in a call of
+    the same name). One vectorised step per level of ancestry, over the slices still
+    climbing."""
+    out = np.zeros(len(keys), bool)
+    live = np.flatnonzero(parent >= 0)
+    anc = parent[live]
+    while len(live):
+        same = keys[anc] == keys[live]
+        out[live[same]] = True
+        up = parent[anc]
+        keep = ~same & (up >= 0)
+        live, anc = live[keep], up[keep]
+    return out

@@ -9,6 +9,12 @@ A step is a time window ``[start_ns, end_ns)`` on the host. Where it comes from,
    in time order.
 3. Otherwise the whole trace is one step (``step`` 0, name ``"trace"``, ``slice`` -1).
 
+Device work belongs to the step that launched it (the TensorBoard profiler plugin's rule):
+:func:`attributed_steps` gives each step the window ``[start_ns, end_ns)`` that holds its
+host range *and* the device work launched from it, so GPU work queued late in step N and
+run during step N+1's host range counts in step N. The windows never overlap and tile the
+host steps, so a breakdown over them still partitions each step's time exactly.
+
 When several host threads carry the same step (rare, but some trainers annotate every
 worker thread), or matches nest, the earliest-starting (then longest) occurrence wins and
 the ones overlapping it are dropped, so each step appears once. If ``ProfilerStep`` numbers
@@ -22,6 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import launcher
 from explorer.errors import UsageError
 from explorer.trace.memo import memoised
 from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
@@ -104,9 +111,63 @@ def _whole_trace(trace: TraceData) -> pd.DataFrame:
     )
 
 
-def select_steps(trace: TraceData, step: int | None = None) -> pd.DataFrame:
-    """The steps table, or just step ``step`` (a :class:`UsageError` names the valid ones)."""
+@memoised("attributed_steps")
+def attributed_steps(trace: TraceData) -> pd.DataFrame:
+    """The steps table with each step's window widened to the device work it launched.
+
+    Columns: those of :func:`steps`, where ``start_ns``/``dur_ns``/``end_ns`` are now the
+    attributed window, plus ``host_start_ns``/``host_end_ns`` (the host range). For step
+    ``N`` with host range ``[h0, h1)`` whose launches (``launch`` flows, else correlation
+    ids: :func:`explorer.analysis.attribution.launcher`) ran device work ending at ``d1``:
+
+    - ``end_N = max(h1, d1, end_{N-1})`` (device work on an in-order queue ends in order;
+      the running maximum keeps windows ordered when it does not),
+    - ``start_N = max(h0, end_{N-1})``: the step starts when its host range starts, or when
+      the previous step's device work is done, whichever is later.
+
+    Without device work (CPU traces) the windows are the host ranges. Kept in the memo.
+    """
     st = steps(trace)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
+    d1 = _launched_device_end(trace, h0, h1)
+    end = np.maximum.accumulate(np.maximum(h1, d1)) if len(st) else h1
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], end[:-1]])
+    start = np.maximum(h0, prev_end)
+    out = st.copy()
+    out["start_ns"] = start
+    out["end_ns"] = end
+    out["dur_ns"] = end - start
+    out["host_start_ns"] = h0
+    out["host_end_ns"] = h1
+    return out
+
+
+def _launched_device_end(trace: TraceData, h0: np.ndarray, h1: np.ndarray) -> np.ndarray:
+    """Per step, the end of the last device work launched inside its host range (``h1``
+    where it launched none)."""
+    out = h1.copy()
+    src = launcher(trace)
+    work = np.flatnonzero((src >= 0) & (trace.slices["kind"].to_numpy() != "device_annotation"))
+    if len(work) == 0 or len(h0) == 0:
+        return out
+    launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
+    k = np.searchsorted(h0, launched_at, side="right") - 1
+    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)])
+    ends = trace.ends()[work].astype(np.int64)
+    np.maximum.at(out, k[inside], ends[inside])
+    return out
+
+
+def select_steps(
+    trace: TraceData, step: int | None = None, attributed: bool = False
+) -> pd.DataFrame:
+    """The steps table, or just step ``step`` (a :class:`UsageError` names the valid ones).
+
+    ``attributed``: the windows of :func:`attributed_steps` (device work in the step that
+    launched it) instead of the host ranges.
+    """
+    st = attributed_steps(trace) if attributed else steps(trace)
     if step is None:
         return st
     sel = st[st["step"] == int(step)]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import runpy
-import shutil
 import sys
 from pathlib import Path
 
 from explorer.errors import ExplorerError
+from explorer.safe_write import atomic_write
 from explorer.ui.app import has_display  # no Qt import: only the environment is read
 
 
@@ -38,6 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "(its timings are CPU timings, not Trainium's)",
     )
     p.add_argument("--no-view", action="store_true", help="do not open the viewer")
+    p.add_argument(
+        "--force", action="store_true", help="replace OUT/demo_train.py even if you changed it"
+    )
     return p
 
 
@@ -63,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"explorer demo: {neuron_test_backend.LABEL['description']}")
     _check_device(args.device)
     script = out / "demo_train.py"
-    shutil.copyfile(demo_workload.__file__, script)
+    original = Path(demo_workload.__file__).read_bytes()
+    if not (script.is_file() and script.read_bytes() == original):  # your edits are kept
+        atomic_write(script, lambda tmp: tmp.write_bytes(original), force=args.force)
     namespace = runpy.run_path(str(script), run_name="explorer_demo")
     trace_path = Path(namespace["main"](str(out), steps=args.steps, device=args.device))
 
@@ -78,11 +83,16 @@ def run(args: argparse.Namespace) -> int:
     from explorer.report import render
 
     print()
-    print(render(explorer.load(trace_path), format="text", color=sys.stdout.isatty()))
+    print(render(explorer.load(trace_path).data, format="text", color=sys.stdout.isatty()))
     if not args.no_view and has_display():
         from explorer.ui.app import main as view
 
         return int(view(str(trace_path)) or 0)
+    if not args.no_view:
+        print(
+            "\nNo display (DISPLAY is not set), so the viewer was not opened. For a picture of "
+            f"it: explorer view {trace_path} --screenshot window.png"
+        )
     return 0
 
 

@@ -5,14 +5,15 @@ with Explorer's findings and critical path as rows of their own."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from explorer.errors import UsageError
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.export import FORMATS, format_for_path
+from explorer.safe_write import atomic_write, check_target
+from explorer.trace.loading import input_files
 from explorer.units import fmt_bytes
 
 
@@ -24,7 +25,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Write TRACE for other tools. The format follows OUT's ending "
         f"({endings}) unless --format says otherwise.",
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("-o", "--output", required=True, help="file to write")
     p.add_argument("--format", choices=sorted(FORMATS), help="output format (default: from OUT)")
     p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
@@ -37,43 +38,27 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def check_paths(trace: str, output: str, force: bool) -> Path:
-    """The output path, once it is safe to write: never the input, never a file the user
-    did not ask to replace, in a folder that exists."""
-    out = Path(output)
-    src = Path(trace)
-    if src.exists() and out.resolve() == src.resolve():
-        raise UsageError(f"{out}: this is the input trace — choose another output file")
-    if out.is_dir():
-        raise UsageError(
-            f"{out}: is a directory — give a file name such as {out / 'trace.pftrace'}"
-        )
-    if out.exists() and not force:
-        raise UsageError(f"{out}: already exists — pass --force to overwrite it")
-    if not out.parent.exists():
-        raise UsageError(f"{out}: folder {out.parent} does not exist — create it first")
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     import explorer
     from explorer.cli.progress import terminal_progress
     from explorer.export import export
     from explorer.export.results import Results
 
-    out = check_paths(args.trace, args.output, args.force)
-    fmt = args.format or format_for_path(out)
+    inputs = input_files(args.trace)
+    check_target(args.output, inputs=inputs, force=args.force)  # before the (slow) load
+    fmt = args.format or format_for_path(Path(args.output))
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=terminal_progress())
-    # Write beside the target and rename at the end: an interrupted export never leaves a
-    # half-written file under the name the user asked for.
-    partial = out.with_name(f".partial-{os.getpid()}-{out.name}")
+    print_load_warnings(trace)
     started = time.perf_counter()
-    try:
-        options = {"results": Results()} if args.no_results else {}
-        summary = export(trace, partial, format=fmt, **options)
-        os.replace(partial, out)
-    finally:
-        partial.unlink(missing_ok=True)
+    options = {"results": Results()} if args.no_results else {}
+    summaries = []
+    out = atomic_write(
+        args.output,
+        lambda tmp: summaries.append(export(trace.data, tmp, format=fmt, **options)),
+        inputs=[*inputs, trace.metadata.get("source", args.trace)],
+        force=args.force,
+    )
+    summary = summaries[0]
     summary.path = out
     took = time.perf_counter() - started
     print(describe(summary, fmt, took))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from explorer import __version__
-from explorer.cli import demo, diff, export, info, report, view
+from explorer.cli import demo, diff, export, info, report, sql, view
 from explorer.errors import ExplorerError
 
 #: Every verb and its module, in the order ``--help`` lists them.
@@ -29,6 +29,7 @@ COMMANDS: dict[str, ModuleType] = {
     "diff": diff,
     "export": export,
     "view": view,
+    "sql": sql,
 }
 VERBS: tuple[str, ...] = tuple(COMMANDS)
 

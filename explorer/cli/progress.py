@@ -21,3 +21,21 @@ def terminal_progress(stream=None) -> Callable[[float, str], None] | None:
         out.flush()
 
     return show
+
+
+def rank_progress(stream=None) -> Callable[[int, int, float | None], None]:
+    """``progress(done, total, eta_s)`` for a job: a redrawn line on a TTY, else one line
+    per tenth of the ranks (so a CI log shows it moving without a line per rank)."""
+    out = stream or sys.stderr
+    tty = bool(getattr(out, "isatty", lambda: False)())
+
+    def show(done: int, total: int, eta_s: float | None) -> None:
+        eta = f", about {eta_s:.0f} s left" if eta_s is not None and done < total else ""
+        msg = f"explorer: {done}/{total} ranks analysed{eta}"
+        if tty:
+            out.write(f"\r{msg:<60}" + ("\n" if done == total else ""))
+        elif done == total or done % max(total // 10, 1) == 0:
+            out.write(msg + "\n")
+        out.flush()
+
+    return show

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
+from explorer.safe_write import atomic_write, check_target
+from explorer.trace.loading import input_files
 from explorer.trace.model import step_regex
 
 
@@ -23,7 +25,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Analyse a trace: step time breakdown per device, ranked findings with "
         "source lines, top lines, memory. Exits 1 when a --fail-on rule fires.",
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz) or directory")
+    p.add_argument(
+        "trace",
+        help="trace file (.json/.json.gz), directory, or - for stdin; a directory of per-rank "
+        "traces, a TensorBoard dir with several workers or a quoted glob gives the job report",
+    )
     p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
     p.add_argument(
         "--step",
@@ -48,26 +54,45 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "-o", "--output", default=None, help="write the report to this file instead of stdout"
     )
+    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     p.add_argument(
         "--color", choices=["auto", "always", "never"], default="auto", help="colour text output"
     )
     p.add_argument(
         "--no-cache", action="store_true", help="ignore and do not write the trace cache"
     )
+    job = p.add_argument_group("jobs (several ranks)")
+    job.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None,
+        help="run the ranks on this Dask scheduler (default: $EXPLORER_DASK_SCHEDULER, else a "
+        "local cluster of processes)",
+    )  # fmt: skip
+    job.add_argument("--workers", type=int, default=None, help="local worker processes")
+    job.add_argument(
+        "--store", metavar="DIR", default=None,
+        help="write the ranks' tables here (default: the cache dir)",
+    )  # fmt: skip
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     import explorer
+    from explorer.job import is_job
     from explorer.report import document, render
     from explorer.report.fail_on import evaluate, parse
 
+    if is_job(args.trace):
+        return run_job(args)
     rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
     if args.steps is not None:
         step_regex(args.steps)  # a bad pattern fails before the (slow) load
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    inputs = input_files(args.trace)
+    if args.output is not None:  # refuse a bad -o before the (slow) load
+        check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress())
+    print_load_warnings(trace)
     if args.steps is not None:
         trace.use_steps(args.steps)
     to_file = args.output is not None
@@ -77,16 +102,55 @@ def run(args: argparse.Namespace) -> int:
         and sys.stdout.isatty()
         and "NO_COLOR" not in os.environ
     )
-    text = render(trace, format=args.format, step=args.step, top=args.top, color=color)
+    text = render(trace.data, format=args.format, step=args.step, top=args.top, color=color)
     if to_file:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        out = atomic_write(
+            args.output,
+            lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            inputs=[*inputs, trace.metadata.get("source", args.trace)],
+            force=args.force,
+        )
+        print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
     if not rules:
         return 0
-    fired = evaluate(rules, document(trace, step=args.step, top=args.top))
+    fired = evaluate(rules, document(trace.data, step=args.step, top=args.top))
+    for msg in fired:
+        print(f"explorer: FAIL {msg}", file=sys.stderr)
+    return 1 if fired else 0
+
+
+def run_job(args: argparse.Namespace) -> int:
+    """The job report: many ranks, the straggler and why (see :mod:`explorer.job`)."""
+    from explorer.cli.progress import rank_progress
+    from explorer.job import job_document
+    from explorer.job.fail_on import evaluate_job, parse_job_rule
+    from explorer.job.render import render as render_job
+
+    rules = [parse_job_rule(r) for r in args.fail_on]
+    if args.step is not None:
+        raise UsageError("--step is for one trace; a job report covers every step")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    doc = job_document(
+        args.trace, scheduler=args.scheduler, workers=args.workers, store=args.store,
+        use_cache=not args.no_cache, step_pattern=args.steps, progress=rank_progress(),
+    )  # fmt: skip
+    text = render_job(doc, args.format)
+    if args.output is not None:
+        out = atomic_write(
+            args.output,
+            lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            inputs=input_files(args.trace),
+            force=args.force,
+        )
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    fired = evaluate_job(rules, doc)
     for msg in fired:
         print(f"explorer: FAIL {msg}", file=sys.stderr)
     return 1 if fired else 0

@@ -28,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "trace", nargs="?", help="trace file or directory (omit to open an empty window)"
     )
     p.add_argument("--screenshot", metavar="OUT.png", help="save the window as a PNG and exit")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.png if it exists")
     p.add_argument(
         "--size",
         type=_size,
@@ -39,6 +40,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--select",
         metavar="EVENT",
         help="select an event: its id, or the first event whose name contains this text",
+    )
+    p.add_argument(
+        "--finding",
+        type=int,
+        metavar="N",
+        help="open on finding N (1 = the costliest, as 'explorer report' numbers them): "
+        "its evidence zoomed and its source line shown",
     )
     return p
 
@@ -52,4 +60,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the desktop explorer needs PyQt6 and pyqtgraph ({exc}); 'explorer report TRACE' works without them"
         ) from exc
-    return main(args.trace, screenshot=args.screenshot, size=args.size, select=args.select)
+    if args.finding is not None and not args.trace:
+        raise UsageError("--finding needs a trace: explorer view TRACE --finding 1")
+    return main(
+        args.trace,
+        screenshot=args.screenshot,
+        size=args.size,
+        select=args.select,
+        finding=args.finding,
+        force=args.force,
+    )

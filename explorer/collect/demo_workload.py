@@ -7,8 +7,16 @@ that copy, so the trace points at a script the user can open, edit and run again
 The data is synthetic (random images and labels): the point is the shape of a real training
 step — a DataLoader, host→device copies, forward/backward/optimizer, a loss logged with
 ``.item()`` every step — not what the model learns. The dataset's "decoding" is deliberately
-slow (a 0.5 ms sleep per image, read in the training process) so the report has something
-to find: the step waits for its input, and the report names the line.
+slow (a sleep per image, read in the training process) so the report has something to find:
+the step waits for its input, and the report names the line.
+
+How slow is measured, not fixed: before recording, one training step is timed on this
+machine, and decoding a batch is made to take as long as that step (at least 0.5 ms per
+image). A fixed cost would be lost on a busy machine, where the model's compute slows down
+and the sleep does not (on a loaded 2-core machine a fixed 0.5 ms fell under the report's
+threshold); a cost that matches the step stays about half of each step however fast or
+loaded the machine is, and stays above the threshold even if the load grows several-fold
+after the measurement.
 """
 
 from __future__ import annotations
@@ -23,12 +31,15 @@ from torch.utils.data import DataLoader, Dataset
 
 import explorer
 
+#: The least "decoding" time per image, in seconds.
+MIN_DECODE_S = 0.0005
+
 
 class SyntheticImages(Dataset):
     """Random 3×32×32 images with 10 classes (synthetic), with a per-item cost standing in
     for decoding and augmentation."""
 
-    def __init__(self, n: int, seed: int = 0, decode_s: float = 0.0005) -> None:
+    def __init__(self, n: int, seed: int = 0, decode_s: float = MIN_DECODE_S) -> None:
         self.decode_s = decode_s
         g = torch.Generator().manual_seed(seed)
         self.images = torch.randn(n, 3, 32, 32, generator=g)
@@ -72,6 +83,25 @@ def best_device(requested: str = "auto") -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def step_seconds(
+    model: nn.Module, opt: torch.optim.Optimizer, dev: torch.device, batch_size: int
+) -> float:
+    """Seconds one training step takes on this machine now (the fastest of three, after a
+    warm-up step), measured on a throwaway batch; the gradients are discarded."""
+    loss_fn = nn.CrossEntropyLoss()
+    images = torch.randn(batch_size, 3, 32, 32, device=dev)
+    labels = torch.randint(0, 10, (batch_size,), device=dev)
+    times = []
+    for _ in range(4):
+        t0 = time.perf_counter()
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        loss.item()  # waits for the device
+        times.append(time.perf_counter() - t0)
+        opt.zero_grad(set_to_none=True)
+    return min(times[1:])
+
+
 def main(out_dir: str, steps: int = 8, device: str = "auto", batch_size: int = 32) -> Path:
     """Train for ``steps`` steps under ``explorer.collect``; return the trace path."""
     dev = best_device(device)
@@ -79,7 +109,10 @@ def main(out_dir: str, steps: int = 8, device: str = "auto", batch_size: int = 3
     model = SmallCNN().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(SyntheticImages(batch_size * steps), batch_size=batch_size, shuffle=True)
+    # "Decoding" a batch takes as long as a training step here (see the module docstring).
+    decode_s = max(MIN_DECODE_S, step_seconds(model, opt, dev, batch_size) / batch_size)
+    data = SyntheticImages(batch_size * steps, decode_s=decode_s)
+    loader = DataLoader(data, batch_size=batch_size, shuffle=True)
     t0 = time.perf_counter()
     with explorer.collect(out_dir, name=f"demo_{dev.type}") as c:
         for images, labels in loader:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from explorer.collect.compile_events import CompileEvents
 from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
 from explorer.collect.event_buffer import EventBuffer
 from explorer.collect.fallback_capture import FallbackCapture
+from explorer.collect.launcher_frames import drop_launcher_frames, launcher_frames
 from explorer.collect.profiler_setup import choose_activities, make_schedule
 from explorer.collect.runtime_hooks import RuntimeHooks
 from explorer.collect.system_sampler import SystemSampler
@@ -132,7 +134,10 @@ class Collector:
         self._exiting = False
         self._sigterm_pending = False
         self._prev_sigterm: Any = None
+        self._sigint_pending = False
+        self._prev_sigint: Any = None
         self._environment: dict[str, Any] = {}
+        self._launcher: set[str] = set()
 
     # -- the block ---------------------------------------------------------------------------
     def __enter__(self) -> Collector:
@@ -149,6 +154,7 @@ class Collector:
             _active = self
         try:
             check_writable(self.out_dir)
+            self._launcher = launcher_frames(sys._getframe(1))  # explorer demo's CLI frames
             self._environment = environment(self.settings)
             self._install_sigterm()
             if "runtime" in self.hooks:
@@ -201,6 +207,7 @@ class Collector:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         self._exiting = True
         self._inside = False
+        self._defer_sigint()
         try:
             self.trace_path = self._finish()
         except Exception as write_error:
@@ -213,8 +220,11 @@ class Collector:
             )
         finally:
             self._restore_sigterm()
+            self._restore_sigint()
         if isinstance(exc, Terminated) or self._sigterm_pending:
             signal.raise_signal(signal.SIGTERM)  # the previous handler decides what SIGTERM does
+        if self._sigint_pending and exc is None:
+            raise KeyboardInterrupt  # the Ctrl-C that came while the trace was being written
         return False
 
     # -- internals ---------------------------------------------------------------------------
@@ -236,6 +246,13 @@ class Collector:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of small dicts: the cyclic GC would triple the merge time
         try:
+            missing = [p for p in self._cycles if not p.is_file()]
+            if missing:  # the profiler could not write there: say why, not which temp file
+                check_writable(self.out_dir)
+                raise ExplorerError(
+                    f"explorer.collect: the profiler did not write {missing[0]} — "
+                    f"check that {self.out_dir} is writable and has free space"
+                )
             cycles = [read_chrome_trace(p) for p in self._cycles]
             meta = {
                 "version": self._environment.get("explorer_version", ""),
@@ -251,6 +268,7 @@ class Collector:
             doc = merge(cycles, self.buffer.events, meta)
             if neuron_test_backend.registered():
                 doc["explorer_test_backend"] = dict(neuron_test_backend.LABEL)
+            doc["traceEvents"] = drop_launcher_frames(doc["traceEvents"], self._launcher)
             doc.setdefault("distributedInfo", {"rank": self.rank, "world_size": self.world_size})
             return write_atomic(doc, self.out_dir, self.name)
         finally:
@@ -293,6 +311,32 @@ class Collector:
             raise Terminated("SIGTERM received inside explorer.collect()")
 
         signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _defer_sigint(self) -> None:
+        """Ctrl-C while the trace is being written would lose all of it: note it, finish the
+        write, then raise ``KeyboardInterrupt`` (see :meth:`__exit__`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        prev = signal.getsignal(signal.SIGINT)
+        if prev is signal.SIG_IGN or prev is None:
+            return
+        self._prev_sigint = prev
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if not self._sigint_pending:
+                print(
+                    "explorer.collect: writing the trace — Ctrl-C will take effect when it is written",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._sigint_pending = True
+
+        signal.signal(signal.SIGINT, on_sigint)
+
+    def _restore_sigint(self) -> None:
+        if self._prev_sigint is not None:
+            signal.signal(signal.SIGINT, self._prev_sigint)
+            self._prev_sigint = None
 
     def _restore_sigterm(self) -> None:
         if self._prev_sigterm is not None:

@@ -3,9 +3,9 @@
 The profiler exports one Chrome trace per recorded cycle (one when there is no schedule).
 We merge them into one document on the first cycle's time base, add Explorer's events on the
 same clock (absolute realtime ns → µs since ``baseTimeNanoseconds``), keep only those that
-fall inside a recorded window, add the top-level ``"explorer"`` block, and write gzip JSON to
-a temporary file that is then *linked* to its final name — ``os.link`` fails rather than
-replace an existing file, so a trace is never overwritten, even by a concurrent writer.
+fall inside a recorded window, add the top-level ``"explorer"`` block, and write gzip JSON
+through :func:`explorer.safe_write.atomic_write` — a temporary file *linked* to its final
+name, so a trace is never overwritten, even by a concurrent writer.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import msgspec
 import numpy as np
 
 from explorer.collect.fallback_ops import fallback_events
+from explorer.errors import OutputExists
+from explorer.safe_write import atomic_write
 from explorer.trace.decode import repair_unescaped_strings
 
 SUFFIX = ".pt.trace.json.gz"
@@ -115,27 +117,21 @@ def unique_path(out_dir: Path, stem: str) -> Path:
 
 
 def write_atomic(doc: dict[str, Any], out_dir: Path, stem: str) -> Path:
-    """Write gzip JSON to a temporary file, then give it a name no other file has."""
-    tmp = out_dir / f".{stem}.{os.getpid()}.tmp"
-    try:
+    """Write gzip JSON under a name no other file has, through the one safe-write path
+    (temporary file, fsync, link): a trace is never overwritten, even by a concurrent
+    writer, and a writer killed midway leaves only a hidden temporary file that trace
+    discovery ignores."""
+    data = msgspec.json.encode(doc, enc_hook=str)
+
+    def write(tmp: Path) -> None:
         with gzip.open(tmp, "wb", compresslevel=3) as fh:
-            fh.write(msgspec.json.encode(doc, enc_hook=str))
-        while True:
-            path = unique_path(out_dir, stem)
-            try:
-                os.link(tmp, path)  # fails instead of replacing a file that appeared meanwhile
-                break
-            except FileExistsError:
-                continue
-            except OSError:  # file systems without hard links: check, then rename
-                if not path.exists():
-                    os.replace(tmp, path)
-                    return path
-                continue
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+            fh.write(data)
+
+    while True:
+        try:
+            return atomic_write(unique_path(out_dir, stem), write)
+        except OutputExists:  # another writer took the name meanwhile: take the next one
+            continue
 
 
 def check_writable(out_dir: Path) -> None:

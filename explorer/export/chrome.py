@@ -33,6 +33,7 @@ import pandas as pd
 
 from explorer.export.perfetto_annotations import args_arrays
 from explorer.export.results import CRITICAL_PATH_ROW, Results, explorer_results
+from explorer.trace.loading import EXPORT_MARKER
 from explorer.trace.model import TraceData
 
 CHUNK = 1 << 16
@@ -90,7 +91,7 @@ def to_chrome(
     else:
         stream = open(path, "wb")  # closed by the with below
     with stream as f:
-        f.write(b'{"traceEvents":[\n')
+        f.write(EXPORT_MARKER + b'"traceEvents":[\n')  # first: directory discovery skips it
         writer = _Lines(f)
         writer.add(_metadata_lines(trace.tracks, bool(results.count)))
         for lines in _slice_lines(trace, origin, where):
@@ -107,10 +108,10 @@ def to_chrome(
         writer.add(_evidence_lines(trace, results, origin, where, first_id))
         writer.add(_path_lines(trace, results, origin))
         meta = {k: v for k, v in trace.metadata.items() if k not in _READER_KEYS}
+        meta.pop("exportedBy", None)  # written first, above
         meta["baseTimeNanoseconds"] = int(trace.metadata.get("start_ns", 0) or 0)
         if trace.synthetic:
             meta["synthetic"] = True  # synthetic data stays labelled synthetic
-        meta["exportedBy"] = "explorer"
         f.write(b"\n]," + _ENC.encode(_plain(meta))[1:])
     summary.slices = len(trace.slices)
     summary.flows = len(flows) // 2

@@ -6,61 +6,31 @@ another but ends after it cannot be drawn there. Real traces have such slices (c
 rounding between back-to-back kernels, async annotations on a thread), and dropping or
 clipping them would hide time. They go onto sibling rows of the same track instead.
 
+A slice goes on its parent's lane when it nests there (the parent from
+:func:`explorer.trace.nesting.nest`, the nearest slice that contains it), so a
+``ProfilerStep#N`` that begins inside a Python frame and outlives it moves to a sibling lane
+*with* the forward and backward work it contains, and stays the bar above them.
+
 Checking costs a few vectorised passes; only the stretches of a track where an overlap was
-found are walked slice by slice (a greedy first-fit over lanes), so a clean million-slice
-trace never enters the Python loop.
+found are walked slice by slice (a greedy first-fit over lanes, the parent's lane first), so
+a clean million-slice trace never enters the Python loop.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-
-def improperly_nested(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """True for each slice that a later-starting slice on its track escapes from.
-
-    Slices must be sorted by ``(track, ts, -dur)``. Slice ``i`` is clean when every slice
-    starting inside it (``ts_i <= ts_j < end_i``, later in order) also ends by ``end_i``:
-    a range-maximum query over ``end``, answered with a sparse table built level by level
-    so memory stays O(n).
-    """
-    n = len(ts)
-    if n == 0:
-        return np.zeros(0, bool)
-    # Last index starting before end_i on the same track (searchsorted per track).
-    last = np.empty(n, np.int64)
-    bounds = np.flatnonzero(np.diff(track)) + 1
-    starts = np.concatenate([[0], bounds])
-    stops = np.concatenate([bounds, [n]])
-    for lo, hi in zip(starts, stops, strict=True):
-        last[lo:hi] = lo + np.searchsorted(ts[lo:hi], end[lo:hi], side="left") - 1
-    first = np.arange(1, n + 1, dtype=np.int64)  # queries cover [i + 1, last_i]
-    has = last >= first
-    bad = np.zeros(n, bool)
-    q = np.flatnonzero(has)
-    if len(q) == 0:
-        return bad
-    length = last[q] - first[q] + 1
-    level = np.floor(np.log2(length)).astype(np.int64)
-    table = end.astype(np.int64, copy=True)
-    for k in range(int(level.max()) + 1):
-        if k:
-            step = 1 << (k - 1)
-            table = np.maximum(table[:-step], table[step:])
-        at = level == k
-        if at.any():
-            qi = q[at]
-            lo = first[qi]
-            hi = last[qi] - (1 << k) + 1
-            bad[qi] = np.maximum(table[lo], table[hi]) > end[qi]
-    return bad
+from explorer.trace.nesting import improperly_nested, segmented_running_max
 
 
-def assign_lanes(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+def assign_lanes(
+    track: np.ndarray, ts: np.ndarray, dur: np.ndarray, parent: np.ndarray | None = None
+) -> np.ndarray:
     """Lane of each slice (0 = the track's own row). Sorted by ``(track, ts, -dur)``.
 
     Every lane of every track is properly nested; no slice is dropped or shortened.
-    Where a track is already well nested every slice stays in lane 0.
+    Where a track is already well nested every slice stays in lane 0. ``parent`` (slice
+    ids in the same order, -1 for none) makes each slice try its parent's lane first.
     """
     track = np.asarray(track)
     ts = np.asarray(ts, np.int64)
@@ -71,35 +41,36 @@ def assign_lanes(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarr
     if not bad.any():
         return lanes
     # Cut each track into stretches where nothing is open across the cut, and re-lay only
-    # the stretches holding an overlap.
+    # the stretches holding an overlap. A parent is open when its children start, so it
+    # is always in their stretch.
     new_track = np.ones(n, bool)
     new_track[1:] = track[1:] != track[:-1]
-    open_until = _running_max_per_track(end, new_track)
+    open_until = segmented_running_max(end, np.cumsum(new_track) - 1)
     cut = new_track.copy()
     cut[1:] |= ts[1:] >= open_until[:-1]
+    bounds = np.r_[np.flatnonzero(cut), n]
     stretch = np.cumsum(cut) - 1
+    parent = np.full(n, -1, np.int64) if parent is None else np.asarray(parent, np.int64)
     for s in np.unique(stretch[bad]):
-        idx = np.flatnonzero(stretch == s)
-        lanes[idx] = _first_fit(ts[idx], end[idx])
+        lo, hi = int(bounds[s]), int(bounds[s + 1])
+        local = parent[lo:hi] - lo
+        lanes[lo:hi] = _first_fit(ts[lo:hi], end[lo:hi], np.where(local >= 0, local, -1))
     return lanes
 
 
-def _running_max_per_track(end: np.ndarray, new_track: np.ndarray) -> np.ndarray:
-    """Running maximum of ``end`` that restarts at each track's first slice."""
-    out = np.empty_like(end)
-    starts = np.flatnonzero(new_track)
-    stops = np.append(starts[1:], len(end))
-    for lo, hi in zip(starts, stops, strict=True):
-        np.maximum.accumulate(end[lo:hi], out=out[lo:hi])
-    return out
-
-
-def _first_fit(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Greedy lanes for one stretch: each slice goes on the first lane where it nests."""
+def _first_fit(ts: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Greedy lanes for one stretch: each slice goes on its parent's lane (``parent`` is a
+    position in the stretch, -1 for none) when it nests there, else on the first lane
+    where it nests."""
     stacks: list[list[int]] = []
     out = np.empty(len(ts), np.int32)
-    for i, (t, e) in enumerate(zip(ts.tolist(), end.tolist(), strict=True)):
-        for lane, stack in enumerate(stacks):
+    for i, (t, e, p) in enumerate(zip(ts.tolist(), end.tolist(), parent.tolist(), strict=True)):
+        preferred = int(out[p]) if p >= 0 else 0
+        order = [preferred, *(k for k in range(len(stacks)) if k != preferred)]
+        for lane in order:
+            if lane >= len(stacks):
+                continue
+            stack = stacks[lane]
             while stack and stack[-1] <= t:
                 stack.pop()
             if not stack or stack[-1] >= e:

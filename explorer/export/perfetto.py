@@ -92,7 +92,7 @@ def to_perfetto(
     ts = sl["ts"].to_numpy(np.int64)
     dur = sl["dur"].to_numpy(np.int64)
     track = sl["track"].to_numpy()
-    lanes = assign_lanes(track, ts, dur)
+    lanes = assign_lanes(track, ts, dur, sl["parent"].to_numpy())
     if results is None:
         results = explorer_results(trace)
     instants = trace.instants if trace.instants is not None else pd.DataFrame()

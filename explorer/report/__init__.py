@@ -18,7 +18,7 @@ from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
 from explorer.analysis.finding import Finding
-from explorer.analysis.findings import findings
+from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import select_steps
 from explorer.errors import UsageError
 from explorer.report import critical_path_section as cps
@@ -39,7 +39,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     """
     from explorer import __version__
 
-    st = select_steps(trace, step)
+    st = select_steps(trace, step, attributed=True)
     bd = breakdown(trace, step)
     steps_out = []
     for row in st.itertuples(index=False):
@@ -86,6 +86,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "steps": steps_out,
         "findings": [f.to_dict() for f in all_findings[:top]],
         "findings_total": len(all_findings),
+        "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
         "memory": _memory(trace),
     }
@@ -121,13 +122,17 @@ def _lost_by_kind(found: list[Any]) -> dict[str, int]:
     return out
 
 
+def _int_or(value: Any, default: int) -> int:
+    return default if value is None or value == "" else int(value)
+
+
 def _trace_info(trace: TraceData) -> dict[str, Any]:
     meta = trace.metadata
     return {
         "path": trace.path,
         "format": str(meta.get("format", "")),
-        "rank": int(meta.get("rank", -1) or -1),
-        "world_size": int(meta.get("world_size", -1) or -1),
+        "rank": _int_or(meta.get("rank"), -1),  # -1: unknown (rank 0 is a rank)
+        "world_size": _int_or(meta.get("world_size"), -1),
         "slices": len(trace.slices),
         "span_ns": int(trace.span_ns),
         "warnings": [str(w) for w in meta.get("warnings", []) or []],

@@ -17,6 +17,8 @@ from explorer.units import fmt_ns
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
     "host_compute": "host compute",
+    "compile": "compile",
+    "host_runtime": "host runtime",
     "launch_overhead": "launch overhead",
     "device_compute": "device compute",
     "data_movement": "data movement",
@@ -52,7 +54,7 @@ def to_dict(cp: Any) -> dict[str, Any]:
 
 
 def _headline(cp: Any) -> str:
-    where = f"step {cp.step}" if cp.step is not None else "the whole trace"
+    where = cp.scope
     if cp.length_ns == 0:
         return f"No critical path in {where}: it has no slices on host threads or device streams."
     top = max(zip(cp.summary["ns"], cp.summary["category"], strict=True))

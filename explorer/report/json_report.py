@@ -24,6 +24,7 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
          "source_lines": [{"file": str, "line": int, "function": str}],
          "explanation": str, "recommendation": str, "device": str, "details": {...}}],
       "findings_total": int,          # before the --top cut
+      "no_finding": str,              # what "no finding" means here: the detectors' thresholds
       "by_source": [{"file", "line", "function", "host_ns", "device_ns", "stall_ns",
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],

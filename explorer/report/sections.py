@@ -26,7 +26,6 @@ LABELS = {
 }
 #: Rows of the per-step table (the JSON report keeps every step).
 MAX_STEP_ROWS = 50
-NO_FINDING = "No problem found: no pathology costs ≥ 2% of the step time."
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,13 @@ def source(line: dict[str, Any]) -> str:
 
 def head(doc: dict[str, Any]) -> Head:
     t, summ = doc["trace"], doc["summary"]
-    rank = f", rank {t['rank']}/{t['world_size']}" if t["rank"] >= 0 else ""
+    rank = (
+        ""
+        if t["rank"] < 0
+        else f", rank {t['rank']} of {t['world_size']}"
+        if t["world_size"] > 0
+        else f", rank {t['rank']}"
+    )
     selected = doc["selected_step"]
     return Head(
         title=f"Explorer report — {t['path'] or '<memory>'}",
@@ -179,7 +184,7 @@ def _findings(doc: dict[str, Any]) -> Section:
         "findings",
         f"Findings ({doc['findings_total']}, ranked by time lost)",
         entries=entries,
-        notes=[] if entries else [NO_FINDING],
+        notes=[] if entries else [doc["no_finding"]],
     )
 
 

@@ -65,7 +65,12 @@ def simulate(
 
 
 def generate(
-    name: str, steps: int = 8, seed: int = 0, scale: int = 1, collector_events: bool = True
+    name: str,
+    steps: int = 8,
+    seed: int = 0,
+    scale: int = 1,
+    collector_events: bool = True,
+    jitter: float = 0.08,
 ) -> dict[str, Any]:
     """A Kineto JSON document (as a dict) of ``steps`` training steps of scenario ``name``.
 
@@ -75,9 +80,17 @@ def generate(
     ``"explorer_scenario"`` (name, summary, parameters, definition of the time lost).
     ``collector_events=False`` leaves out Explorer's own ``explorer_*`` events (the CPU
     fallback and the compile are then visible only as torch.profiler shows them).
+    ``jitter``: relative spread of every simulated duration (0: identical steps).
     """
     sc = _scenario(name)
-    sim = simulate(name, steps=steps, seed=seed, scale=scale, collector_events=collector_events)
+    sim = simulate(
+        name,
+        steps=steps,
+        seed=seed,
+        scale=scale,
+        jitter=jitter,
+        collector_events=collector_events,
+    )
     injected = [sc.truth(sim)] if sc.truth else []
     for entry in injected:  # ranges relative to the file's earliest timestamp (a loader's 0)
         entry["ranges"] = [[a - ORIGIN_NS, b - ORIGIN_NS] for a, b in entry["ranges"]]
@@ -88,6 +101,7 @@ def generate(
         "seed": seed,
         "scale": scale,
         "collector_events": collector_events,
+        "jitter": jitter,
         "definition": sc.definition,
         "source_file": "/synthetic/train.py",
     }

@@ -2,13 +2,13 @@
 
 Most analyses never look at args, and decoding a million small JSON objects costs more
 than reading the whole trace. So the store keeps the slices' raw args as one byte blob
-with offsets (from the reader, or from the on-disk cache, read on first use) and decodes
+with offsets (from the reader, or from a store entry, decoded on first use) and decodes
 one slice's args on demand.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -30,18 +30,20 @@ class ArgsStore:
         blob: bytes | bytearray | None = None,
         offsets: np.ndarray | None = None,
         index: np.ndarray | None = None,
-        blob_path: Path | None = None,
+        load: Callable[[], tuple[bytes, np.ndarray, np.ndarray]] | None = None,
     ) -> None:
+        """Either the arrays themselves, or ``load`` returning ``(blob, offsets, index)``
+        when first needed (a store entry's args, already read and verified at open)."""
         self._blob = blob
         self._offsets = offsets
         self._index = index
-        self._blob_path = blob_path
+        self._loader = load
 
     def _load(self) -> None:
-        if self._blob is None and self._blob_path is not None:
-            arrays = np.load(self._blob_path.with_suffix(".npz"))
-            self._offsets, self._index = arrays["offsets"], arrays["index"]
-            self._blob = self._blob_path.read_bytes()
+        load = self._loader  # read once: another thread may finish loading meanwhile
+        if self._blob is None and load is not None:
+            blob, self._offsets, self._index = load()
+            self._blob = blob  # last: other threads test ``_blob`` to see it is complete
 
     def arrays(self) -> tuple[bytes | bytearray, np.ndarray, np.ndarray]:
         """``(blob, offsets, index)`` for code that reads many slices' raw args at once
@@ -70,14 +72,3 @@ class ArgsStore:
         except msgspec.DecodeError:
             return {}
         return out if isinstance(out, dict) else {}
-
-    def save(self, blob_path: Path) -> None:
-        """Write the blob and its offsets for the cache (``X.bin`` and ``X.npz``)."""
-        self._load()
-        blob_path.write_bytes(self._blob or b"")
-        with open(blob_path.with_suffix(".npz"), "wb") as f:
-            np.savez(
-                f,
-                offsets=self._offsets if self._offsets is not None else np.zeros(1, np.int64),
-                index=self._index if self._index is not None else np.zeros(0, np.int64),
-            )

@@ -31,6 +31,7 @@ from explorer.trace.events import (
     PH_T,
     PH_X,
     EventColumns,
+    absolute_start,
     decode_columns,
 )
 from explorer.trace.flows import FlowEvents, build_flows
@@ -41,14 +42,13 @@ from explorer.trace.tracks import TrackKeys, build_tracks
 
 
 def trace_from_events(
-    events: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None, cls: type = TraceData
+    events: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None
 ) -> TraceData:
     """Build a trace in memory from Chrome-trace event dicts (for tests and generators).
     The events go through exactly the path a file's events take."""
     return build(
         Decoded(EventChunks.of(msgspec.json.encode(list(events))), dict(metadata or {})),
         path="<memory>",
-        cls=cls,
     )
 
 
@@ -58,12 +58,12 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(inverse.astype(np.int32), categories=[values[u] for u in used])
 
 
-def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any = None) -> TraceData:
+def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     """The tables for one decoded file: times, slices and tracks, flows, instants, memory and
     counters, then the metadata that describes them."""
     ev = decode_columns(path, decoded.chunks, progress)
     meta = dict(decoded.metadata)
-    warnings = list(decoded.warnings)
+    warnings = list(decoded.warnings) + ev.warnings
     ph = ev.ph
     n_async = int(np.isin(ph, PH_ASYNC).sum())
     if n_async:
@@ -106,7 +106,7 @@ def build(decoded: Decoded, path: object, cls: type = TraceData, progress: Any =
     }
     store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
     _copy_bytes_from_launch(slices, flows, store)
-    return cls(
+    return TraceData(
         slices=slices,
         tracks=tracks,
         flows=flows,
@@ -262,8 +262,9 @@ def _describe(
     base_ns = (
         int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
     )
-    meta["start_ns"] = base_ns + int(t0_us) * 1000  # t0_us is whole µs: exact in Python ints
-    meta["end_ns"] = meta["start_ns"] + (int(ends.max()) if len(ends) else 0)
+    span_ns = int(ends.max()) if len(ends) else 0
+    meta["start_ns"] = absolute_start(base_ns, int(t0_us), span_ns, warnings)
+    meta["end_ns"] = meta["start_ns"] + span_ns
     dist = meta.get("distributedInfo") or {}
     if isinstance(dist, dict):
         meta.setdefault("rank", dist.get("rank", -1))

@@ -12,10 +12,13 @@ kept, and a warning says how many.
 
 from __future__ import annotations
 
-import gzip
+import codecs
 import json
 import math
+import os
 import re
+import stat
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,9 +27,12 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import psutil
 
 from explorer.errors import TraceError
 from explorer.trace.events import CHUNK
+from explorer.trace.json_position import MAX_NESTING, locate
+from explorer.trace.metadata_checks import check_metadata
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
@@ -96,28 +102,92 @@ class Decoded:
     execution_trace: dict[str, Any] | None = None
 
 
-def read_bytes(path: Path) -> tuple[bytes, list[str]]:
-    """The file's bytes, gunzipped when it is gzip. A truncated gzip gives what it holds."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
+#: A gzip trace may inflate to at most this many times its compressed size (real traces:
+#: 7-20x; a deflate stream can reach ~1000x, which only a bomb or padding does) ...
+GZIP_MAX_RATIO = 100
+#: ... but a small file may always inflate to this much.
+GZIP_MIN_LIMIT = 64 << 20
+
+
+def memory_limit() -> int:
+    """The most bytes a trace's JSON may take in memory: half of what is available now
+    (decoding it into tables needs about as much again)."""
+    return int(psutil.virtual_memory().available // 2)
+
+
+def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
+    """The file's bytes, gunzipped when it is gzip. A truncated gzip gives what it holds.
+
+    Only a regular file is read (or standard input, given as ``-``): a FIFO, a device or a
+    socket is refused rather than waited on or read without end. The bytes are bounded by
+    :func:`memory_limit`, and a gzip file by ``GZIP_MAX_RATIO`` times its size too.
+    """
+    limit = memory_limit()
+    if str(path) == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise _too_big(path, limit)
+    else:
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise TraceError(
+                    path,
+                    "is not a regular file (a device, FIFO or socket)",
+                    "give a trace file, or '-' to read standard input",
+                )
+            if st.st_size > limit:
+                raise _too_big(path, limit)
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
+        except OSError as exc:
+            raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
     if data[:2] != b"\x1f\x8b":
         return data, []
-    try:
-        return gzip.decompress(data), []
-    except EOFError:
-        # Cut short while being written: keep what decompresses.
+    return _gunzip(path, data, min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data))))
+
+
+def _too_big(path: Path, limit: int, inflated: bool = False) -> TraceError:
+    what = "decompresses to" if inflated else "is"
+    return TraceError(
+        path,
+        f"{what} more than {limit / 2**20:,.0f} MiB, more than can be loaded in the memory "
+        "available now" + (" or a gzip bomb" if inflated else ""),
+        "free memory or load it on a larger machine",
+    )
+
+
+def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+    """Every gzip member of ``data`` inflated, stopping with a clear error past ``limit``."""
+    out = bytearray()
+    view = memoryview(data)
+    pos = 0
+    while True:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            part = d.decompress(data)
-        except zlib.error:
-            part = b""
-        return part, ["the gzip stream ends early (the file was cut short)"]
-    except (OSError, zlib.error) as exc:
-        raise TraceError(
-            path, f"the gzip data is corrupt ({exc})", "re-copy or re-capture the trace"
-        ) from None
+            out += d.decompress(view[pos:], limit - len(out) + 1)
+            while d.unconsumed_tail and len(out) <= limit:
+                out += d.decompress(d.unconsumed_tail, limit - len(out) + 1)
+        except zlib.error as exc:
+            raise TraceError(
+                path, f"the gzip data is corrupt ({exc})", "re-copy or re-capture the trace"
+            ) from None
+        if len(out) > limit:
+            ratio = limit / max(len(data), 1)
+            if limit < memory_limit():
+                raise TraceError(
+                    path,
+                    f"decompresses to more than {limit / 2**20:,.0f} MiB ({ratio:,.0f}x its "
+                    "compressed size, far beyond any real trace): a gzip bomb or padding, not a trace",
+                    "check where the file came from",
+                )
+            raise _too_big(path, limit, inflated=True)
+        if not d.eof:  # cut short while being written: keep what decompresses
+            return out, ["the gzip stream ends early (the file was cut short)"]
+        rest = d.unused_data
+        pos = len(data) - len(rest)
+        if rest[:2] != b"\x1f\x8b":  # no further member (zero padding is common)
+            return out, []
 
 
 _STRING_FIELD = re.compile(rb'^(\s*"(?:name|cat)": ")(.*)(",?)$', re.M)
@@ -133,17 +203,72 @@ def _escape_field(m: re.Match[bytes]) -> bytes:
         return m.group(1) + fixed[1:-1] + m.group(3)
 
 
-def repair_unescaped_strings(raw: bytes) -> bytes:
+def repair_unescaped_strings(raw: bytes | bytearray) -> bytes | bytearray:
     """Kineto writes some event names unescaped: a Python frame whose "function" is a module
     docstring (``torch/profiler/x.py(0):     \"\"\"``) yields invalid JSON. Kineto puts each
     field on its own line, so we re-escape the names that do not parse, line by line."""
     return _STRING_FIELD.sub(_escape_field, raw)
 
 
-def decode(path: Path, data: bytes) -> Decoded:
+def decode(path: Path, data: bytes | bytearray) -> Decoded:
     """Split a trace document (object with ``traceEvents``, or a bare event array) into its
-    event array and metadata."""
-    head = data.lstrip()[:1]
+    event array and metadata.
+
+    The policy for damage (stated in the README): a value Explorer would have to guess is an
+    error naming the event and field — bytes that are not UTF-8, nesting deeper than
+    :data:`MAX_NESTING`, an event field of the wrong type; what can be kept exactly is kept
+    with a warning — the complete events before a cut, metadata of the wrong type (ignored).
+    """
+    data = _utf8_text(path, data)
+    try:
+        doc = _decode_document(path, data)
+    except RecursionError:
+        pos = locate(data, max_depth=MAX_NESTING)
+        raise TraceError(
+            path,
+            f"{pos.describe()} nests deeper than {MAX_NESTING} levels",
+            "the file is damaged or was not written by a profiler",
+        ) from None
+    doc.warnings += check_metadata(doc.metadata)
+    return doc
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _utf8_text(path: Path, data: bytes | bytearray) -> bytes | bytearray:
+    """``data`` checked to be UTF-8 JSON text; a UTF-8 byte-order mark is dropped (it is not
+    data). Invalid UTF-8 is an error naming the event and field that hold it."""
+    if data[:3] == _BOM:
+        data = data[3:]
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise TraceError(
+            path,
+            "this file is UTF-16 text; trace JSON is UTF-8",
+            "convert it first, e.g. iconv -f UTF-16 -t UTF-8",
+        )
+    if data.isascii():  # nearly every trace: one fast pass
+        return data
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    block = 16 << 20
+    for start in range(0, len(data), block):
+        try:
+            decoder.decode(view[start : start + block], final=start + block >= len(data))
+        except UnicodeDecodeError as exc:
+            offset = start + exc.start
+            pos = locate(data, max(offset, 0))
+            raise TraceError(
+                path,
+                f"{pos.describe()} holds bytes that are not UTF-8 text "
+                f"({bytes(view[offset : offset + 4])!r}...)",
+                "the file is damaged or not a JSON trace; re-capture it",
+            ) from None
+    return data
+
+
+def _decode_document(path: Path, data: bytes | bytearray) -> Decoded:
+    head = data.lstrip()[:1] if data[:1].isspace() else data[:1]
     if head not in (b"{", b"["):
         what = "empty" if not data.strip() else "not JSON"
         raise TraceError(
@@ -162,7 +287,7 @@ def decode(path: Path, data: bytes) -> Decoded:
             return _decode_generic(path, data)
         repaired = repair_unescaped_strings(data)
         if repaired != data:
-            doc = decode(path, repaired)
+            doc = _decode_document(path, repaired)
             doc.warnings.append(
                 "some event names had unescaped quotes (a known Kineto bug) and were repaired"
             )
@@ -186,7 +311,9 @@ def decode(path: Path, data: bytes) -> Decoded:
     return _check_array(path, top["traceEvents"], metadata)
 
 
-def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, Any]) -> Decoded:
+def _check_array(
+    path: Path, events: bytes | bytearray | msgspec.Raw, metadata: dict[str, Any]
+) -> Decoded:
     """The event array as is when it is well-formed; recovered or re-encoded when not."""
     try:
         return Decoded(EventChunks.of(events), metadata)
@@ -205,7 +332,9 @@ def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, An
         ) from None
 
 
-def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = None) -> Decoded:
+def _decode_generic(
+    path: Path, data: bytes | bytearray, metadata: dict[str, Any] | None = None
+) -> Decoded:
     """Files with NaN/Infinity literals (Python's json writes them): parse with json, refuse
     NaN where it matters (durations, timestamps), and re-encode the rest for the fast path."""
     try:
@@ -232,10 +361,21 @@ def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = N
                 name = e.get("name")
                 raise TraceError(
                     path,
-                    f"event {i}" + (f" ({name!r})" if name else "") + f" has a NaN {what}",
+                    f"event {i}"
+                    + (f" ({name!r})" if name else "")
+                    + f" has {_article(_literal(v))} {_literal(v)} {what}",
                     "the file is damaged; re-capture it",
                 )
     return Decoded(EventChunks.of(msgspec.json.encode(events)), metadata or {})
+
+
+def _literal(v: float) -> str:
+    """A non-finite number as JSON writers spell it."""
+    return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "AEIOU" else "a"
 
 
 def _truncation_warning(n: int) -> str:
@@ -248,7 +388,7 @@ def _truncation_warning(n: int) -> str:
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
+def _recover_truncated_document(path: Path, data: bytes | bytearray) -> Decoded:
     """Keep the metadata that precedes ``traceEvents`` and every complete event."""
     m = _EVENTS_KEY.search(data)
     if not m:
@@ -262,7 +402,7 @@ def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
     return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
 
 
-def _recover_events(array: bytes) -> EventChunks:
+def _recover_events(array: bytes | bytearray) -> EventChunks:
     """The events of the longest prefix of a truncated JSON array that decodes.
 
     Cuts are tried at each ``}`` from the end backwards; a ``}`` that closes a nested args

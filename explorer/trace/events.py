@@ -10,6 +10,7 @@ chunks are also faster: their objects stay in the CPU caches.)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -20,6 +21,7 @@ import pandas as pd
 
 from explorer.errors import TraceError
 from explorer.trace import columns
+from explorer.trace.json_position import MAX_NESTING, locate
 
 CHUNK = 10_000
 
@@ -63,7 +65,7 @@ class Event(msgspec.Struct, gc=False):
 
 class TypedEvent(msgspec.Struct, gc=False):
     """:class:`Event` with numeric times: the fast path for well-formed chunks (a missing
-    ``ts`` is NaN and reported as missing; a missing ``dur`` is 0)."""
+    ``ts`` or ``dur`` is NaN: JSON has no NaN literal, so NaN here always means missing)."""
 
     ph: Any = None
     name: Any = None
@@ -71,7 +73,7 @@ class TypedEvent(msgspec.Struct, gc=False):
     pid: Any = None
     tid: Any = None
     ts: float = float("nan")
-    dur: float = 0.0
+    dur: float = float("nan")
     id: Any = None
     bp: Any = None
     s: Any = None
@@ -174,6 +176,8 @@ class EventColumns:
     # Counter and metadata events: decoded args (few of them).
     counter_args: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     meta_args: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: What was dropped or guessed while decoding, for the user (see :func:`check_times`).
+    warnings: list[str] = field(default_factory=list)
 
     def name_text(self, i: int) -> str:
         return self.names.values[self.name[i]]
@@ -235,6 +239,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
     lengths: list[np.ndarray] = []
     slice_cols: list[dict[str, np.ndarray]] = []
     mem_cols: list[dict[str, np.ndarray]] = []
+    n_no_ph = 0
     for start, chunk in chunks:
         try:
             try:
@@ -247,18 +252,32 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
             raise TraceError(
                 path, f"{where} is not an object", "the file is damaged or is not a trace"
             ) from None
+        except RecursionError:
+            pos = locate(chunk, max_depth=MAX_NESTING)
+            k = start + (pos.event or 0)
+            raise TraceError(
+                path,
+                f"event {k}"
+                + (f", field {pos.field!r}," if pos.field else "")
+                + f" nests deeper than {MAX_NESTING} levels",
+                "the file is damaged or was not written by a profiler",
+            ) from None
         del chunk
-        ph_codes, ph_uniq = pd.factorize(np.array(list(map(attrgetter("ph"), evs)), dtype=object))
+        phs = list(map(attrgetter("ph"), evs))
+        _check_scalars(path, phs, "ph", start, text_only=True)
+        n_no_ph += phs.count(None)
+        ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
         ph_table = np.array(
             [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
             np.int8,
         )
         ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
         parts["ph"].append(ph)
-        parts["name"].append(out.names.codes(list(map(attrgetter("name"), evs))))
-        parts["cat"].append(out.cats.codes(list(map(attrgetter("cat"), evs))))
-        parts["pid"].append(out.pids.codes(list(map(attrgetter("pid"), evs))))
-        parts["tid"].append(out.tids.codes(list(map(attrgetter("tid"), evs))))
+        for key in ("name", "cat", "pid", "tid"):
+            values = list(map(attrgetter(key), evs))
+            _check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
+            vocabulary = {"name": out.names, "cat": out.cats, "pid": out.pids, "tid": out.tids}
+            parts[key].append(vocabulary[key].codes(values))
 
         def where(k: int, _s: int = start) -> str:
             return f"event {_s + k}"
@@ -267,7 +286,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
             n = len(evs)
             parts["ts"].append(np.fromiter(map(attrgetter("ts"), evs), np.float64, n))
             parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
-            parts["dur_missing"].append(np.zeros(n, bool))  # absent durations decoded as 0
+            parts["dur_missing"].append(np.isnan(parts["dur"][-1]))  # NaN: absent (see TypedEvent)
         else:
             parts["ts"].append(
                 columns.floats(
@@ -289,7 +308,9 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
         rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
         if len(rows):
             fe = _pick(evs, rows)
-            out.flow_id.append(_ids(list(map(attrgetter("id"), fe)), text_ids))
+            ids = list(map(attrgetter("id"), fe))
+            _check_scalars(path, ids, "id", 0, rows=rows + start)
+            out.flow_id.append(_ids(ids, text_ids))
             out.flow_bp.append(
                 np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
             )
@@ -341,7 +362,113 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
         for f in SLICE_INT_ARGS + ("has_call_stack",)
     }
     out.memory_args = _concat_struct_columns(mem_cols, MemoryArgs)
+    out.dur = np.where(out.dur_missing, 0.0, out.dur)  # absent: zero-length (and a warning)
+    check_times(path, out)
+    if n_no_ph:
+        out.warnings.append(f"{n_no_ph} events have no 'ph' (event type) and were ignored")
     return out
+
+
+#: Every time, in µs, must lie within ±2^62 ns: then it and any difference of two of them
+#: fit int64 nanoseconds (±146 years around 1970 — every real clock).
+MAX_ABS_US = float(2**62 // 1000)
+
+
+def check_times(path: object, ev: EventColumns) -> None:
+    """Validate the time range once, here, so nothing downstream meets a wrapped or
+    negative time: a timestamp or end that is not finite or beyond :data:`MAX_ABS_US` is an
+    error naming the event. An ``X`` event without ``dur`` is taken as zero-length, with a
+    warning."""
+    timed = (ev.ph != PH_M) & (ev.ph != PH_OTHER) & ~np.isnan(ev.ts)  # missing: see build
+    is_x = ev.ph == PH_X
+    with np.errstate(invalid="ignore", over="ignore"):
+        end = np.where(is_x, ev.ts + ev.dur, ev.ts)
+        bad_ts = timed & ~(np.abs(ev.ts) <= MAX_ABS_US)
+        bad_end = timed & is_x & ~np.isnan(ev.dur) & ~(np.abs(end) <= MAX_ABS_US)
+    for bad, what, values in ((bad_ts, "timestamp", ev.ts), (bad_end, "duration", ev.dur)):
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            v = float(values[i])
+            text = repr(v) if not math.isfinite(v) else f"{v:.6g} µs"
+            raise TraceError(
+                path,
+                f"{ev.where(i)} has a {what} of {text}, beyond what 64-bit nanoseconds hold "
+                "(±146 years around 1970)",
+                "the file is damaged or was not written by a profiler",
+            )
+    n = int((is_x & ev.dur_missing).sum())
+    if n:
+        first = int(np.flatnonzero(is_x & ev.dur_missing)[0])
+        ev.warnings.append(
+            f"{n} 'X' events have no 'dur' and are shown as zero-length (the first: {ev.where(first)})"
+        )
+
+
+def absolute_start(base_ns: int, t0_us: int, span_ns: int, warnings: list[str]) -> int:
+    """The trace's first time in ns since 1970: ``baseTimeNanoseconds`` plus the first
+    timestamp (whole µs). A start before 1970 (negative timestamps) or an end beyond int64
+    cannot be written by any exporter: then absolute times start at 0, with a warning
+    (times within the trace are unchanged)."""
+    start = base_ns + t0_us * 1000
+    if 0 <= start and start + span_ns <= 2**63 - 1:
+        return start
+    warnings.append(
+        "the trace's timestamps lie before 1970 or beyond 2262 (negative or huge 'ts'): "
+        "absolute times start at 0; times within the trace are unchanged"
+    )
+    return 0
+
+
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_TEXT_TYPES = frozenset({str, type(None)})
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_scalars(
+    path: object,
+    values: list[Any],
+    field_name: str,
+    start: int,
+    *,
+    text_only: bool = False,
+    rows: np.ndarray | None = None,
+) -> None:
+    """An event field that is a list or an object (or, for ``ph``, anything but a string)
+    is an error naming the event and field; so is a number beyond int64 or not finite
+    where an id is expected (pid, tid, flow id)."""
+    kinds = set(map(type, values))
+    allowed = _TEXT_TYPES if field_name == "ph" else _SCALAR_TYPES
+    numeric_id = field_name in ("pid", "tid", "id")
+    if kinds <= allowed and not (numeric_id and kinds & {int, float}):
+        return
+    if kinds <= allowed and kinds <= {int, float, bool, type(None)}:
+        numbers = np.array([v for v in values if v is not None])  # one C pass, not a loop
+        if numbers.dtype.kind in "ib":
+            return
+        if numbers.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                if bool((np.abs(numbers) < 2.0**63).all()):
+                    return
+    for k, v in enumerate(values):
+        wrong = type(v) not in allowed
+        if not wrong and numeric_id and type(v) in (int, float):
+            wrong = not (math.isfinite(v) and _INT64[0] <= v <= _INT64[1])
+        if wrong:
+            i = int(rows[k]) if rows is not None else start + k
+            expected = (
+                "a string"
+                if field_name == "ph"
+                else "a string or a 64-bit integer"
+                if numeric_id
+                else "a string or a number"
+            )
+            text = repr(v)
+            raise TraceError(
+                path,
+                f"event {i} has {field_name} = {text if len(text) <= 40 else text[:37] + '...'}, "
+                f"not {expected}",
+                "the file is damaged or was not written by a profiler",
+            )
 
 
 #: Slice args that become int64 columns (-1 when absent), with how messages name them.

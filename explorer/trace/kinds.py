@@ -72,8 +72,12 @@ SYNC_CALL = re.compile(
 )
 
 #: Device work that is a collective (NCCL/RCCL/gloo) rather than compute.
+#: ``aten::broadcast_tensors`` / ``broadcast_to`` / ``broadcast_shapes`` only reshape: not
+#: collectives.
 COLLECTIVE = re.compile(
-    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|c10d::", re.I
+    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"
+    r"|broadcast(?!_tensors|_to\b|_shapes)|c10d::",
+    re.I,
 )
 
 #: MTIA command-processor events that are waits, not compute.
@@ -127,9 +131,12 @@ DEVICE_TYPES: dict[int, str] = {
 _DEVICE_PROCESS = re.compile(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", re.I)
 
 
-def device_vendor(categories: Iterable[str], privateuse1_backend: str = "") -> str:
-    """The device family a trace's categories speak of: ``cuda`` (also ROCm, which torch
-    files as CUDA), ``mtia``, ``xpu``, the PrivateUse1 backend's name, else ``gpu``."""
+def device_vendor(
+    categories: Iterable[str], names: Iterable[str], privateuse1_backend: str = ""
+) -> str:
+    """The device family a trace's categories and names speak of: ``mtia``, ``xpu``, the
+    PrivateUse1 backend's name, ``rocm`` (ROCm's profiler files HIP calls as
+    ``cuda_runtime``; the calls say ``hip*``), ``cuda``, else ``gpu``."""
     cats = {str(c).lower() for c in categories}
     if any(c.startswith("mtia") for c in cats):
         return "mtia"
@@ -137,7 +144,9 @@ def device_vendor(categories: Iterable[str], privateuse1_backend: str = "") -> s
         return "xpu"
     if any(c.startswith("privateuse1") for c in cats):
         return privateuse1_backend or "gpu"
-    if cats & {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "kernel", "gpu_memcpy"}:
+    if "hip_runtime" in cats or any(str(n).startswith("hip") for n in names):
+        return "rocm"
+    if cats & {"cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy"}:
         return "cuda"
     return "gpu"
 

@@ -9,17 +9,26 @@ Directory rules (documented for users in the README):
 * a directory holding one trace per rank: :func:`load_trace` gives the lowest rank (and a
   warning naming the others), :func:`load_rank_traces` gives all of them;
 * an Execution Trace (``nodes``/``schema`` JSON from ExecutionTraceObserver) beside a Kineto
-  trace is attached to it; ``execution_trace=`` attaches one explicitly.
+  trace is attached to it; ``execution_trace=`` attaches one explicitly;
+* never a hidden file (a name starting with ``.``: the collector's per-cycle files and every
+  temporary file of :mod:`explorer.safe_write`, which a killed writer may leave behind), and
+  never one of Explorer's own outputs — a Chrome export (it starts with
+  ``{"exportedBy":"explorer"``), a JSON report (``schema_version`` + ``explorer_version``
+  in its first bytes) or a JSON diff (``a``, ``b``, ``cross_device``) — so ``explorer export DIR -o DIR/x.json`` does not change what
+  ``DIR`` means. Such a file can still be loaded by naming it.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Callable
+from os import PathLike
 from pathlib import Path
-from typing import Any
 
 from explorer.errors import TraceError
+from explorer.store import SourceStamp
 from explorer.trace.build import build
 from explorer.trace.cache import load_cached, save_cached
 from explorer.trace.decode import decode, read_bytes
@@ -29,11 +38,37 @@ from explorer.trace.model import TraceData
 Progress = Callable[[float, str], None]
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+#: How every Chrome JSON export begins (see :mod:`explorer.export.chrome`).
+EXPORT_MARKER = b'{"exportedBy":"explorer",'
+
 _RANK = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
 def _is_trace_file(p: Path) -> bool:
-    return p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+    return (
+        not p.name.startswith(".")
+        and p.name.endswith(_TRACE_SUFFIXES)
+        and p.is_file()
+        and not is_explorer_output(p)
+    )
+
+
+def is_explorer_output(path: Path) -> bool:
+    """True for a file Explorer wrote from a trace (an export or a JSON report), judged
+    from its first bytes; see the module docstring."""
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
+            head = f.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return False
+    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(EXPORT_MARKER):
+        return True
+    if b'"traceEvents"' in head:
+        return False
+    report = b'"schema_version"' in head and b'"explorer_version"' in head
+    diff = head.startswith(b"{") and b'"a"' in head and b'"b"' in head and b'"cross_device"' in head
+    return report or diff
 
 
 def trace_files(directory: Path) -> list[Path]:
@@ -49,6 +84,15 @@ def trace_files(directory: Path) -> list[Path]:
     return files
 
 
+def input_files(path: str | Path) -> list[Path]:
+    """What loading ``path`` may read: the path itself and, for a directory, the trace files
+    it stands for. Writers refuse to write over any of them."""
+    p = Path(path)
+    if p.is_dir():
+        return [p, *trace_files(p)]
+    return [p]
+
+
 def rank_of(path: Path, trace: TraceData | None = None) -> int:
     if trace is not None and trace.rank >= 0:
         return trace.rank
@@ -56,9 +100,14 @@ def rank_of(path: Path, trace: TraceData | None = None) -> int:
     return int(m.group(1)) if m else -1
 
 
-def _read_one(path: Path, cls: type, use_cache: bool, progress: Progress | None) -> TraceData:
-    if use_cache:
-        cached = load_cached(path, cls)
+def _read_one(
+    path: Path, use_cache: bool, progress: Progress | None, store: Path | None
+) -> TraceData:
+    # Stamped before reading: the cache entry says what was read. Standard input ("-") is
+    # read once and never cached.
+    stamp = SourceStamp.of(path) if use_cache else None
+    if stamp is not None:
+        cached = load_cached(path, stamp, root=store)
         if cached is not None:
             if progress:
                 progress(1.0, "loaded from cache")
@@ -77,26 +126,31 @@ def _read_one(path: Path, cls: type, use_cache: bool, progress: Progress | None)
             "load the Kineto trace captured with it (explorer.load(kineto, execution_trace=this_file))",
         )
     decoded.warnings[:0] = warnings
-    trace = build(decoded, path, cls=cls, progress=progress)
-    if use_cache:
+    trace = build(decoded, path, progress=progress)
+    if stamp is not None:
         if progress:
             progress(0.95, "writing cache")
-        save_cached(path, trace)
+        save_cached(path, trace, stamp, root=store)
     if progress:
         progress(1.0, "loaded")
     return trace
 
 
 def load_trace(
-    path: str | Path,
+    path: str | PathLike[str],
     *,
-    cls: type = TraceData,
     use_cache: bool = True,
     progress: Progress | None = None,
-    execution_trace: str | Path | None = None,
-) -> Any:
-    """One trace from a file or directory (the lowest rank of a rank directory)."""
+    execution_trace: str | PathLike[str] | None = None,
+    store: str | PathLike[str] | None = None,
+) -> TraceData:
+    """One trace from a file or directory (the lowest rank of a rank directory).
+
+    ``store`` puts the cache entries in that directory instead of the cache directory."""
+    root = Path(store) if store is not None else None
     p = Path(path)
+    if str(path) == "-":  # standard input: read once, never cached
+        return _read_one(p, False, progress, root)
     if not p.exists():
         raise TraceError(p, "no such file or directory", "check the path")
     et_path = Path(execution_trace) if execution_trace else None
@@ -112,33 +166,41 @@ def load_trace(
             )
         if len(kineto) > 1:
             ranked = sorted(kineto, key=lambda f: (rank_of(f), f.name))
-            trace = _read_one(ranked[0], cls, use_cache, progress)
+            trace = _read_one(ranked[0], use_cache, progress, root)
             trace.metadata["warnings"] = list(trace.metadata.get("warnings", [])) + [
                 f"{p} holds {len(kineto)} traces; showing {ranked[0].name} "
                 f"(use explorer.load_ranks for all)"
             ]
         else:
-            trace = _read_one(kineto[0], cls, use_cache, progress)
+            trace = _read_one(kineto[0], use_cache, progress, root)
         if et_path is None and len(ets) == 1:
             et_path = ets[0]
     else:
-        trace = _read_one(p, cls, use_cache, progress)
+        trace = _read_one(p, use_cache, progress, root)
+    if len(trace.slices) == 0:
+        # every verb would report zeros (or write an empty file) for what is a bad capture
+        raise TraceError(
+            p,
+            "the trace holds no events (no slices to analyse)",
+            "profile at least one step (check the profiler's schedule and that it was stopped)",
+        )
     if et_path is not None:
         attach_execution_trace(trace, et_path)
     return trace
 
 
 def load_rank_traces(
-    path: str | Path, *, cls: type = TraceData, use_cache: bool = True
-) -> dict[int, Any]:
+    path: str | PathLike[str], *, use_cache: bool = True, store: str | PathLike[str] | None = None
+) -> dict[int, TraceData]:
     """Every rank's trace in a directory, keyed by rank (file order when ranks are unknown)."""
     p = Path(path)
     if not p.is_dir():
-        t = load_trace(p, cls=cls, use_cache=use_cache)
+        t = load_trace(p, use_cache=use_cache, store=store)
         return {max(t.rank, 0): t}
-    out: dict[int, Any] = {}
+    root = Path(store) if store is not None else None
+    out: dict[int, TraceData] = {}
     for k, f in enumerate(f for f in trace_files(p) if not is_execution_trace(f)):
-        t = _read_one(f, cls, use_cache, None)
+        t = _read_one(f, use_cache, None, root)
         r = rank_of(f, t)
         out[r if r >= 0 and r not in out else k] = t
     return dict(sorted(out.items()))

@@ -233,17 +233,6 @@ class TraceData:
 
         return stack_of(self, int(slice_id))
 
-    def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
-        """The innermost frame of the slice's stack that is user code (not torch, stdlib
-        or site-packages), or None when the trace has no stack for it."""
-        from explorer.trace.source import user_frames
-
-        frame = user_frames(self)
-        i = int(slice_id)
-        if frame["file"].iat[i] == "":
-            return None
-        return (frame["file"].iat[i], int(frame["line"].iat[i]), frame["function"].iat[i])
-
     # -- where slices run, and what encloses them ------------------------------------------
     @memoised("slice_sides")
     def sides(self) -> np.ndarray:

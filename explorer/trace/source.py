@@ -69,7 +69,6 @@ LIBRARY_PACKAGES = frozenset(
         "omegaconf",
         "wandb",
         "tensorboard",
-        "explorer",
         "pydevd",
         "debugpy",
         "IPython",
@@ -84,7 +83,27 @@ LIBRARY_PACKAGES = frozenset(
 )
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 _STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"])
-_EXPLORER_DIR = str(Path(__file__).resolve().parents[1]) + "/"
+_EXPLORER_ROOT = Path(__file__).resolve().parents[1]
+#: Explorer's own modules as ``explorer/...`` paths: a frame is Explorer's when its path ends
+#: in one of them (wherever the capturing machine installed it), not merely when a folder is
+#: called ``explorer`` — a user's own package may be.
+_EXPLORER_FILES = frozenset(
+    "explorer/" + f.relative_to(_EXPLORER_ROOT).as_posix()
+    for f in _EXPLORER_ROOT.rglob("*.py")
+    if f.name != "demo_workload.py"  # the demo runs a copy of it as the user's script
+)
+
+
+def is_explorer_file(path: str) -> bool:
+    """True for a frame in one of Explorer's own modules (the collector's context manager,
+    ``annotate()``, the CLI), whatever prefix the capturing machine had."""
+    p = path.replace("\\", "/")
+    at = p.rfind("explorer/")
+    while at >= 0:
+        if (at == 0 or p[at - 1] == "/") and p[at:] in _EXPLORER_FILES:
+            return True
+        at = p.rfind("explorer/", 0, at)
+    return False
 
 
 def parse_frame(text: str) -> tuple[str, int, str] | None:
@@ -124,7 +143,7 @@ def is_user_file(path: str) -> bool:
         or "/lib64/python3" in p
     ):
         return False
-    if p.startswith(_EXPLORER_DIR) or "/explorer/collect/" in p or p.startswith("explorer/"):
+    if is_explorer_file(p):
         return False  # Explorer's own code (the collector's context manager, annotate())
     parts = [s for s in p.split("/") if s and s != "."]
     if not parts:
@@ -132,7 +151,7 @@ def is_user_file(path: str) -> bool:
     if p.startswith("/"):
         return True  # absolute paths outside the library prefixes above are the user's
     top = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    if top in LIBRARY_PACKAGES or _installed_package(top):
+    if top in LIBRARY_PACKAGES or (top != "explorer" and _installed_package(top)):
         return False
     # A stdlib name is only the stdlib when the file is one: a user's ``trace/run.py`` or
     # ``test/x.py`` shares a name with a stdlib module but is theirs.

@@ -12,20 +12,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from explorer.errors import UsageError
+from explorer.errors import OutputError, UsageError
+from explorer.safe_write import atomic_write, check_target
+from explorer.trace.loading import input_files
+from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
+
+__all__ = ["application", "has_display", "main", "open_headless", "select_event", "wait_idle"]
 
 _APP: Any = None
-
-
-def has_display() -> bool:
-    """Whether a window can be shown (an X or Wayland display, or a non-Linux desktop)."""
-    if os.environ.get("QT_QPA_PLATFORM", "").lower() in ("offscreen", "minimal"):
-        return False
-    if sys.platform.startswith("linux"):
-        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    return True
 
 
 def application() -> Any:
@@ -34,6 +31,7 @@ def application() -> Any:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PyQt6.QtWidgets import QApplication
 
+    quiet_qt_messages()
     global _APP
     app = QApplication.instance()
     if app is None:
@@ -52,7 +50,7 @@ def wait_idle(window: Any, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         QApplication.processEvents()
-        busy = any(getattr(p, "busy", lambda: False)() for p in window.panels.values())
+        busy = any(p.busy() for p in window.panels.values())
         if not busy and QThreadPool.globalInstance().activeThreadCount() == 0:
             break
         time.sleep(0.01)
@@ -80,8 +78,31 @@ def select_event(window: Any, select: str) -> int:
     return sid
 
 
+def show_finding(window: Any, number: int) -> Any:
+    """Open finding ``number`` (1 = the costliest, as ``explorer report`` numbers them): its
+    evidence marked and zoomed, its first evidence event selected, its first source line in
+    the Source panel. Returns the finding."""
+    findings = window.findings.findings
+    if not 1 <= number <= len(findings):
+        have = f"findings 1..{len(findings)}" if findings else "no findings"
+        raise UsageError(
+            f"--finding {number}: this trace has {have} (list them with 'explorer report TRACE')"
+        )
+    window.findings.select(number - 1)
+    finding = findings[number - 1]
+    if len(window.findings.evidence):
+        window.timeline.select_slice(int(window.findings.evidence[0]))
+    if finding.source_lines:
+        file, line, _ = finding.source_lines[0]
+        window.show_source(str(file), int(line))
+    return finding
+
+
 def open_headless(
-    path: str, size: tuple[int, int] = (1600, 1000), select: str | None = None
+    path: str,
+    size: tuple[int, int] = (1600, 1000),
+    select: str | None = None,
+    finding: int | None = None,
 ) -> Any:
     """A window with the trace loaded and analysed in this thread, laid out at ``size``."""
     import explorer
@@ -109,6 +130,9 @@ def open_headless(
             window.on_analysis(name, value)
     wait_idle(window)
     window.timeline.fit_all()
+    if finding is not None:
+        show_finding(window, finding)
+        wait_idle(window)
     if select:
         select_event(window, select)
     wait_idle(window)
@@ -120,14 +144,27 @@ def main(
     screenshot: str | None = None,
     size: tuple[int, int] = (1600, 1000),
     select: str | None = None,
+    force: bool = False,
+    finding: int | None = None,
 ) -> int:
-    """Open the explorer on ``path`` (or empty), or save a screenshot of it and return."""
+    """Open the explorer on ``path`` (or empty), or save a screenshot of it and return
+    (through :func:`explorer.safe_write.atomic_write`: never over the trace, nor over an
+    existing file unless ``force``)."""
     if screenshot is not None:
         if path is None:
             raise UsageError("--screenshot needs a trace to show")
-        window = open_headless(path, size, select)
-        if not window.grab().save(str(screenshot)):
-            raise UsageError(f"{screenshot}: could not write the PNG (check the folder exists)")
+        inputs = input_files(path)
+        check_target(screenshot, inputs=inputs, force=force)  # before the (slow) load
+        window = open_headless(path, size, select, finding)
+        for w in window.trace.metadata.get("warnings", []) or []:  # no status bar to read
+            print(f"explorer: warning: {w}", file=sys.stderr)
+        image = window.grab()
+
+        def save(tmp: Path) -> None:
+            if not image.save(str(tmp), "PNG"):
+                raise OutputError(screenshot, "could not write the PNG", "check the folder")
+
+        atomic_write(screenshot, save, inputs=inputs, force=force)
         window.close()
         return 0
     if not has_display():
@@ -135,6 +172,10 @@ def main(
             "no display to open a window on (DISPLAY is not set): save a picture with "
             "'explorer view TRACE --screenshot out.png', or read 'explorer report TRACE'"
         )
+    from PyQt6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        check_window_platform()  # one line naming the missing packages, not Qt's abort
     app = application()
     from explorer.ui.main_window import MainWindow
 
@@ -142,14 +183,29 @@ def main(
     window.show()
     if path:
         window.open_path(path)
-        if select:
-
-            def select_when_loaded() -> None:
-                if window.trace is not None:
-                    try:
-                        select_event(window, select)
-                    except UsageError as exc:
-                        window.show_error(str(exc))
-
-            window.loader.finished.connect(select_when_loaded)
+        assert window.loader is not None
+        window.loader.finished.connect(lambda: _when_loaded(window, select, finding))
     return int(app.exec())
+
+
+def _when_loaded(window: Any, select: str | None, finding: int | None) -> None:
+    """Apply ``--select`` now and ``--finding`` once the findings are in; a bad value is
+    shown in the window's error dialog."""
+    if window.trace is None:
+        return
+    try:
+        if select:
+            select_event(window, select)
+    except UsageError as exc:
+        window.show_error(str(exc))
+    if finding is None or window.analysis is None:
+        return
+
+    def on_result(name: str, _value: Any) -> None:
+        if name == "findings":
+            try:
+                show_finding(window, finding)
+            except UsageError as exc:
+                window.show_error(str(exc))
+
+    window.analysis.result.connect(on_result)

@@ -84,10 +84,12 @@ class DataFrameModel(QAbstractTableModel):
         formats: Mapping[str, str | Formatter] | None = None,
         headers: Mapping[str, str] | None = None,
         parent: QObject | None = None,
+        header_tips: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(parent)
         self._formats: dict[str, Formatter] = {}
         self._headers: dict[str, str] = dict(headers or {})
+        self._header_tips: dict[str, str] = dict(header_tips or {})
         self._frame = pd.DataFrame()
         self._columns: list[np.ndarray] = []
         self._order = np.zeros(0, np.int64)
@@ -183,13 +185,17 @@ class DataFrameModel(QAbstractTableModel):
     def headerData(  # noqa: N802 - Qt API
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
-        if role != Qt.ItemDataRole.DisplayRole:
+        if role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             return None
         if orientation == Qt.Orientation.Horizontal:
             if section >= len(self._columns):
                 return None
             name = str(self._frame.columns[section])
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return self._header_tips.get(name)
             return self._headers.get(name, name)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return None
         return str(section + 1)
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:

@@ -12,13 +12,16 @@ import html
 from typing import Any
 
 import numpy as np
-from PyQt6.QtCore import QUrl, pyqtSignal, pyqtSlot
-from PyQt6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
+import pandas as pd
+from PyQt6.QtCore import Qt, QUrl, pyqtSignal, pyqtSlot
+from PyQt6.QtGui import QFont, QResizeEvent
+from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.trace.model import TraceData
 from explorer.units import fmt_ns
 
 MAX_RELATED = 40
+LINK_CHARS = 80  # a related event's name in a link, cut at the end (its own title is whole)
 _ARG_ORDER = ("Input Dims", "Input type", "bytes", "stream", "device", "correlation", "External id")
 
 
@@ -71,19 +74,42 @@ class DetailsPanel(QWidget):
         self.graph: Any = None
         self.slice_id = -1
         self.related: list[tuple[int, int, str]] = []
+        self.sources: pd.DataFrame | None = None  # slice_sources(), once the worker has it
+        # The name on one line, elided at the end (a C++ kernel name runs to hundreds of
+        # characters without a space); the whole name is its tooltip.
+        self.title = QLabel(self)
+        self.title.setObjectName("details_title")
+        bold = QFont(self.title.font())
+        bold.setBold(True)
+        bold.setPointSizeF(bold.pointSizeF() * 1.15)
+        self.title.setFont(bold)
+        self.title.setTextFormat(Qt.TextFormat.PlainText)
+        self.title.setContentsMargins(6, 4, 6, 2)
+        self.title.setMinimumWidth(40)
+        self.full_name = ""
         self.browser = QTextBrowser(self)
         self.browser.setOpenLinks(False)
         self.browser.anchorClicked.connect(self._link)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.browser)
+        layout.setSpacing(0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.browser, 1)
         self._empty()
 
     def set_trace(self, trace: TraceData | None) -> None:
         self.trace = trace
         self.graph = None
+        self.sources = None
         self.slice_id = -1
         self._empty()
+
+    def set_sources(self, sources: pd.DataFrame) -> None:
+        """Each slice's user line (:func:`explorer.analysis.attribution.slice_sources`),
+        computed in the background; the shown slice gets its line now."""
+        self.sources = sources
+        if self.slice_id >= 0:
+            self.on_selection(self.slice_id)
 
     def set_dependency_graph(self, graph: Any) -> None:
         """The graph computed in the background; neighbours appear from the next selection."""
@@ -93,11 +119,28 @@ class DetailsPanel(QWidget):
 
     def _empty(self) -> None:
         self.related = []
+        self._set_title("")
         self.browser.setHtml("<p style='color:#5c6670'>Click an event on the timeline.</p>")
 
+    def _set_title(self, name: str) -> None:
+        self.full_name = name
+        self.title.setVisible(bool(name))
+        self.title.setToolTip(name)
+        self._elide_title()
+
+    def _elide_title(self) -> None:
+        room = max(self.width() - 14, 20)
+        self.title.setText(
+            self.title.fontMetrics().elidedText(self.full_name, Qt.TextElideMode.ElideRight, room)
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self._elide_title()
+
     def text(self) -> str:
-        """What the panel shows, as plain text (for tests and copy-paste)."""
-        return self.browser.toPlainText()
+        """What the panel shows, as plain text (for tests and copy-paste); the name whole."""
+        return (self.full_name + "\n" if self.full_name else "") + self.browser.toPlainText()
 
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
@@ -106,6 +149,7 @@ class DetailsPanel(QWidget):
             self._empty()
             return
         self.related = related_events(self.trace, slice_id, self.graph)
+        self._set_title(str(self.trace.slices["name"].iat[slice_id]))
         self.browser.setHtml(self._html(slice_id))
 
     @pyqtSlot(int, int)
@@ -138,13 +182,14 @@ class DetailsPanel(QWidget):
             v = str(s[col].iat[i])
             if v:
                 rows.append((col.replace("_", " "), esc(v)))
-        out = [f"<h3 style='margin:2px 0'>{esc(str(s['name'].iat[i]))}</h3>"]
-        out.append("<table cellspacing=0 cellpadding=2>")
+        out = ["<table cellspacing=0 cellpadding=2>"]
         out += [f"<tr><td style='color:#5c6670'>{k}</td><td>{v}</td></tr>" for k, v in rows]
         out.append("</table>")
-        frame = self._user_frame(i)
-        if frame is not None:
-            f, line, fn = frame
+        if self.sources is None:
+            out.append("<p style='color:#5c6670'><b>Source</b>: finding the line…</p>")
+        elif i < len(self.sources) and str(self.sources["file"].iat[i]):
+            f, line = str(self.sources["file"].iat[i]), int(self.sources["line"].iat[i])
+            fn = str(self.sources["function"].iat[i])
             out.append(
                 f"<p><b>Source</b>: <a href='source:{line}:{esc(f)}'>{esc(f)}:{line}</a>"
                 f" in <code>{esc(fn)}</code></p>"
@@ -173,24 +218,10 @@ class DetailsPanel(QWidget):
             out.append("</table>")
         return "".join(out)
 
-    def _user_frame(self, i: int) -> tuple[str, int, str] | None:
-        """The responsible user line: from :func:`explorer.analysis.attribution.slice_sources`
-        once the background analyses have computed it (device ops get their launch's line,
-        ops without a stack their caller's), else the slice's own stack."""
-        sources = self.trace.memo.peek("slice_sources")
-        if sources is not None and i < len(sources):
-            path = str(sources["file"].iat[i])
-            if path:
-                return path, int(sources["line"].iat[i]), str(sources["function"].iat[i])
-            return None
-        try:
-            return self.trace.user_frame(i)
-        except (ImportError, AttributeError, KeyError, IndexError):
-            return None
-
     def _link_to(self, j: int) -> str:
         s = self.trace.slices
-        name = html.escape(str(s["name"].iat[j]))
+        full = str(s["name"].iat[j])
+        name = html.escape(full if len(full) <= LINK_CHARS else full[: LINK_CHARS - 1] + "…")
         return (
             f"<a href='slice:{j}'>{name}</a> <span style='color:#5c6670'>"
             f"({s['kind'].iat[j]}, {html.escape(fmt_ns(int(s['dur'].iat[j])))})</span>"

@@ -1,9 +1,10 @@
 """The Findings panel: what costs time, ranked, and what to do about it.
 
-Selecting a finding asks the timeline to zoom to its evidence and outline it
-(``slices_selected`` with the evidence ids, or ``range_requested`` when a finding has time
+Selecting a finding asks the timeline to mark its evidence and zoom to it
+(``evidence_selected`` with the evidence ids, or ``range_requested`` when a finding has time
 ranges but no events), and shows its explanation, recommendation and source lines; a source
-line opens in the Source panel (``source_requested``).
+line opens in the Source panel (``source_requested``). *Previous* / *Next* (``[`` / ``]``)
+step through the evidence in time order, one event at a time (``evidence_step``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import numpy as np
 from PyQt6.QtCore import Qt, QUrl, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
+    QLabel,
+    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -35,12 +39,16 @@ class FindingsPanel(QWidget):
     slices_selected = pyqtSignal(object)
     range_requested = pyqtSignal(int, int)
     finding_selected = pyqtSignal(object)
+    evidence_selected = pyqtSignal(object)
+    evidence_step = pyqtSignal(int)
     source_requested = pyqtSignal(str, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.trace: Any = None
         self.findings: list[Any] = []
+        self.evidence = np.zeros(0, np.int64)  # the selected finding's, in time order
+        self.evidence_index = -1
         self.table = QTableWidget(0, len(_COLUMNS), self)
         self.table.setHorizontalHeaderLabels(list(_COLUMNS))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -55,9 +63,31 @@ class FindingsPanel(QWidget):
         self.text = QTextBrowser(self)
         self.text.setOpenLinks(False)
         self.text.anchorClicked.connect(self._link)
+        self.prev_button = QPushButton("◀ Previous", self)
+        self.next_button = QPushButton("Next ▶", self)
+        self.prev_button.setShortcut("[")
+        self.next_button.setShortcut("]")
+        self.prev_button.setToolTip("The finding's previous evidence event ([)")
+        self.next_button.setToolTip("The finding's next evidence event (])")
+        self.prev_button.clicked.connect(lambda: self.step_evidence(-1))
+        self.next_button.clicked.connect(lambda: self.step_evidence(1))
+        self.evidence_label = QLabel("", self)
+        steps = QWidget(self)
+        row = QHBoxLayout(steps)
+        row.setContentsMargins(4, 2, 4, 2)
+        row.addWidget(QLabel("Evidence:", self))
+        row.addWidget(self.prev_button)
+        row.addWidget(self.next_button)
+        row.addWidget(self.evidence_label, 1)
+        below = QWidget(self)
+        below_box = QVBoxLayout(below)
+        below_box.setContentsMargins(0, 0, 0, 0)
+        below_box.setSpacing(0)
+        below_box.addWidget(steps)
+        below_box.addWidget(self.text)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(self.table)
-        split.addWidget(self.text)
+        split.addWidget(below)
         split.setSizes([160, 240])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -72,6 +102,7 @@ class FindingsPanel(QWidget):
     def set_findings(self, findings: list[Any], message: str = "") -> None:
         """Show ranked findings (already ranked by time lost)."""
         self.findings = list(findings)
+        self._set_evidence(np.zeros(0, np.int64))
         self.table.setRowCount(len(self.findings))
         for r, f in enumerate(self.findings):
             cells = (
@@ -120,12 +151,44 @@ class FindingsPanel(QWidget):
         self.text.setHtml(_finding_html(f))
         self.finding_selected.emit(f)
         evidence = np.asarray(f.evidence, dtype=np.int64)
+        if self.trace is not None and len(evidence):
+            evidence = evidence[(evidence >= 0) & (evidence < len(self.trace.slices))]
+            ts = self.trace.slices["ts"].to_numpy()[evidence]
+            evidence = evidence[np.argsort(ts, kind="stable")]
+        self._set_evidence(evidence)
         if len(evidence):
-            self.slices_selected.emit(evidence)
+            self.evidence_selected.emit(evidence)
         elif f.ranges:
             lo = min(int(a) for a, _ in f.ranges)
             hi = max(int(b) for _, b in f.ranges)
             self.range_requested.emit(lo, hi)
+
+    def step_evidence(self, delta: int) -> None:
+        """Go to the previous (``-1``) or next (``+1``) evidence event, wrapping around."""
+        if not len(self.evidence):
+            return
+        if self.evidence_index < 0:
+            self.evidence_index = 0 if delta > 0 else len(self.evidence) - 1
+        else:
+            self.evidence_index = (self.evidence_index + delta) % len(self.evidence)
+        self._show_evidence_position()
+        self.evidence_step.emit(int(self.evidence[self.evidence_index]))
+
+    def _set_evidence(self, evidence: np.ndarray) -> None:
+        self.evidence = evidence
+        self.evidence_index = -1
+        self._show_evidence_position()
+
+    def _show_evidence_position(self) -> None:
+        n = len(self.evidence)
+        self.prev_button.setEnabled(n > 0)
+        self.next_button.setEnabled(n > 0)
+        if n == 0:
+            self.evidence_label.setText("")
+        elif self.evidence_index < 0:
+            self.evidence_label.setText(f"{n:,} events, all shown")
+        else:
+            self.evidence_label.setText(f"{self.evidence_index + 1:,} of {n:,}")
 
     def _link(self, url: QUrl) -> None:
         text = url.toString()

@@ -16,6 +16,11 @@ from typing import Any
 from PyQt6.QtCore import QThread, pyqtSignal
 
 import explorer
+from explorer.analysis.attribution import slice_sources
+from explorer.analysis.breakdown import breakdown
+from explorer.analysis.dependency_graph import dependency_graph
+from explorer.analysis.findings import findings
+from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 
 
@@ -65,44 +70,15 @@ class TraceLoader(QThread):
             self.loaded.emit(trace)
 
 
-def _analyses() -> list[tuple[str, Callable[[Any], Any]]]:
-    """The analyses the window shows, cheapest first. A module that is not installed is
-    skipped (the window shows what it can)."""
-
-    def slice_sources(t: Any) -> Any:
-        # Fills the trace's cache: the Details panel reads each slice's line from it.
-        from explorer.analysis.attribution import slice_sources as f
-
-        f(t)
-        return None
-
-    def steps(t: Any) -> Any:
-        from explorer.analysis.steps import steps as f
-
-        return f(t)
-
-    def breakdown(t: Any) -> Any:
-        from explorer.analysis.breakdown import breakdown as f
-
-        return f(t)
-
-    def findings(t: Any) -> Any:
-        from explorer.analysis.findings import findings as f
-
-        return f(t)
-
-    def dependency_graph(t: Any) -> Any:
-        from explorer.analysis.dependency_graph import dependency_graph as f
-
-        return f(t)
-
-    return [
-        ("slice_sources", slice_sources),
-        ("steps", steps),
-        ("breakdown", breakdown),
-        ("findings", findings),
-        ("dependency_graph", dependency_graph),
-    ]
+#: The analyses the window shows, cheapest first: (name, function of the trace). The one
+#: registry; an analysis that raises is reported by name (status bar, Findings panel).
+ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("slice_sources", slice_sources),
+    ("steps", steps),
+    ("breakdown", breakdown),
+    ("findings", findings),
+    ("dependency_graph", dependency_graph),
+)
 
 
 class AnalysisRunner(QThread):
@@ -124,15 +100,13 @@ class AnalysisRunner(QThread):
         self._cancel = True
 
     def run(self) -> None:  # runs in the worker thread
-        for name, fn in _analyses():
+        for name, fn in ANALYSES:
             if self._cancel:
                 return
             if self.names is not None and name not in self.names:
                 continue
             try:
                 value = fn(self.trace)
-            except ModuleNotFoundError:
-                continue
             except Exception as exc:  # noqa: BLE001 - report per analysis, keep going
                 self.failed.emit(name, traceback.format_exception_only(type(exc), exc)[-1].strip())
                 continue
@@ -142,11 +116,9 @@ class AnalysisRunner(QThread):
 def run_analyses_now(trace: Any) -> dict[str, Any]:
     """The same analyses, synchronously (for the headless screenshot mode)."""
     out: dict[str, Any] = {}
-    for name, fn in _analyses():
+    for name, fn in ANALYSES:
         try:
             out[name] = fn(trace)
-        except ModuleNotFoundError:
-            continue
         except Exception as exc:  # noqa: BLE001 - a failing analysis must not stop a screenshot
             out[f"{name}_error"] = str(exc)
     return out

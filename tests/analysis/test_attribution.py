@@ -20,8 +20,8 @@ TRAIN = "/synthetic/train.py"
 @pytest.fixture(scope="module")
 def sync_storm() -> Trace:
     doc = generate("sync_storm", steps=3, seed=0)
-    return trace_from_events(
-        doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"}, cls=Trace
+    return Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
     )
 
 
@@ -77,3 +77,57 @@ def test_kernel_from_the_backward_thread_maps_to_its_launch() -> None:
     )
     # this trace has no Python stacks: unknown, not invented
     assert slice_sources(t)["file"].iat[kernel] == "" and slice_sources(t)["line"].iat[kernel] == -1
+
+
+def test_one_answer_for_a_slice_whatever_asks(sync_storm: Trace) -> None:
+    """Trace.user_frame (what the Details panel shows) gives exactly slice_sources' line for
+    every slice — kernels included, through their launch — before or after the table is
+    computed."""
+    from explorer.analysis.attribution import user_line
+
+    doc = generate("sync_storm", steps=2, seed=1)
+    fresh = Trace(
+        trace_from_events(doc["traceEvents"], {k: v for k, v in doc.items() if k != "traceEvents"})
+    )
+    kernels = np.flatnonzero((fresh.slices["kind"] == "kernel").to_numpy())
+    first = [fresh.user_frame(int(i)) for i in kernels]  # asked before anything else ran
+    src = slice_sources(fresh)
+    want = [(src["file"].iat[i], int(src["line"].iat[i]), src["function"].iat[i]) for i in kernels]
+    assert first == want and all(f is not None and f[0] == TRAIN for f in first)
+    every = range(len(fresh.slices))
+    assert [user_line(fresh, i) for i in every] == [
+        None
+        if src["file"].iat[i] == ""
+        else (src["file"].iat[i], int(src["line"].iat[i]), src["function"].iat[i])
+        for i in every
+    ]
+
+
+def test_a_user_package_named_explorer_keeps_its_lines() -> None:
+    """A user's own package called ``explorer`` is user code; Explorer's own modules, at any
+    install prefix, are not."""
+    from explorer.trace.source import is_user_file
+
+    host = {"pid": 1, "tid": 1}
+
+    def frame(name: str, ts: int, dur: int) -> dict:
+        return {"ph": "X", "cat": "python_function", "name": name, "ts": ts, "dur": dur, **host}
+
+    ev = [
+        frame("/opt/lab/site-packages/explorer/collect/session.py(168): __enter__", 0, 100),
+        frame("explorer/train.py(12): step", 10, 80),
+        frame("/work/other/explorer/__init__.py(60): annotate", 20, 30),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 25, "dur": 10, **host},
+        frame("/home/me/proj/explorer/model.py(30): forward", 60, 20),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "ts": 65, "dur": 5, **host},
+    ]
+    t = Trace(trace_from_events(ev))
+    names = t.slices["name"].astype(str).tolist()
+    mm, relu = names.index("aten::mm"), names.index("aten::relu")
+    # aten::mm runs inside Explorer's annotate(), called from the user's step(): line 12
+    assert t.user_frame(mm) == ("explorer/train.py", 12, "step")
+    assert t.user_frame(relu) == ("/home/me/proj/explorer/model.py", 30, "forward")
+    assert t.user_frame(names.index(names[0])) is None  # Explorer's own context manager
+    assert is_user_file("explorer/train.py") and is_user_file("explorer/data/loader.py")
+    assert not is_user_file("explorer/collect/session.py")
+    assert not is_user_file("/anywhere/lib/explorer/analysis/breakdown.py")

@@ -84,7 +84,9 @@ def test_slow_dataloader_on_cpu_is_an_input_stall(real_run: tuple[Trace, int]) -
     # evidence: the DataLoader annotations and torch's data-loading Python frames
     names = s["name"].astype(str).to_numpy()[np.array(f.evidence)]
     assert all(n.startswith(("enumerate(DataLoader)", "torch/utils/data/")) for n in names)
-    assert set(loader.tolist()) & set(f.evidence)
+    # the annotation itself, or the torch/utils/data frame it runs inside (its parent)
+    around = s["parent"].to_numpy()[loader]
+    assert (set(loader.tolist()) | set(around.tolist())) & set(f.evidence)
     assert any(Path(file).name == Path(__file__).name for file, _, _ in f.source_lines)
 
 
@@ -123,8 +125,8 @@ def _step(idle_in_loader_us: float) -> list[dict]:
 
 
 def test_two_percent_threshold() -> None:
-    assert findings(trace_from_events(_step(15), cls=Trace)) == []  # 1.5%: healthy
-    (f,) = findings(trace_from_events(_step(30), cls=Trace))  # 3%: reported
+    assert findings(Trace(trace_from_events(_step(15)))) == []  # 1.5%: healthy
+    (f,) = findings(Trace(trace_from_events(_step(30))))  # 3%: reported
     assert (f.kind, f.time_lost_ns, f.share, f.device) == ("input_stall", 30_000, 0.03, "cuda:0")
     assert f.ranges == [(0, 30_000)]
 
@@ -159,11 +161,19 @@ def test_sample_slow_dataloader_is_an_input_stall_in_the_training_function(
     }
 
 
+def script_line(marker: str) -> int:
+    """The line of scripts/make_sample_traces.py (which wrote the samples) holding ``marker``."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_sample_traces.py"
+    (line,) = [i for i, t in enumerate(script.read_text().splitlines(), 1) if marker in t]
+    return line
+
+
 def test_sample_item_every_step_counts_one_sync_per_step_at_its_line(sample_traces: Path) -> None:
     t = _sample(sample_traces, "cpu_item_every_step.pt.trace.json.gz")
     src = t.by_source()
+    line = script_line('print(f"loss {loss.item():.3f}")')
     row = src[
-        (src["file"].map(lambda p: Path(p).name) == "make_sample_traces.py") & (src["line"] == 83)
+        (src["file"].map(lambda p: Path(p).name) == "make_sample_traces.py") & (src["line"] == line)
     ]
     assert row["sync_count"].tolist() == [len(t.steps())]
     # on the CPU neither the .item() nor the small DataLoader is a problem worth reporting
@@ -174,7 +184,11 @@ def test_sample_compile_graph_break_names_the_break_line(sample_traces: Path) ->
     t = _sample(sample_traces, "cpu_compile_graph_break.pt.trace.json.gz")
     (f,) = [f for f in t.findings() if f.kind == "compile"]
     assert f.details["events"].get("graph_break", 0) >= 1
-    assert 142 in {line for _, line, _ in f.source_lines}  # `if h.mean().item() > 0.25:`
+    assert script_line("if h.mean().item() > 0.25:") in {line for _, line, _ in f.source_lines}
+    # the why names the break as a sentence, at that file:line, without dynamo's dumps
+    why = f.explanation
+    assert f"make_sample_traces.py:{script_line('if h.mean().item() > 0.25:')}" in why
+    assert "\n" not in why and "User stack trace" not in why and "# ork/" not in why
 
 
 @pytest.mark.parametrize("name", ["cpu_cnn.pt.trace.json.gz", "cpu_transformer.pt.trace.json.gz"])
@@ -221,7 +235,7 @@ def test_unlabelled_cpu_fallback_is_found_from_its_copy_pattern() -> None:
         x("cudaLaunchKernel", "cuda_runtime", 800, 5, host, correlation=4),
         x("gemm", "kernel", 805, 195, gpu, device=0, stream=7, correlation=4),
     ]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     found = findings(t)
     assert [f.kind for f in found] == ["cpu_fallback"]
     (f,) = found

@@ -164,3 +164,56 @@ def test_real_collector_pair_num_workers_0_vs_2(tmp_path: Path) -> None:
     # The model's own ops run in both and are compared, not added or removed.
     assert ops.loc["aten::linear", "status"] in ("changed", "same")
     assert ops.loc["aten::linear", "a_count"] == ops.loc["aten::linear", "b_count"]
+
+
+def _python_run(
+    frames: list[tuple[int, str, int, int]], steps: int, pure_python: tuple[int, ...] = ()
+) -> explorer.Trace:
+    """``steps`` steps of 100 µs, each running the user frames ``(line, function, start,
+    dur)`` of /u/train.py, each with one op inside unless its line is in ``pure_python``.
+    Synthetic."""
+    from explorer.trace.build import trace_from_events
+
+    host = {"pid": 1, "tid": 1}
+    ev = []
+    for n in range(steps):
+        t0 = n * 100
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": t0,
+                   "dur": 100, **host})  # fmt: skip
+        for line, fn, start, dur in frames:
+            ev.append({"ph": "X", "cat": "python_function", "name": f"/u/train.py({line}): {fn}",
+                       "ts": t0 + start, "dur": dur, **host})  # fmt: skip
+            if line in pure_python:
+                continue
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": t0 + start + 1,
+                       "dur": dur - 2, **host})  # fmt: skip
+    return explorer.Trace(trace_from_events(ev))
+
+
+def test_source_lines_are_labelled_by_where_they_ran_and_counted_with_their_time() -> None:
+    """Line 10 runs in both (the same per step, though b has twice the steps), 20 only in a,
+    30 only in b, 40 in both but longer in b, 50 (Python only, no op) in a only: the labels
+    follow from the input."""
+    a = _python_run(
+        [(10, "load", 0, 30), (20, "old", 30, 20), (40, "step", 50, 20), (50, "log", 80, 10)],
+        steps=2,
+        pure_python=(50,),
+    )
+    b = _python_run([(10, "load", 0, 30), (30, "new", 30, 10), (40, "step", 50, 40)], steps=4)
+    lines = diff(a, b).lines.set_index("line")
+    assert lines.loc[10, "status"] == "same"
+    assert lines.loc[20, "status"] == "removed"
+    assert lines.loc[30, "status"] == "added"
+    assert lines.loc[40, "status"] == "changed"
+    assert lines.loc[50, "status"] == "removed"
+    assert lines.loc[50, ["a_count", "a_ns_per_step"]].tolist() == [2, 10_000]
+    # each frame is entered once per step; time per step is the frame's own duration
+    assert lines.loc[10, ["a_count", "b_count"]].tolist() == [2, 4]
+    assert lines.loc[20, ["a_count", "b_count"]].tolist() == [2, 0]
+    assert lines.loc[30, ["a_count", "b_count"]].tolist() == [0, 4]
+    assert lines.loc[40, ["a_ns_per_step", "b_ns_per_step"]].tolist() == [20_000, 40_000]
+    # a count without time, or time without a count, never shows
+    for side in ("a", "b"):
+        has_count = lines[f"{side}_count"] > 0
+        has_time = lines[f"{side}_ns_per_step"] > 0
+        assert (has_count == has_time).all(), side

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from explorer.analysis.findings import findings
+from explorer.analysis.steps import select_steps
 from explorer.scenarios import SCENARIOS, generate
 from explorer.trace.build import trace_from_events
 from explorer.trace_api import Trace
@@ -17,7 +18,7 @@ from explorer.trace_api import Trace
 def _load(name: str, **kw: Any) -> tuple[Trace, dict]:
     doc = generate(name, **kw)
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return trace_from_events(doc["traceEvents"], meta, cls=Trace), doc
+    return Trace(trace_from_events(doc["traceEvents"], meta)), doc
 
 
 INJECTED = [n for n in SCENARIOS if n != "clean"]
@@ -42,7 +43,8 @@ def test_finds_exactly_the_injected_pathology(name: str, kw: dict) -> None:
     else:
         assert abs(f.time_lost_ns - truth["time_lost_ns"]) <= 0.05 * truth["time_lost_ns"]
         assert f.steps == truth["steps"]
-        total = int(trace.steps()["dur_ns"].sum())
+        # a share of the steps' time, each step holding the device work it launched
+        total = int(select_steps(trace, attributed=True)["dur_ns"].sum())
         assert f.share == pytest.approx(f.time_lost_ns / total)
     file, line = truth["source_line"]
     assert (file, line) == f.source_lines[0][:2]

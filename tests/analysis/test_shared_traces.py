@@ -27,12 +27,32 @@ def traces() -> dict[str, explorer.Trace]:
     return {p.name: explorer.load(p) for p in TRACES}
 
 
+def _union_ns(intervals: list[tuple[int, int]], a: int, b: int) -> int:
+    """Length of the union of ``intervals`` inside ``[a, b)``, merged one by one."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(s, a), min(e, b)) for s, e in intervals if e > a and s < b):
+        if cur_e is None or s > cur_e:
+            total += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (0 if cur_e is None else cur_e - cur_s)
+
+
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
 def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dict) -> None:
+    """Each step's window holds its host range and does not overlap the next; the categories
+    fill it; compute is the kernels' busy time there, merged interval by interval."""
+    from explorer.analysis.breakdown import DMA_NAMES, track_device_labels
+    from explorer.analysis.steps import select_steps
+
     t = traces[path.name]
-    st = t.steps()
-    bd = t.breakdown()
+    st = select_steps(t, attributed=True)
     assert len(st) >= 1 and (st["dur_ns"] >= 0).all()
+    assert (st["start_ns"] >= st["host_start_ns"]).all()
+    assert (st["end_ns"] >= st["host_end_ns"]).all()
+    assert (st["start_ns"].to_numpy()[1:] >= st["end_ns"].to_numpy()[:-1]).all()
+    bd = t.breakdown()
     assert (bd["ns"] >= 0).all(), "negative time in a category"
     assert set(bd["category"].astype(str)) == set(CATEGORIES)
     sums = bd.groupby(["step", "device"])["ns"].sum()
@@ -42,6 +62,19 @@ def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dic
         assert ns == dur[step]
     devices = set(bd["device"])
     assert devices == {"host"} if t.device_tracks().empty else all(":" in d for d in devices)
+    s = t.slices
+    for label in devices - {"host"}:
+        tracks = [tid for tid, lab in track_device_labels(t).items() if lab == label]
+        names = s["name"].astype(str)
+        kern = (
+            s["track"].isin(tracks)
+            & s["kind"].isin(["kernel", "fallback"])
+            & ~names.str.contains(DMA_NAMES)
+        )
+        iv = list(zip(s.loc[kern, "ts"], s.loc[kern, "ts"] + s.loc[kern, "dur"], strict=True))
+        got = bd[(bd["device"] == label) & (bd["category"] == "compute")].set_index("step")["ns"]
+        for r in st.itertuples():
+            assert got[r.step] == _union_ns(iv, r.start_ns, r.end_ns), (label, r.step)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
@@ -82,16 +115,53 @@ def test_device_labels_follow_the_vendor(traces: dict) -> None:
     assert labels["mtia_inference_trace__mtia_inference_rank_0.json.gz"] == {"mtia:17"}
     assert labels["nccl_parser_config__nccl_data.json.gz"] == {"cuda:0"}
     assert labels["rank_non_gpu__rank_non_gpu.json.gz"] == {"host"}
+    # ROCm's profiler files HIP calls as cuda_runtime: the device is named as ROCm names it
+    assert labels["amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"] == {"rocm:2"}
+
+
+def _exposed_ns(
+    target: list[tuple[int, int]], hiding: list[tuple[int, int]], a: int, b: int
+) -> int:
+    """ns inside [a, b) covered by ``target`` and not by ``hiding``: a sweep over the
+    boundaries with two counters."""
+    events = sorted(
+        [(s, 0, 1) for s, _ in target] + [(e, 0, -1) for _, e in target]
+        + [(s, 1, 1) for s, _ in hiding] + [(e, 1, -1) for _, e in hiding]
+    )  # fmt: skip
+    depth, total, prev = [0, 0], 0, None
+    for t, which, d in events:
+        if prev is not None and depth[0] > 0 and depth[1] == 0:
+            lo, hi = max(prev, a), min(t, b)
+            total += max(hi - lo, 0)
+        depth[which] += d
+        prev = t
+    return total
 
 
 def test_distributed_rank_shows_exposed_communication(traces: dict) -> None:
     """sampled_rank-0 spends a quarter of its steps in NCCL kernels with nothing else on
-    the GPU: the communication finding names them, and its time equals the category."""
+    the GPU: the communication finding names them, and its time is the collectives' time
+    not hidden behind compute kernels, swept here from the slices."""
+    from explorer.analysis.steps import select_steps
+
     t = traces["timeline_analysis__sampled_rank-0.json.gz"]
     comm = [f for f in t.findings() if f.kind == "communication"]
     assert len(comm) == 1
-    bd = t.breakdown()
-    assert comm[0].time_lost_ns == int(bd.loc[bd["category"] == "communication", "ns"].sum())
+    s = t.slices
+    on_gpu = s["track"].isin(t.device_tracks()["id"]).to_numpy()
+    kind = s["kind"].astype(str).to_numpy()
+    ends = (s["ts"] + s["dur"]).to_numpy()
+
+    def spans(mask: np.ndarray) -> list[tuple[int, int]]:
+        return list(zip(s["ts"].to_numpy()[mask], ends[mask], strict=True))
+
+    coll, kern = spans(on_gpu & (kind == "collective")), spans(on_gpu & (kind == "kernel"))
+    st = select_steps(t, attributed=True)
+    want = sum(
+        _exposed_ns(coll, kern, a, b) for a, b in zip(st["start_ns"], st["end_ns"], strict=True)
+    )
+    assert want > 0.2 * st["dur_ns"].sum()
+    assert comm[0].time_lost_ns == want
     names = t.slices["name"].to_numpy()[np.array(comm[0].evidence)].astype(str)
     assert all("nccl" in n.lower() for n in names)
 

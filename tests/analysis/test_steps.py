@@ -37,13 +37,14 @@ def test_profiler_steps_on_a_real_distributed_trace() -> None:
 
 
 def test_the_longest_copy_of_a_step_wins_and_steps_are_in_time_order() -> None:
-    t = trace_from_events(
-        [
-            _x("ProfilerStep#8", 100, 50),
-            _x("ProfilerStep#7", 0, 90),
-            _x("ProfilerStep#7", 10, 20, WORKER),
-        ],
-        cls=Trace,
+    t = Trace(
+        trace_from_events(
+            [
+                _x("ProfilerStep#8", 100, 50),
+                _x("ProfilerStep#7", 0, 90),
+                _x("ProfilerStep#7", 10, 20, WORKER),
+            ]
+        )
     )
     st = steps(t)
     assert st["step"].tolist() == [7, 8]
@@ -52,7 +53,7 @@ def test_the_longest_copy_of_a_step_wins_and_steps_are_in_time_order() -> None:
 
 def test_user_pattern_numbers_matches_in_time_order() -> None:
     ev = [_x("iteration", 0, 10), _x("iteration", 20, 10), _x("aten::mm", 1, 2, cat="cpu_op")]
-    t = trace_from_events(ev, cls=Trace)
+    t = Trace(trace_from_events(ev))
     st = steps(t, pattern=r"^iteration$")
     assert st["step"].tolist() == [0, 1]
     assert st["start_ns"].tolist() == [0, 20_000]
@@ -63,8 +64,10 @@ def test_user_pattern_numbers_matches_in_time_order() -> None:
 
 
 def test_without_annotations_the_whole_trace_is_one_step() -> None:
-    t = trace_from_events(
-        [_x("aten::mm", 5, 10, cat="cpu_op"), _x("aten::add", 30, 5, cat="cpu_op")], cls=Trace
+    t = Trace(
+        trace_from_events(
+            [_x("aten::mm", 5, 10, cat="cpu_op"), _x("aten::add", 30, 5, cat="cpu_op")]
+        )
     )
     st = steps(t)
     assert st.to_dict("records") == [
@@ -83,6 +86,6 @@ def test_repeated_step_numbers_are_renumbered_in_time_order() -> None:
         _x("ProfilerStep#1", 50, 10),
         _x("ProfilerStep#2", 60, 10),
     ]
-    st = steps(trace_from_events(ev, cls=Trace))
+    st = steps(Trace(trace_from_events(ev)))
     assert st["step"].tolist() == [0, 1, 2, 3]
     assert st["name"].tolist() == ["ProfilerStep#1", "ProfilerStep#2"] * 2

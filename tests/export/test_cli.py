@@ -29,7 +29,7 @@ def test_perfetto_from_the_extension(source: Path, tmp_path: Path, capsys) -> No
     parsed = check(out)
     trace = explorer.load(source, use_cache=False)
     assert parsed.begins + parsed.instants >= len(trace.slices)
-    assert not list(tmp_path.glob(".partial-*"))
+    assert not list(tmp_path.glob(".explorer-tmp-*"))
 
 
 def test_chrome_gz_and_explicit_format(source: Path, tmp_path: Path, capsys) -> None:
@@ -39,7 +39,7 @@ def test_chrome_gz_and_explicit_format(source: Path, tmp_path: Path, capsys) -> 
     assert len(explorer.load(gz, use_cache=False).slices) == len(trace.slices)
     odd = tmp_path / "out.trace"
     assert main(["export", str(source), "-o", str(odd), "--format", "chrome", "--no-results"]) == 0
-    assert odd.read_bytes().startswith(b'{"traceEvents":[')
+    assert odd.read_bytes().startswith(b'{"exportedBy":"explorer","traceEvents":[')
 
 
 def test_unknown_extension_is_a_clear_error(source: Path, tmp_path: Path, capsys) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+import explorer
 from explorer.export import protowire as w
-from explorer.export.lanes import assign_lanes, improperly_nested
+from explorer.export.lanes import assign_lanes
+from explorer.trace.nesting import improperly_nested, nest
 
 
 def nested_ok(ts: list[int], end: list[int]) -> bool:
@@ -117,3 +119,50 @@ def test_over_long_varints_are_what_parsers_read() -> None:
     p = pb.TracePacket()
     p.ParseFromString(b"\x40" + bytes(m[0]))
     assert p.timestamp == 5
+
+
+def test_random_tracks_with_parents_split_into_nested_lanes() -> None:
+    """With the parents from nest(), lanes stay properly nested, and a slice whose parent's
+    lane has room for it is on that lane."""
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        n = int(rng.integers(1, 60))
+        track = rng.integers(0, 3, n)
+        ts = rng.integers(0, 100, n).astype(np.int64)
+        dur = rng.integers(0, 40, n).astype(np.int64)
+        track, ts, dur = sort_slices(track, ts, dur)
+        end = ts + dur
+        _, parent = nest(track, ts, dur)
+        lanes = assign_lanes(track, ts, dur, parent)
+        for t in np.unique(track):
+            for lane in np.unique(lanes[track == t]):
+                sel = (track == t) & (lanes == lane)
+                assert nested_ok(ts[sel].tolist(), end[sel].tolist()), (trial, t, lane)
+
+
+def test_profiler_steps_keep_their_work_on_their_lane(sample_traces) -> None:
+    """cpu_cnn: each ProfilerStep#N starts inside a Python frame and outlives it, so it
+    needs a lane of its own in the Perfetto export — and its children go with it."""
+    trace = explorer.load(sample_traces / "cpu_cnn.pt.trace.json.gz")
+    s = trace.slices
+    track = s["track"].to_numpy()
+    ts = s["ts"].to_numpy()
+    dur = s["dur"].to_numpy()
+    parent = s["parent"].to_numpy()
+    lanes = assign_lanes(track, ts, dur, parent)
+    key = track.astype(np.int64) * (int(lanes.max()) + 1) + lanes
+    order = np.lexsort((-dur, ts, key))
+    assert not improperly_nested(key[order], ts[order], (ts + dur)[order]).any()
+    names = s["name"].astype(str).to_numpy()
+    steps = np.flatnonzero(s["name"].astype(str).str.startswith("ProfilerStep#").to_numpy())
+    assert len(steps) >= 3 and (lanes[steps] > 0).any()
+    end = ts + dur
+    for step in steps:
+        kids = np.flatnonzero(parent == step)
+        assert len(kids)
+        assert (lanes[kids] == lanes[step]).mean() > 0.8, names[step]
+        # A child leaves its parent's lane only when a slice there partly overlaps it.
+        same = np.flatnonzero((track == track[step]) & (lanes == lanes[step]))
+        for k in kids[lanes[kids] != lanes[step]]:
+            crossing = (ts[same] < ts[k]) & (ts[k] < end[same]) & (end[same] < end[k])
+            assert crossing.any(), names[k]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import explorer
@@ -109,7 +107,7 @@ def test_overlapping_slices_go_to_sibling_rows_not_dropped(tmp_path: Path) -> No
         {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
         {"ph": "X", "cat": "cpu_op", "name": "escapes", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     out = tmp_path / "overlap.pftrace"
     summary = to_perfetto(trace, out, results=Results())
     parsed = check(out)
@@ -166,7 +164,7 @@ def test_flows_link_launch_to_kernel_and_are_annotated(tmp_path: Path) -> None:
             "args": {"correlation": 43, "stream": 7, "device": 0},
         },
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 2
     out = tmp_path / "flows.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -202,7 +200,7 @@ def test_a_graph_launch_with_many_kernels_keeps_every_flow(tmp_path: Path) -> No
         }
         for i in range(12)
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 12
     out = tmp_path / "graph.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -237,7 +235,7 @@ def test_flow_between_a_slice_and_an_instant_starting_together(tmp_path: Path) -
             "args": {"correlation": 7, "stream": 7, "device": 0},
         },
     ]
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.flows) == 1
     out = tmp_path / "same_ns.pftrace"
     to_perfetto(trace, out, results=Results())
@@ -340,7 +338,7 @@ def test_counter_samples_sit_on_counter_rows_beside_their_process(tmp_path: Path
             for i in range(3)
         ]
     )
-    trace = trace_from_events(events, {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events(events, {"synthetic": True}))
     assert len(trace.counters) == 8
     out = tmp_path / "counters.pftrace"
     summary = to_perfetto(trace, out, results=Results())
@@ -360,33 +358,8 @@ def test_counter_samples_sit_on_counter_rows_beside_their_process(tmp_path: Path
 
 
 def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
-    trace = trace_from_events([], {"synthetic": True}, cls=explorer.Trace)
+    trace = explorer.Trace(trace_from_events([], {"synthetic": True}))
     out = tmp_path / "empty.pftrace"
     summary = to_perfetto(trace, out)
     parsed = check(out)
     assert summary.slices == parsed.slices == 0
-
-
-@pytest.mark.skipif(
-    not os.environ.get("PERFETTO_TP_BIN"),
-    reason="PERFETTO_TP_BIN does not point to a trace_processor_shell (none can be installed here)",
-)
-def test_trace_processor_agrees(torch_trace, tmp_path: Path) -> None:
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
-    out = tmp_path / "tp.pftrace"
-    summary = to_perfetto(torch_trace, out)
-    tp = TraceProcessor(
-        trace=str(out), config=TraceProcessorConfig(bin_path=os.environ["PERFETTO_TP_BIN"])
-    )
-    try:
-        slices = tp.query("select count(*) as n from slice").as_pandas_dataframe()["n"].iat[0]
-        flows = tp.query("select count(*) as n from flow").as_pandas_dataframe()["n"].iat[0]
-        counters = tp.query("select count(*) as n from counter").as_pandas_dataframe()["n"].iat[0]
-    finally:
-        tp.close()
-    expected = summary.slices + summary.instants + summary.result_slices
-    assert int(slices) == expected
-    assert int(flows) == summary.flows
-    assert int(counters) == summary.counter_samples
-    assert np.isfinite(expected)

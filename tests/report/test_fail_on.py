@@ -14,8 +14,8 @@ from explorer.trace_api import Trace
 
 def _doc(name: str) -> dict:
     d = generate(name, steps=4, seed=0)
-    t = trace_from_events(
-        d["traceEvents"], {k: v for k, v in d.items() if k != "traceEvents"}, cls=Trace
+    t = Trace(
+        trace_from_events(d["traceEvents"], {k: v for k, v in d.items() if k != "traceEvents"})
     )
     return document(t)
 

@@ -83,3 +83,25 @@ def test_shared_sample_copied_dir(tmp_path: Path, shared_traces: Path) -> None:
     shutil.copy(shared_traces / "trace_filter__sampled_rank-1.json.gz", tmp_path)
     ranks = explorer.load_ranks(tmp_path)
     assert sorted(ranks) == [0, 1]
+
+
+def test_cache_entry_is_a_parquet_store_entry_where_asked(tmp_path: Path, monkeypatch) -> None:
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(_trace(7)))
+    monkeypatch.setenv("EXPLORER_CACHE_DIR", str(tmp_path / "default-cache"))
+    explorer.load(p, store=tmp_path / "elsewhere")
+    assert not (tmp_path / "default-cache").exists()
+    (entry,) = (tmp_path / "elsewhere").iterdir()
+    assert entry == cache.entry_path(p, tmp_path / "elsewhere")
+    names = {f.name for f in entry.iterdir()}
+    assert names == {
+        "header.json",
+        "metadata.json",
+        "args.parquet",
+        *(f"{t}.parquet" for t in ("slices", "tracks", "flows", "counters", "instants", "memory")),
+    }
+    for f in entry.glob("*.parquet"):
+        assert f.read_bytes()[:4] == b"PAR1"  # plain Parquet: nothing to unpickle
+    seen: list[str] = []
+    again = explorer.load(p, store=tmp_path / "elsewhere", progress=lambda _f, m: seen.append(m))
+    assert seen == ["loaded from cache"] and again.args(6) == {"External id": 6}

@@ -103,11 +103,19 @@ def test_dock_layout_is_remembered(qtbot, settings) -> None:
     assert second.docks["findings"].isVisible()
 
 
-def test_all_installed_panels_are_docked(window) -> None:
-    from explorer.ui.main_window import load_panels
+def test_every_registered_panel_is_docked(window) -> None:
+    from explorer.ui.main_window import PANELS
 
-    for name, _title, _cls in load_panels():
-        assert name in window.docks and window.docks[name].widget() is window.panels[name]
+    assert [name for name, _title, _cls in PANELS] == [
+        "operators",
+        "source",
+        "dependency_graph",
+        "memory",
+    ]
+    for name, title, cls in PANELS:
+        assert window.docks[name].widget() is window.panels[name]
+        assert isinstance(window.panels[name], cls)
+        assert window.docks[name].windowTitle() == title
 
 
 def test_cli_screenshot_and_errors(tmp_path: Path, small_trace_file: Path) -> None:

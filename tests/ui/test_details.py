@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PyQt6.QtCore import QUrl
+from PyQt6.QtCore import Qt, QUrl
 
 from explorer.ui.details import DetailsPanel, related_events
 
@@ -98,3 +98,31 @@ def test_dependency_neighbours_are_related_without_nesting(shared_trace) -> None
     rel = related_events(trace, dst, graph)
     assert (src, dst, "depends (sync)") in rel
     assert not any(r.endswith("(nest)") for _, _, r in rel)
+
+
+def test_a_long_kernel_name_is_elided_with_the_full_name_on_hover(
+    window, open_trace, shared_trace, qtbot
+) -> None:
+    """A real NVIDIA trace's longest kernel name (a templated C++ name): the Details title
+    is one line that ends in an ellipsis inside the pane, the whole name is its tooltip, and
+    the pane does not grow wider than its dock."""
+    trace = open_trace(
+        window,
+        shared_trace("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"),
+    )
+    names = trace.slices["name"].astype(str)
+    longest = int(names.str.len().idxmax())
+    full = names.iat[longest]
+    assert len(full) > 150
+    width_before = window.docks["details"].width()
+    window.reveal(longest)
+    details = window.details
+    assert details.title.toolTip() == full
+    shown = details.title.text()
+    assert shown.endswith("…") and full.startswith(shown[:-1])
+    assert details.title.fontMetrics().horizontalAdvance(shown) <= details.width()
+    assert window.docks["details"].width() == width_before
+    assert full in details.text()
+    # Narrower pane, shorter title: it follows resizes.
+    window.resizeDocks([window.docks["details"]], [260], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: len(details.title.text()) < len(shown), timeout=3000)

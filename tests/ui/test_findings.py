@@ -37,10 +37,52 @@ def test_clicking_a_finding_zooms_to_and_highlights_its_evidence(
         end = ts + trace.slices["dur"].to_numpy()[evidence]
         a, b = window.timeline.visible_range()
         assert a <= ts.min() and end.max() <= b, f"{finding.kind}: evidence outside the view"
-        assert set(evidence) <= set(window.timeline.highlights)
+        assert list(window.timeline.evidence) == sorted(set(evidence.tolist()))
+        assert len(window.timeline.highlights) == 0, "evidence is not drawn as search hits"
         text = window.findings.text.toPlainText()
         assert finding.title in text
         assert finding.recommendation[:40] in text
+
+
+def test_next_and_previous_step_through_the_evidence_in_time_order(
+    window, open_trace, small_trace_file, qtbot
+) -> None:
+    """Real clicks on Next / Previous and the ] / [ keys: each goes to one evidence event,
+    in time order, zoomed to it and selected; the label counts along."""
+    from PyQt6.QtCore import Qt
+
+    trace = open_trace(window, small_trace_file)
+    row = max(
+        range(len(window.findings.findings)),
+        key=lambda r: len(window.findings.findings[r].evidence),
+    )
+    finding = window.findings.findings[row]
+    window.findings.select(row)
+    ids = np.asarray(finding.evidence)
+    ts = trace.slices["ts"].to_numpy()
+    in_time_order = ids[np.argsort(ts[ids], kind="stable")]
+    assert len(in_time_order) >= 2
+    assert window.findings.evidence_label.text() == f"{len(ids)} events, all shown"
+    seen = []
+    for _ in range(len(in_time_order)):
+        qtbot.mouseClick(window.findings.next_button, Qt.MouseButton.LeftButton)
+        sid = window.timeline.selected
+        seen.append(sid)
+        a, b = window.timeline.visible_range()
+        dur = int(trace.slices["dur"].iat[sid])
+        assert a <= ts[sid] and ts[sid] + dur <= b
+        assert (b - a) <= max(dur * 2, 10_000), "zoomed to the one event, not to all of them"
+    assert seen == in_time_order.tolist()
+    assert window.findings.evidence_label.text() == f"{len(ids)} of {len(ids)}"
+    qtbot.mouseClick(window.findings.next_button, Qt.MouseButton.LeftButton)  # wraps
+    assert window.timeline.selected == in_time_order[0]
+    qtbot.mouseClick(window.findings.prev_button, Qt.MouseButton.LeftButton)
+    assert window.timeline.selected == in_time_order[-1]
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    window.findings.table.setFocus()
+    qtbot.keyClick(window.findings.table, Qt.Key.Key_BracketLeft)  # the button's shortcut
+    qtbot.waitUntil(lambda: window.timeline.selected == in_time_order[-2], timeout=2000)
 
 
 def test_a_finding_with_ranges_but_no_events_asks_for_its_range(qtbot) -> None:

@@ -4,6 +4,7 @@ path drawn, the node cap announced, and clicks selecting slices."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from PyQt6.QtCore import Qt
 
@@ -201,3 +202,47 @@ def test_layout_of_every_shared_trace(path):
     assert nodes.groupby("lane")["id"].apply(lambda i: len(set(tracks[i.index]))).eq(1).all()
     cp = set(np.asarray(trace.critical_path(step=step).slices).tolist())
     assert set(nodes.loc[nodes["critical"], "id"].tolist()) == ids & cp
+
+
+def test_layered_layout_edges_never_cross_a_node(qtbot, panel, alexnet):
+    """A real NVIDIA trace, 4 hops around a kernel (host threads and streams): one lane per
+    track, nested ops on rows below their parents, and every edge, sampled along its whole
+    drawn path, stays outside every node box (so never through a label); the critical path
+    is drawn over faded non-critical edges."""
+    from explorer.ui.panels.dependency_graph import CRITICAL
+
+    _load(qtbot, panel, alexnet)
+    kernel = int(np.flatnonzero((alexnet.slices["kind"] == "kernel").to_numpy())[5])
+    panel.hops.blockSignals(True)
+    panel.hops.setValue(4)
+    panel.hops.blockSignals(False)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.on_selection(kernel)
+    layout = panel.layout_data
+    nodes = layout.nodes
+    assert len(nodes) >= 15 and len(layout.lanes) >= 2
+    tracks = alexnet.slices["track"].to_numpy()[nodes["id"].to_numpy()]
+    assert (pd.Series(tracks).groupby(nodes["lane"].to_numpy()).nunique() == 1).all()
+    # A node's row grows with its nesting depth inside its lane.
+    depth = alexnet.slices["depth"].to_numpy()[nodes["id"].to_numpy()]
+    for lane in np.unique(nodes["lane"]):
+        sel = nodes["lane"].to_numpy() == lane
+        pairs = pd.DataFrame({"d": depth[sel], "r": nodes["row"].to_numpy()[sel]})
+        pairs = pairs.drop_duplicates().sort_values("d")
+        assert pairs["d"].is_unique and pairs["r"].is_monotonic_increasing
+        assert pairs["r"].tolist() == list(range(len(pairs)))
+    rects = {i: item.rect() for i, item in panel.node_items.items()}
+    assert len(panel.edge_paths) == len(layout.edges) > 10
+    for src, dst, path in panel.edge_paths:
+        for k in range(1, 200):
+            point = path.pointAtPercent(k / 200)
+            for node, rect in rects.items():
+                inside = rect.adjusted(1.5, 1.5, -1.5, -1.5).contains(point)
+                assert not inside, f"edge {src}->{dst} crosses node {node} at {point}"
+    from PyQt6.QtWidgets import QGraphicsPathItem
+
+    paths = [i for i in panel.scene.items() if isinstance(i, QGraphicsPathItem)]
+    critical = [i for i in paths if i.pen().color() == CRITICAL]
+    faded = [i for i in paths if i.pen().color() != CRITICAL and i.pen().color().alphaF() < 0.5]
+    assert critical and faded
+    assert min(i.zValue() for i in critical) > max(i.zValue() for i in faded)

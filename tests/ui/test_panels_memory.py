@@ -10,7 +10,8 @@ from PyQt6.QtCore import QPointF, Qt
 
 import explorer
 from explorer.analysis.memory import memory_timeline
-from explorer.ui.panels.memory import MemoryPanel, allocation_lifetimes
+from explorer.ui.panels.memory import PLOT_MIN_H, MemoryPanel, allocation_lifetimes
+from explorer.units import fmt_bytes
 
 KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end
 
@@ -186,3 +187,71 @@ def test_zoom_from_timeline_before_data_arrives_is_kept(qtbot, profiled):
         p.on_range(1_000_000, 3_000_000)  # arrives while the worker is still reading
     lo, hi = p.visible_range_ns()
     assert abs(lo - 1_000_000) < 1_000 and abs(hi - 3_000_000) < 1_000
+
+
+def test_timeline_memory_rows_show_the_panels_curves(qtbot, tmp_path, window, open_trace):
+    """A trace whose allocator events carry no ``Total Allocated`` (older profilers, other
+    vendors): the timeline's memory row and the Memory panel show one curve — the running
+    sum of the events' bytes, computed here from the file itself — not ``max 1 B``."""
+    import json
+
+    from tests.ui.conftest import kineto_document
+
+    doc = kineto_document(steps=4)
+    mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    for e in mem:
+        del e["args"]["Total Allocated"]
+        del e["args"]["Total Reserved"]
+    path = tmp_path / "no_totals.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    expected = np.cumsum([e["args"]["Bytes"] for e in sorted(mem, key=lambda e: e["ts"])])
+
+    open_trace(window, path)
+    panel = window.panels["memory"]
+    qtbot.waitUntil(lambda: panel.data is not None, timeout=30000)
+    layout = window.timeline.layout_
+    rows = [s for s in layout.series if s.label == "allocated cuda:0"]
+    assert len(rows) == 1
+    assert rows[0].values.tolist() == expected.tolist()
+    curve = panel.data.curves[panel.data.curves["device"] == "cuda:0"]
+    assert curve["allocated"].tolist() == expected.tolist()
+    assert rows[0].ts.tolist() == curve["ts"].tolist()
+
+
+def test_alive_table_says_what_was_allocated_before_the_trace_began(qtbot):
+    """A real run (sample_traces/) whose allocator already held ~1 MiB when recording began:
+    at the first memory event the table lists one block, and the note says how much of the
+    total was allocated before the trace — the allocator's own total (read from the file)
+    minus that block."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "sample_traces"
+        / "cpu_item_every_step.pt.trace.json.gz"
+    )
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    mem = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    first = mem[0]["args"]
+    assert first["Bytes"] > 0, "the first event is an allocation"
+    before = int(first["Total Allocated"]) - int(first["Bytes"])
+    assert before > 0
+
+    p = MemoryPanel()
+    qtbot.addWidget(p)
+    p.resize(1000, 400)
+    p.show()
+    trace = explorer.load(path)
+    with qtbot.waitSignal(p.updated, timeout=20_000):
+        p.set_trace(trace)
+    frame = p.show_live_at(int(trace.memory["ts"].min()))
+    assert frame["bytes"].tolist() == [int(first["Bytes"])]
+    assert p.live_note.isVisible()
+
+    assert f"{fmt_bytes(before)} of the {fmt_bytes(int(first['Total Allocated']))}" in (
+        p.live_note.text()
+    )
+    assert "before the trace began" in p.live_note.text()
+    assert p.plot.height() >= PLOT_MIN_H, "the plot is never squeezed to a few pixels"

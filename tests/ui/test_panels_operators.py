@@ -8,7 +8,7 @@ import pytest
 from PyQt6.QtCore import Qt
 
 import explorer
-from explorer.analysis.operators import operator_stats, slice_sides
+from explorer.analysis.operators import operator_stats
 from explorer.trace.model import DEVICE_KINDS
 from explorer.ui.dataframe_model import RAW_ROLE
 from explorer.ui.panels.operators import OperatorsPanel
@@ -34,37 +34,23 @@ def panel(qtbot, amd):
     return p
 
 
-def _top_level_host_time(trace) -> int:
-    """Host time of top-level slices plus what children stick out past their parent's end
-    (real traces have a few: the MTIA trace's ``gif_merge``)."""
-    s = trace.slices
-    host = slice_sides(trace) == 0
-    ts, end, parent = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy(), s["parent"].to_numpy()
-    top = int(s["dur"].to_numpy()[host & (parent < 0)].sum())
-    kids = np.flatnonzero(host & (parent >= 0))
-    inside = np.minimum(end[kids], end[parent[kids]]) - np.maximum(ts[kids], ts[parent[kids]])
-    overhang = (end[kids] - ts[kids]) - np.maximum(inside, 0)
-    return top + int(overhang.sum())
-
-
 @pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: p.name[:40])
 def test_stats_partition_every_shared_trace(path):
-    """On every real trace: counts and totals equal the slices table, self time never
-    negative and (host side) sums to the time of the top-level host slices."""
+    """On every real trace: counts equal the slices table, totals never exceed it (a call
+    inside a call of the same name counts once), self time never negative. The exact
+    values are checked against a brute force in tests/analysis/test_operators.py."""
     trace = explorer.load(path)
     stats = operator_stats(trace)
     s = trace.slices
     assert int(stats["count"].sum()) == len(s)
-    assert int(stats["total_ns"].sum()) == int(s["dur"].sum())
+    assert int(stats["total_ns"].sum()) <= int(s["dur"].sum())
     assert (stats["self_ns"] >= 0).all()
     assert (stats["device_ns"] >= 0).all()
-    host = stats["side"] == "host"
-    assert int(stats.loc[host, "self_ns"].sum()) == _top_level_host_time(trace)
     for side in ("host", "device"):
         rows = stats["side"] == side
         if stats.loc[rows, "self_ns"].sum() > 0:
-            assert stats.loc[rows, "share"].sum() == pytest.approx(1.0)
-    assert stats.loc[stats["side"] == "other", "share"].isna().all()
+            assert stats.loc[rows, "self_share"].sum() == pytest.approx(1.0)
+    assert stats.loc[stats["side"] == "other", "self_share"].isna().all()
 
 
 def test_profiler_span_is_not_host_work(amd):
@@ -72,9 +58,9 @@ def test_profiler_span_is_not_host_work(amd):
     outside the host share so it cannot claim half the host time."""
     stats = operator_stats(amd)
     row = stats[stats["name"] == "PyTorch Profiler (0)"].iloc[0]
-    assert row["side"] == "other" and np.isnan(row["share"])
+    assert row["side"] == "other" and np.isnan(row["self_share"])
     host = stats[stats["side"] == "host"]
-    assert host["share"].sum() == pytest.approx(1.0)
+    assert host["self_share"].sum() == pytest.approx(1.0)
 
 
 def test_device_time_follows_launch_flows(amd):
@@ -96,7 +82,7 @@ def test_panel_shows_whole_trace(panel, amd):
     model = panel.model
     assert model.rowCount() == len(stats)
     shown = model.frame
-    assert int(shown["total_ns"].sum()) == int(amd.slices["dur"].sum())
+    assert int(shown["total_ns"].sum()) == int(stats["total_ns"].sum())
     assert panel.window() is None
     assert "names" in panel.status.text()
     assert panel.scope.count() >= 2  # whole trace + the trace's steps
@@ -111,7 +97,8 @@ def test_step_scope_clips_to_the_step(qtbot, panel, amd):
     assert panel.window() == (lo, hi)
     s = amd.slices
     clipped = np.clip(s["ts"] + s["dur"], lo, hi) - np.clip(s["ts"], lo, hi)
-    assert int(panel.stats["total_ns"].sum()) == int(clipped.sum())
+    pd.testing.assert_frame_equal(panel.stats, operator_stats(amd, lo, hi))
+    assert int(panel.stats["total_ns"].sum()) <= int(clipped.sum())
     assert int(panel.stats["count"].sum()) == int(
         (clipped > 0).sum() + ((s["dur"] == 0) & (s["ts"] >= lo) & (s["ts"] < hi)).sum()
     )
@@ -225,3 +212,47 @@ def test_table_starts_in_the_analysis_order(panel):
     assert panel.model.frame.columns[4] == "total_ns"
     assert totals == sorted(totals, reverse=True)
     assert panel.table.horizontalHeader().sortIndicatorSection() == -1
+
+
+def test_columns_fit_names_elide_at_the_end_and_a_range_shows_its_top_rows(
+    window, open_trace, shared_trace, qtbot
+) -> None:
+    """A real NVIDIA trace in the window: every number column is at least as wide as its
+    header and its top values (no ``devi…tion``); names elide at the end with the whole name
+    as tooltip; the share column says of what; a range picked after scrolling shows the top
+    of its own table."""
+    from PyQt6.QtCore import Qt
+
+    open_trace(
+        window,
+        shared_trace("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"),
+    )
+    panel = window.panels["operators"]
+    window.docks["operators"].raise_()
+    qtbot.waitUntil(lambda: panel.model.rowCount() > 20, timeout=30000)
+    table, model = panel.table, panel.model
+    header = table.horizontalHeader()
+    fm, hfm = table.fontMetrics(), header.fontMetrics()
+    for column in range(1, model.columnCount()):
+        title = str(model.headerData(column, Qt.Orientation.Horizontal))
+        assert header.sectionSize(column) >= hfm.horizontalAdvance(title), title
+        for row in range(min(model.rowCount(), 50)):
+            text = str(model.data(model.index(row, column)))
+            assert header.sectionSize(column) >= fm.horizontalAdvance(text), (title, text)
+    assert table.textElideMode() == Qt.TextElideMode.ElideRight
+    names = model.frame["name"].astype(str)
+    longest = int(names.str.len().idxmax())
+    index = model.index(model.view_row(longest), 0)
+    assert model.data(index, Qt.ItemDataRole.ToolTipRole) == names.iat[longest]
+    share = list(model.frame.columns).index("self_share")
+    assert "%" in str(model.headerData(share, Qt.Orientation.Horizontal))
+    assert "side" in model.headerData(share, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+
+    table.scrollToBottom()
+    assert table.verticalScrollBar().value() > 0
+    a, b = window.timeline.visible_range()
+    with qtbot.waitSignal(panel.updated, timeout=30000):
+        window.timeline.range_selected.emit(int(a + (b - a) * 0.2), int(a + (b - a) * 0.6))
+    assert panel.window() is not None
+    assert table.verticalScrollBar().value() == 0
+    assert table.rowAt(0) == 0

@@ -14,6 +14,7 @@ import explorer
 from explorer.ui.panels.source import SETTINGS_KEY, SourcePanel, resolve_source
 
 THIS_FILE = Path(__file__).resolve()
+ROOT = THIS_FILE.parents[2]
 
 
 def matmul_heavy_step(x):  # the line the profiler attributes this function's ops to
@@ -188,3 +189,35 @@ def test_gutter_marks_syncs_and_fallbacks(qtbot, tmp_path, settings, scenario, t
     if tag == "S":
         panel.metric.setCurrentText("stall time")
         assert panel.view.heat[line] == pytest.approx(1.0)
+
+
+def test_a_file_next_to_the_trace_wins_over_the_recorded_path(qtbot, tmp_path, settings):
+    """A real run (sample_traces/) recorded /…/scripts/make_sample_traces.py. Copied with
+    its trace to another folder, the Source panel opens the copy beside the trace (first),
+    not the recorded path — and the recorded path when nothing is beside the trace."""
+    import shutil
+
+    sample = ROOT / "sample_traces" / "cpu_compile_graph_break.pt.trace.json.gz"
+    trace = explorer.load(sample)
+    finding = trace.findings()[0]
+    recorded, line, _ = finding.source_lines[0]
+    recorded_path = Path(str(recorded))
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(sample, moved / sample.name)
+    lines = (
+        recorded_path.read_text().splitlines()
+        if recorded_path.is_file()
+        else [f"line {k}" for k in range(1, int(line) + 5)]
+    )
+    lines[int(line) - 1] = lines[int(line) - 1] + "  # THE COPY BESIDE THE TRACE"
+    (moved / recorded_path.name).write_text("\n".join(lines) + "\n")
+
+    panel = _panel(qtbot, explorer.load(moved / sample.name), settings)
+    assert panel.show_location(str(recorded), int(line))
+    assert panel.current_path == moved / recorded_path.name
+    assert "THE COPY BESIDE THE TRACE" in panel.view.toPlainText()
+    if recorded_path.is_file():  # on the machine that recorded it: the recorded path next
+        (moved / recorded_path.name).unlink()
+        assert panel.show_location(str(recorded), int(line))
+        assert panel.current_path == recorded_path

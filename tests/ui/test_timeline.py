@@ -15,6 +15,7 @@ from explorer.ui.timeline.layout import TrackLayout
 from explorer.ui.timeline.lod import build_lanes, counter_pixels, lane_rects, pixel_edges
 from explorer.ui.timeline.view import TimelineView
 from explorer.units import fmt_ns
+from tests.ui.conftest import MTIA
 
 
 def random_lane(n: int, seed: int) -> pd.DataFrame:
@@ -333,7 +334,10 @@ def test_step_and_counter_tooltips(view: TimelineView, small_trace, qtbot) -> No
     t = float(small_trace.memory["ts"].iat[1]) + 1000  # just after the second allocation
     hover(view, QPointF(view._x_of(t), y))
     qtbot.waitUntil(lambda: "allocated cuda:0" in QToolTip.text(), timeout=3000)
-    assert "2.0 MiB" in QToolTip.text()
+    assert "2.00 MiB" in QToolTip.text()  # the allocator's total after step 2's block
+    # The row's value axis reads the series' max (3 steps of 1 MiB) — the same text the
+    # axis paints at the row's top right.
+    assert view.counter_value_text(row.series, view._series_max(row.series)) == "3.00 MiB"
 
 
 def test_deep_tracks_compact_on_a_click_and_expand_for_a_selection(qtbot) -> None:
@@ -389,3 +393,161 @@ def test_shift_wheel_and_wheel_over_labels_scroll_rows(view: TimelineView) -> No
     view.scrollbar.setValue(0)
     wheel(40, Qt.KeyboardModifier.NoModifier)  # over the row labels
     assert view.scroll_y > 0 and view.t1 - view.t0 == span
+
+
+def test_deep_zoom_labels_ticks_relative_to_a_reference_shown_once(view, qtbot) -> None:
+    """Zoomed to 100 µs at 210.85 ms (Perfetto's way): ticks read ``+20 µs``..., the
+    gutter shows the reference once; zoomed out, ticks are absolute again."""
+    from explorer.ui.timeline import axis
+
+    # The pure functions, against values worked out by hand.
+    assert axis.reference(0, 500e6, 100e6) is None  # "100 ms" labels are short
+    assert axis.reference(210_850_000, 210_950_000, 10_000) == 210_850_000
+    assert axis.tick_label(210_870_000, 10_000, 210_850_000) == "+20 µs"
+    assert axis.format_offset(210_850_000, 10_000) == "210.85 ms"
+    assert axis.format_offset(1_500_000_000, 1_000_000) == "1.500 s"
+
+    lo, hi = view.extent
+    mid = (lo + hi) // 2
+    view.set_visible_range(mid, mid + 400)  # 400 ns, deep inside the trace
+    view.grab()  # paints
+    t0, t1 = view.visible_range()
+    times, step = axis.ticks(t0, t1, view._tracks_width())
+    ref = axis.reference(t0, t1, step)
+    assert ref is not None and ref <= t0 < ref + step
+    assert view.axis_origin == f"{axis.format_offset(ref, step)} +"
+    labels = [axis.tick_label(t, step, ref) for t in times]
+    assert all(lbl.startswith("+") and len(lbl) <= 8 for lbl in labels), labels
+    view.fit_all()
+    view.grab()
+    assert view.axis_origin == "time"
+
+
+def test_the_legend_is_never_clipped_and_lists_the_rest_on_hover(view, small_trace, qtbot) -> None:
+    """At 1600 px every entry fits; at 700 px the entries that do not fit are left out
+    whole — each drawn one ends inside the widget — and hovering the legend lists them."""
+    from PyQt6.QtGui import QFontMetrics
+    from PyQt6.QtWidgets import QToolTip
+
+    from explorer.ui.timeline import paint
+
+    view.set_steps(small_trace.steps(), small_trace.breakdown())
+    entries = paint.legend_entries(view._kinds_present, categories=True)
+    assert len(entries) >= 10
+    view.resize(1600, 600)
+    view.grab()
+    assert view.legend_hidden == []
+    view.resize(700, 600)
+    view.grab()
+    hidden = view.legend_hidden
+    assert 0 < len(hidden) < len(entries)
+    assert hidden == [label for label, _, _ in entries][len(entries) - len(hidden) :]
+    # The entries drawn, laid out as draw_legend does, end before the widget's edge.
+    fm = QFontMetrics(view._font)
+    shown = entries[: len(entries) - len(hidden)]
+    x = 8 + sum(14 + fm.horizontalAdvance(lbl) + 14 for lbl, _, _ in shown)
+    if any(is_cat for _, _, is_cat in shown):
+        x += fm.horizontalAdvance("step bars:") + 20
+    assert x + fm.horizontalAdvance(f"+{len(hidden)} more (hover)") <= view.width()
+    hover(view, QPointF(300, view.height() - 8))
+    qtbot.waitUntil(lambda: "step bars:" in QToolTip.text(), timeout=3000)
+    for label in hidden:
+        assert label in QToolTip.text()
+
+
+def test_a_many_stream_device_starts_as_one_summary_row_and_remembers_a_click(
+    window, open_trace, shared_trace, settings, qtbot
+) -> None:
+    """A real MTIA trace (24 queue rows): the device starts collapsed to one summary row so
+    the host threads are on the first screen; a real click on it expands it, and the next
+    window (same settings) opens it expanded."""
+    from PyQt6.QtCore import QPoint
+
+    from explorer.ui.main_window import MainWindow
+    from explorer.ui.timeline.layout import MANY_STREAMS
+
+    path = shared_trace(MTIA)
+    trace = open_trace(window, path)
+    view = window.timeline
+    device_tracks = int((trace.tracks["type"] == "device_stream").sum())
+    assert device_tracks > MANY_STREAMS
+    groups = [r for r in view.rows() if r.kind == "group"]
+    device = next(r for r in groups if r.device)
+    assert device.key in view.layout_.collapsed
+    host_rows = [r for r in view.rows() if r.kind == "track" and not r.device]
+    page = view._tracks_bottom() - view._tracks_top()
+    assert host_rows and host_rows[0].y < page, "a host thread is on the first screen"
+    # The summary strip paints the device's activity inside the header row.
+    img = view.grab().toImage()
+    y = AXIS_H + STEP_H + device.y + device.height // 2
+    colours = {img.pixelColor(x, y).name() for x in range(LABEL_W + 1, view.width() - 20, 3)}
+    assert len(colours - {paint_header_colour()}) >= 2
+
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(40, int(y)))
+    assert device.key not in view.layout_.collapsed
+    assert sum(r.kind == "track" and r.device for r in view.rows()) == device_tracks
+    window.close()
+
+    again = MainWindow(settings=settings, restore=False)
+    qtbot.addWidget(again)
+    again.show()
+    open_trace(again, path)
+    device2 = next(r for r in again.timeline.rows() if r.kind == "group" and r.device)
+    assert device2.key not in again.timeline.layout_.collapsed
+
+
+def paint_header_colour() -> str:
+    from explorer.ui.timeline import paint
+
+    return paint.DEVICE_HEADER.name()
+
+
+def test_flow_arrows_are_drawn_above_slices_on_a_halo(view, qtbot) -> None:
+    """The launch → kernel arrow of the small trace: on its line the arrow's colour, beside
+    it (2 px across) the white halo — not the slice colour underneath."""
+    from explorer.ui.timeline.view_paint import ARROW
+
+    view.zoom_to_slices(np.array([2, 21]))
+    view.set_related([(2, 21)])
+    a, b = view.slice_rect(2), view.slice_rect(21)
+    assert a is not None and b is not None
+    img = view.grab().toImage()
+    x0, y0, x1, y1 = a.left() + 1, a.bottom(), b.left() + 1, b.top()
+    length = float(np.hypot(x1 - x0, y1 - y0))
+    assert length > 30
+    nx, ny = -(y1 - y0) / length, (x1 - x0) / length  # unit normal
+
+    def at(x: float, y: float, d: float):
+        return img.pixelColor(int(round(x + d * nx)), int(round(y + d * ny)))
+
+    def is_arrow(c) -> bool:
+        return abs(c.red() - ARROW.red()) + abs(c.green() - ARROW.green()) < 60
+
+    samples = [(x0 + f * (x1 - x0), y0 + f * (y1 - y0)) for f in np.linspace(0.3, 0.7, 9)]
+    for x, y in samples:
+        assert any(is_arrow(at(x, y, d)) for d in (-1, 0, 1)), "the arrow is on top"
+        # On both sides of the line, a light halo pixel (not the slice's colour).
+        assert max(at(x, y, d).lightness() for d in (1, 2)) > 215
+        assert max(at(x, y, -d).lightness() for d in (1, 2)) > 215
+
+
+def test_the_range_label_never_sits_on_a_tick_label(view, qtbot) -> None:
+    """For ranges all along the trace: no tick label text touches the range's duration
+    label (no dark grey text pixels in the 6 px either side of its box, above the ticks)."""
+    lo, hi = view.extent
+    span = hi - lo
+    for k in range(8):
+        a = lo + span * k / 10
+        view.range = (int(a), int(a + span / 7))
+        img = view.grab().toImage()
+        box = view.range_label_box()
+        assert box is not None
+        for x0, x1 in ((box.left() - 6, box.left() - 1), (box.right() + 1, box.right() + 6)):
+            for x in range(max(int(x0), LABEL_W), min(int(x1) + 1, view.width() - 20)):
+                for y in range(0, AXIS_H - 8):
+                    c = img.pixelColor(x, y)  # grey text is dark and unsaturated; the
+                    assert c.lightness() > 150 or c.saturation() > 100, (
+                        k,
+                        x,
+                        y,
+                    )  # range edge is blue

@@ -10,7 +10,10 @@ graph for every later step.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import PurePath
+from typing import Any
 
 import numpy as np
 
@@ -30,11 +33,15 @@ def detect(ctx: Context) -> list[Finding]:
     ids = np.flatnonzero(ctx.kind == "compile")
     events: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    sentences: dict[str, None] = {}  # ordered set: the same break seen every step says once
     for i in ids[:5000]:  # collector compile events are few (one per compile/break)
         a = ctx.trace.args(int(i))
         events[str(a.get("event", "compile"))] += 1
         if a.get("reason"):
             reasons[str(a["reason"])] += 1
+        said = why_sentence(a)
+        if said:
+            sentences[said] = None
     breaks = events.get("graph_break", 0) + events.get("recompile", 0)
     if not ctx.significant(m) and breaks == 0:
         return []
@@ -47,14 +54,13 @@ def detect(ctx: Context) -> list[Finding]:
     if events.get("recompile"):
         parts.append(f"{events['recompile']} recompilation(s)")
     title = f"Compilation: {fmt_ns(m.total)} compiling" + (f", {', '.join(parts)}" if parts else "")
-    top_reasons = [r for r, _ in reasons.most_common(5)]
     who = (
         f"{m.device} idles for {fmt_ns(m.total)}"
         if ctx.device_mode
         else f"The host spends {fmt_ns(m.total)}"
     )
-    explanation = f"{who} while torch.compile traces and compiles on the host." + (
-        " Reasons: " + "; ".join(top_reasons) + "." if top_reasons else ""
+    explanation = " ".join(
+        [f"{who} while torch.compile traces and compiles on the host.", *list(sentences)[:3]]
     )
     recommendation = (
         "Warm up before measuring (compile once, outside the timed steps); fix graph breaks "
@@ -72,3 +78,45 @@ def detect(ctx: Context) -> list[Finding]:
 
         f.source_lines = top_lines(ctx.trace, np.flatnonzero(comp))
     return [f]
+
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+_GUARD = re.compile(r"^\s*\d+/\d+:\s*(?P<guard>[^#\n]*?)\s*(?:#|$)", re.M)
+_FLOAT = re.compile(r"-?\d+\.\d{5,}(?:e-?\d+)?")
+
+
+def why_sentence(args: dict[str, Any]) -> str:
+    """One sentence for a graph break or recompilation event of the collector: what broke
+    (or which guard failed), in which frame, at which file:line ("" for a plain compile).
+
+    Dynamo's texts are long (hints, debug context, guard dumps with source lines and paths
+    cut to a width); the sentence keeps their first statement and the guard expression."""
+    event = str(args.get("event", ""))
+    if event not in ("graph_break", "recompile"):
+        return ""
+    where = _where(args)
+    frame = _frame(str(args.get("frame") or args.get("source_function") or ""))
+    text = str(args.get("reason") or "")
+    if event == "graph_break":
+        first = text.strip().splitlines()[0].strip().rstrip(".") if text.strip() else ""
+        what = f": {first}" if first else ""
+        return f"The graph breaks in {frame}{where}{what}."
+    m = _GUARD.search(text)
+    guard = _FLOAT.sub(lambda f: f"{float(f.group()):.4g}", m.group("guard")) if m else ""
+    if len(guard) > 80:
+        guard = guard[:80].rsplit(" ", 1)[0] + " …"
+    because = f" because the guard `{guard}` failed (a value it was specialised on changed)"
+    return f"{frame[0].upper()}{frame[1:]} is recompiled{where}{because if guard else ''}."
+
+
+def _where(args: dict[str, Any]) -> str:
+    file, line = args.get("source_file"), args.get("source_line")
+    return f" at {PurePath(str(file)).name}:{line}" if file and isinstance(line, int) else ""
+
+
+def _frame(name: str) -> str:
+    """``forward`` → ``forward()``; dynamo's resume functions → what they are."""
+    m = _RESUME.match(name)
+    if m:
+        return f"the rest of {m.group('fn')}() after the break at line {m.group('line')}"
+    return f"{name}()" if name else "a compiled frame"

@@ -20,7 +20,7 @@ import pandas as pd
 from explorer.analysis.attribution import top_lines
 from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
-from explorer.analysis.steps import steps as trace_steps
+from explorer.analysis.steps import attributed_steps
 from explorer.trace.model import TraceData
 
 #: A finding is reported when it costs at least this share of the total step time.
@@ -30,6 +30,22 @@ MAX_EVIDENCE = 50
 MAX_RANGES = 200
 #: Every reason the breakdown's timelines can hold: what a detector may measure.
 REASON_NAMES: frozenset[str] = frozenset(r for r, _ in (*DEVICE_REASONS, *HOST_REASONS))
+
+
+#: Device label prefix → the torch module that drives it (ROCm's PyTorch keeps ``torch.cuda``).
+TORCH_MODULES = {
+    "cuda": "torch.cuda",
+    "rocm": "torch.cuda",
+    "mtia": "torch.mtia",
+    "xpu": "torch.xpu",
+    "hpu": "torch.hpu",
+    "npu": "torch.npu",
+}
+
+
+def torch_module(device: str) -> str | None:
+    """``"mtia:17"`` → ``"torch.mtia"``: the API advice should name (None: host, unknown)."""
+    return TORCH_MODULES.get(device.partition(":")[0].lower())
 
 
 @dataclass
@@ -58,7 +74,7 @@ class Context:
     """The reasons the running detector declared; measuring any other is an error."""
 
     def __post_init__(self) -> None:
-        self.steps = trace_steps(self.trace)
+        self.steps = attributed_steps(self.trace)
         self.timelines = timelines(self.trace)
 
     @contextmanager

@@ -52,10 +52,13 @@ def detect(ctx: Context) -> list[Finding]:
         "between them while the host runs Python and launches the next one: the host, not the "
         "device, sets the pace."
     )
+    graphs = {
+        "cuda": "capture the step with CUDA graphs (torch.cuda.graphs / mode='reduce-overhead'), ",
+        "rocm": "capture the step with HIP graphs (torch.cuda.graphs / mode='reduce-overhead'), ",
+    }.get(m.device.partition(":")[0], "")
     recommendation = (
-        "Cut per-kernel host overhead: torch.compile the model (fuses small ops), capture the "
-        "step with CUDA graphs (torch.cuda.graphs / mode='reduce-overhead'), use fused optimizers "
-        "(foreach/fused=True) and larger batches."
+        "Cut per-kernel host overhead: torch.compile the model (fuses small ops), "
+        f"{graphs}use fused optimizers (foreach/fused=True) and larger batches."
     )
     return [
         ctx.finding(

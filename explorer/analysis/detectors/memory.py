@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.detectors.context import MAX_EVIDENCE, Context
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_bytes
 
@@ -58,7 +58,12 @@ def detect(ctx: Context) -> list[Finding]:
         recommendation = (
             "Don't keep graph-attached tensors across steps: accumulate losses with "
             "loss.detach() or loss.item() every N steps, clear lists of outputs, and check "
-            "caches keyed by step; torch.cuda.memory._record_memory_history shows who holds them."
+            "caches keyed by step; "
+            + (
+                "torch.cuda.memory._record_memory_history shows who holds them."
+                if torch_module(device) == "torch.cuda"
+                else "a memory snapshot of the allocator shows who holds them."
+            )
         )
         steps = [int(s) for s, dd in zip(g["step"].to_numpy()[1:], d, strict=True) if dd > 0]
         out.append(

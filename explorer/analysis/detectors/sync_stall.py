@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.breakdown import SYNC_OPS, name_flags
-from explorer.analysis.detectors.context import MAX_EVIDENCE, Context
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
 
@@ -35,8 +35,10 @@ def detect(ctx: Context) -> list[Finding]:
     n_sync = int(np.count_nonzero(sync & in_steps))
     n_steps = max(len(ctx.steps), 1)
     title = f"Sync stall: {n_sync / n_steps:.3g} host syncs per step drain the device queue"
+    api = torch_module(m.device)
+    examples = ".item(), .cpu()" + (f", {api}.synchronize()" if api else "")
     explanation = (
-        f"{n_sync} synchronisations (e.g. .item(), .cpu(), torch.cuda.synchronize()) make the host "
+        f"{n_sync} synchronisations (e.g. {examples}) make the host "
         f"wait for {m.device}; each one empties the queue, so the device then idles until the host "
         f"launches again — {fmt_ns(m.total)} in all."
     )

@@ -36,6 +36,7 @@ EDGE_TYPES: tuple[str, ...] = (
     "fwdbwd",  # forward op -> its backward op (autograd)
     "data",  # Execution Trace tensor: producer op -> consumer op
     "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
+    "thread_wait",  # a thread waiting -> another thread's work -> the waiting thread goes on
 )
 # Explorer's collector records its copy, sync and fallback events on the thread that made
 # them, around (or, for fallbacks, at) the ops they serve, so they join the graph through
@@ -52,12 +53,16 @@ WAIT_TYPES: frozenset[str] = frozenset(
         "fwdbwd",
         "data",
         "runtime_lock",
+        "thread_wait",
     }
 )
 
-#: Critical-path summary categories; every path edge lands in exactly one.
+#: Critical-path summary categories; every path edge lands in exactly one. What a slice's
+#: time is comes from the breakdown's classifier (:mod:`explorer.analysis.graph.categories`).
 PATH_CATEGORIES: tuple[str, ...] = (
     "host_compute",
+    "compile",
+    "host_runtime",  # runtime calls that launch nothing: allocation, queries, device setup
     "launch_overhead",
     "device_compute",
     "data_movement",
@@ -65,24 +70,6 @@ PATH_CATEGORIES: tuple[str, ...] = (
     "sync_wait",
     "idle_gap",
 )
-
-#: Category of the time a slice of each kind spends (its duration or its self time).
-KIND_CATEGORY: dict[str, str] = {
-    "cpu_op": "host_compute",
-    "python": "host_compute",
-    "annotation": "host_compute",
-    "compile": "host_compute",
-    "fallback": "host_compute",
-    "other": "host_compute",
-    "runtime": "launch_overhead",
-    "kernel": "device_compute",
-    "memcpy": "data_movement",
-    "memset": "data_movement",
-    "copy": "data_movement",
-    "collective": "communication",
-    "sync": "sync_wait",
-    "device_annotation": "device_compute",
-}
 
 #: Category of edge types whose time does not belong to one slice's kind.
 TYPE_CATEGORY: dict[str, str] = {
@@ -95,6 +82,7 @@ TYPE_CATEGORY: dict[str, str] = {
     "fwdbwd": "idle_gap",
     "data": "idle_gap",
     "runtime_lock": "launch_overhead",
+    "thread_wait": "sync_wait",
 }
 
 

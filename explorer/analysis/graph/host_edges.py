@@ -1,7 +1,10 @@
-"""Host-side edges: each leaf slice's duration, nesting, the order of ops on a thread,
-forward -> backward, and the runtime lock that serialises launches from several threads."""
+"""Host-side edges: each thread as one chain through time (durations, nesting, the order
+of ops), forward -> backward, and the runtime lock that serialises launches from several
+threads."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,50 +19,155 @@ RUNTIME_LOCK_GAP_NS = 1_000
 _LAUNCH_CALL = r"Launch|launch|Memcpy|Memset|memcpy|memset|enqueue|runFunction"
 
 
-def _order_edges(edges: EdgeList, kind: str, ids: np.ndarray, arrays: SliceArrays) -> None:
-    """``kind`` edges between consecutive ``ids`` (already in order): end -> start, or
-    start -> start where the two overlap."""
-    if len(ids) < 2:
-        return
-    a, b = ids[:-1], ids[1:]
-    src_point = np.where(arrays.end[a] <= arrays.ts[b], END, START)
-    edges.add(kind, a, b, src_point, START)
+@dataclass(frozen=True)
+class ThreadPoints:
+    """Every start and end of some host slices, in order per thread: by track, then time
+    (at one instant: ends before starts, inner ends before outer ones, outer starts before
+    inner ones, a zero-length slice's end just after its start). ``slice``/``is_end``/
+    ``t``/``track`` per point."""
+
+    slice: np.ndarray
+    is_end: np.ndarray
+    t: np.ndarray
+    track: np.ndarray
+
+    def last_before(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Index of the last point on ``track`` before ``t`` (an end at ``t`` counts, a
+        start at ``t`` does not), or -1."""
+        out = np.full(len(t), -1, np.int64)
+        ends_so_far = np.r_[0, np.cumsum(self.is_end)]
+        for tr in np.unique(track):
+            lo, hi = np.searchsorted(self.track, [tr, tr + 1])
+            q = np.flatnonzero(track == tr)
+            first_at = lo + np.searchsorted(self.t[lo:hi], t[q], side="left")
+            past_at = lo + np.searchsorted(self.t[lo:hi], t[q], side="right")
+            # At one instant the ends come first: step over them.
+            k = first_at + (ends_so_far[past_at] - ends_so_far[first_at]) - 1
+            ok = k >= lo
+            out[q[ok]] = k[ok]
+        return out
+
+    def first_after(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Index of the first point on ``track`` at or after ``t``, or -1."""
+        out = np.full(len(t), -1, np.int64)
+        for tr in np.unique(track):
+            lo, hi = np.searchsorted(self.track, [tr, tr + 1])
+            q = np.flatnonzero(track == tr)
+            k = lo + np.searchsorted(self.t[lo:hi], t[q], side="left")
+            ok = k < hi
+            out[q[ok]] = k[ok]
+        return out
 
 
-def duration_and_nesting(edges: EdgeList, arrays: SliceArrays) -> np.ndarray:
-    """Duration edges of leaves; parent -> first child, last child -> parent, child -> next
-    sibling on host threads. Returns the ids of host nodes that have children."""
-    node = arrays.node
-    host_nodes = np.flatnonzero(node & arrays.host)
-    parent = arrays.parent[host_nodes]
-    has_parent = parent >= 0
-    has_parent[has_parent] = node[parent[has_parent]]
-    children = host_nodes[has_parent]
-    parents = np.unique(arrays.parent[children])
-    is_parent = np.zeros(arrays.n, bool)
-    is_parent[parents] = True
-    leaves = np.flatnonzero(node & ~is_parent)
-    edges.add("duration", leaves, leaves, START, END)
+def thread_points(arrays: SliceArrays, ids: np.ndarray) -> ThreadPoints:
+    """The points of slices ``ids``, sorted per thread (see :class:`ThreadPoints`)."""
+    pt_slice = np.concatenate([ids, ids])
+    is_end = np.r_[np.zeros(len(ids), bool), np.ones(len(ids), bool)]
+    t = np.where(is_end, arrays.end[pt_slice], arrays.ts[pt_slice])
+    track = arrays.track[pt_slice]
+    dur = arrays.end[pt_slice] - arrays.ts[pt_slice]
+    # At one instant: ends first (the later-started, inner one first), then starts (the
+    # longer, outer one first); a zero-length slice's end right after its start.
+    group = np.where(is_end & (dur > 0), 0, 1)
+    inner_first = np.where(group == 0, -arrays.ts[pt_slice], -dur)
+    order = np.lexsort(
+        (np.where(is_end, -pt_slice, pt_slice), is_end, inner_first, group, t, track)
+    )
+    return ThreadPoints(pt_slice[order], is_end[order], t[order], track[order])
 
-    if len(children):
-        order = np.lexsort((arrays.ts[children], arrays.parent[children]))
-        c = children[order]
-        p = arrays.parent[c]
-        first = np.ones(len(c), bool)
-        first[1:] = p[1:] != p[:-1]
-        last = np.ones(len(c), bool)
-        last[:-1] = p[1:] != p[:-1]
-        edges.add("nest", p[first], c[first], START, START)
-        edges.add("nest", c[last], p[last], END, END)
-        a, b = c[:-1][~first[1:]], c[1:][~first[1:]]
-        edges.add("sibling", a, b, np.where(arrays.end[a] <= arrays.ts[b], END, START), START)
 
-    top = host_nodes[~has_parent]  # already in (track, ts) order
-    if len(top) > 1:
-        same = arrays.track[top[1:]] == arrays.track[top[:-1]]
-        a, b = top[:-1][same], top[1:][same]
-        edges.add("thread_order", a, b, np.where(arrays.end[a] <= arrays.ts[b], END, START), START)
-    return parents
+def stretch_owner(after: np.ndarray, point_slice: np.ndarray, is_end: np.ndarray) -> np.ndarray:
+    """The slice whose own time follows each point on its thread (-1: the thread is idle):
+    ``after[slice, 0]`` after a slice's start (the slice itself, unless it lasts no
+    time), ``after[slice, 1]`` after its end — as :func:`thread_chains` returns them."""
+    return after[point_slice, np.asarray(is_end, np.int64)]
+
+
+def innermost_open(points: ThreadPoints) -> np.ndarray:
+    """Per point, the slice whose own time follows it: of the slices open on its thread
+    just after it, the one that started last (-1: none open, the thread is idle).
+
+    Exact for any overlaps, without a stack: in the order of their starts, it is the last
+    slice started at or before the point that ends after it — found for every point at
+    once by binary lifting over a range-maximum table of the slices' end positions.
+    """
+    n = len(points.slice)
+    # Start and end position of every slice (the points are in order: positions).
+    ids = np.unique(points.slice)
+    rank = np.searchsorted(ids, points.slice)
+    pos_start = np.empty(len(ids), np.int64)
+    pos_end = np.empty(len(ids), np.int64)
+    pos_start[rank[~points.is_end]] = np.flatnonzero(~points.is_end)
+    pos_end[rank[points.is_end]] = np.flatnonzero(points.is_end)
+    by_start = np.argsort(pos_start, kind="stable")
+    si, ei, slices = pos_start[by_start], pos_end[by_start], ids[by_start]
+    k = np.arange(n)
+    r = np.searchsorted(si, k, side="right")  # slices [0, r) started at or before k
+    # table[L][i] = max(ei[i : i + 2**L]); skip whole blocks from the right that all end
+    # by k: what is left ends with the last slice still open after k.
+    table = [ei]
+    while (1 << len(table)) <= len(ei):
+        prev = table[-1]
+        half = 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+    for level in range(len(table) - 1, -1, -1):
+        size = 1 << level
+        can = r >= size
+        block_max = np.full(n, np.iinfo(np.int64).max)
+        block_max[can] = table[level][r[can] - size]
+        r = np.where(can & (block_max <= k), r - size, r)
+    ok = r > 0
+    ok[ok] = ei[r[ok] - 1] > k[ok]
+    return np.where(ok, slices[np.maximum(r - 1, 0)], -1)
+
+
+def thread_chains(edges: EdgeList, arrays: SliceArrays, until: int | None = None) -> np.ndarray:
+    """Each host thread as one chain through time: an edge from every start or end of a
+    slice on it to the next one (and each device op's ``duration``). Between two points the thread is in one stretch — a
+    leaf's duration (``duration``), a parent's time before its first child or after its
+    last (``nest``), between two children (``sibling``), or idle between top-level slices
+    (``thread_order``).
+
+    Nothing the thread did can be skipped: a route along the thread passes through every
+    slice it ran, however the slices overlap (the Python tracer records frames that start
+    inside one annotation and end inside the next), so a container never stands in for
+    the work inside it.
+
+    With ``until`` (a step's end), the chains stop there: what a thread does after the
+    step — the rest of a frame that began in it — is not the step's.
+
+    Returns ``after``: per slice, whose own time follows its start (``[:, 0]``) and its
+    end (``[:, 1]``) — the innermost slice open (:func:`innermost_open`): after an end
+    the parent, or, where slices overlap rather than nest, whichever started last.
+    """
+    points = thread_points(arrays, np.flatnonzero(arrays.node & arrays.host))
+    first = np.r_[True, points.track[1:] != points.track[:-1]]
+    own = innermost_open(points)
+    after = np.full((arrays.n, 2), -1, np.int64)
+    after[points.slice, points.is_end.astype(np.int64)] = own
+
+    k = np.flatnonzero(~first[1:])
+    if until is not None:
+        k = k[points.t[k + 1] <= until]
+    a, a_end = points.slice[k], points.is_end[k]
+    b, b_end = points.slice[k + 1], points.is_end[k + 1]
+    owner = own[k]
+    own_leaf = (a == b) & ~a_end & b_end
+    nest = ~own_leaf & (a_end == b_end)
+    sibling = ~own_leaf & ~nest & (owner >= 0)
+    idle = ~own_leaf & ~nest & (owner < 0)
+    for kind, m in (
+        ("duration", own_leaf),
+        ("nest", nest),
+        ("sibling", sibling),
+        ("thread_order", idle),
+    ):
+        edges.add(kind, a[m], b[m], np.where(a_end[m], END, START), np.where(b_end[m], END, START))
+    # Device ops (and anything else off the host threads) are their own durations.
+    off_host = np.flatnonzero(arrays.node & ~arrays.host)
+    edges.add("duration", off_host, off_host, START, END)
+    after[off_host, 0] = off_host
+    return after
 
 
 def forward_backward(edges: EdgeList, arrays: SliceArrays, flows: pd.DataFrame) -> None:

@@ -122,9 +122,11 @@ class TracePanel(QWidget):
 def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableView:
     """A read-only, sortable, single-row-selection table as every panel shows results.
 
-    One line per row with long names elided in the middle (kernel names run to hundreds of
-    characters), fixed row heights and explicit column widths — sizing columns to their
-    contents would visit every row of a million-row table.
+    One line per row with long names elided at the end (kernel names run to hundreds of
+    characters; eliding the middle made different kernels look the same — the whole name
+    is the cell's tooltip), fixed row heights and explicit column widths — sizing columns
+    to their contents would visit every row of a million-row table (see
+    :func:`fit_columns`, which reads the top rows only).
     """
     table = QTableView()
     table.setModel(model)
@@ -135,7 +137,7 @@ def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableVie
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.setWordWrap(False)
-    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    table.setTextElideMode(Qt.TextElideMode.ElideRight)
     table.verticalHeader().setVisible(False)
     table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
     table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
@@ -148,6 +150,40 @@ def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableVie
     return table
 
 
+#: Rows :func:`fit_columns` reads to size a column (the top of the table, as shown).
+FIT_ROWS = 200
+
+
+def fit_columns(table: QTableView, stretch: int = 0) -> None:
+    """Size every column but ``stretch`` to its header and its first :data:`FIT_ROWS`
+    rows' text; ``stretch`` takes the rest of the width (the table scrolls sideways when
+    that leaves it less than 160 px)."""
+    model = table.model()
+    header = table.horizontalHeader()
+    fm = table.fontMetrics()
+    header_fm = header.fontMetrics()
+    rows = min(model.rowCount(), FIT_ROWS)
+    used = 0
+    for column in range(model.columnCount()):
+        if column == stretch:
+            continue
+        title = str(model.headerData(column, Qt.Orientation.Horizontal) or "")
+        width = header_fm.horizontalAdvance(title) + 28  # room for the sort arrow
+        for row in range(rows):
+            text = str(model.data(model.index(row, column)) or "")
+            width = max(width, fm.horizontalAdvance(text) + 14)
+        header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(column, width)
+        used += width
+    if 0 <= stretch < model.columnCount():
+        room = table.viewport().width() - used
+        if room >= 160:
+            header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+        else:
+            header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(stretch, 160)
+
+
 def trace_steps(trace: Any) -> pd.DataFrame:
     """The trace's steps ``[step, name, start_ns, dur_ns, end_ns, slice]`` as the analyses
     define them (``ProfilerStep#N``, else one step for the whole trace)."""
@@ -156,4 +192,4 @@ def trace_steps(trace: Any) -> pd.DataFrame:
     return steps(trace)
 
 
-__all__ = ["TracePanel", "results_table", "trace_steps"]
+__all__ = ["TracePanel", "fit_columns", "results_table", "trace_steps"]

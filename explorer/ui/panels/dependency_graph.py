@@ -2,11 +2,13 @@
 
 The graph comes from :func:`explorer.analysis.dependency_graph.dependency_graph` and the
 highlighted chain from :func:`explorer.analysis.critical_path.critical_path`. The layout is
-deliberately simple so that it reads like the timeline: one lane per track (host threads
-above device streams), nodes placed left to right in time order, one column per node, so a
-launch edge always points right and a stream's ops sit on one line. Node colour is the kind
-(the timeline's colours), edge style is the edge type, and the critical path is drawn thick
-and red.
+layered so that it reads like the timeline: one lane per track (host threads above device
+streams), nested ops on rows below their parents inside the lane, nodes placed left to
+right in time order with one column per node. Edges are routed orthogonally through the
+free space only — the gutter between columns and the channel between rows — so they never
+run through a node or its label. Node colour is the kind (the timeline's colours), edge
+style is the edge type; the critical path is thick and red, and when there is one the
+other edges are dimmed so it reads at a glance.
 
 Laying out thousands of nodes would freeze the UI, so at most ``max nodes`` are shown —
 nearest hops first around a selection, critical-path nodes first for a step — and the panel
@@ -44,7 +46,8 @@ from explorer.ui.timeline.colors import kind_color
 from explorer.units import fmt_ns
 
 NODE_W, NODE_H = 120.0, 26.0
-COL_GAP, LANE_GAP = 34.0, 30.0
+COL_GAP, LANE_GAP = 34.0, 44.0  # a lane's name sits above the channel over its first row
+ROW_GAP = 12.0  # between the nesting rows of one lane: the channel edges run in
 LABEL_W = 170.0
 CRITICAL = QColor("#d9453d")
 
@@ -68,7 +71,7 @@ EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
 class GraphLayout:
     """Nodes and edges to draw, with positions; built off the UI thread."""
 
-    nodes: pd.DataFrame  # id, name, kind, ts, dur, lane, column, critical
+    nodes: pd.DataFrame  # id, name, kind, ts, dur, lane, row, column, critical
     edges: pd.DataFrame  # src, dst, type, weight, critical
     lanes: list[str]  # lane labels, top to bottom
     total_nodes: int  # nodes in the scope before the cap
@@ -199,9 +202,16 @@ def graph_layout(
             "ts": ts[ids],
             "dur": dur[ids],
             "lane": pd.Series(node_tracks).map(lane_of).to_numpy(np.int64),
+            "row": np.zeros(len(ids), np.int64),
             "column": np.arange(len(ids), dtype=np.int64),
             "critical": on_cp,
         }
+    )
+    # Nesting rows inside a lane: the dense rank of the depth among the lane's nodes.
+    depth = s["depth"].to_numpy(np.int64)[ids]
+    nodes["row"] = (
+        pd.Series(depth).groupby(nodes["lane"].to_numpy()).rank(method="dense").to_numpy(np.int64)
+        - 1
     )
     if len(cp_edges):
         pairs = cp_edges[["src", "dst"]].drop_duplicates().assign(critical=True)
@@ -258,6 +268,8 @@ class DependencyGraphPanel(TracePanel):
         super().__init__(parent)
         self.layout_data: GraphLayout | None = None
         self.node_items: dict[int, _NodeItem] = {}
+        self.lane_tops: list[float] = []  # scene y of each lane's first row
+        self.edge_paths: list[tuple[int, int, QPainterPath]] = []  # as drawn (src, dst, path)
         self.selected_slice: int | None = None
         self._placing = False
 
@@ -392,9 +404,9 @@ class DependencyGraphPanel(TracePanel):
         self.updated.emit()
 
     # -- drawing (UI thread, at most max_nodes items) -----------------------------------------
-    def node_rect(self, column: int, lane: int) -> QRectF:
+    def node_rect(self, column: int, lane: int, row: int = 0) -> QRectF:
         x = LABEL_W + column * (NODE_W + COL_GAP)
-        y = lane * (NODE_H + LANE_GAP)
+        y = self.lane_tops[lane] + row * (NODE_H + ROW_GAP) if self.lane_tops else 0.0
         return QRectF(x, y, NODE_W, NODE_H)
 
     def _draw(self, layout: GraphLayout | None) -> None:
@@ -406,10 +418,19 @@ class DependencyGraphPanel(TracePanel):
             if layout is None or not len(layout.nodes):
                 return
             width = LABEL_W + len(layout.nodes) * (NODE_W + COL_GAP)
+            rows = (
+                layout.nodes.groupby("lane")["row"]
+                .max()
+                .reindex(range(len(layout.lanes)), fill_value=0)
+            )
+            heights = (rows.to_numpy() + 1) * (NODE_H + ROW_GAP) - ROW_GAP
+            self.lane_tops = list(
+                np.concatenate([[0.0], np.cumsum(heights + LANE_GAP)[:-1]]).astype(float)
+            )
             for lane, label in enumerate(layout.lanes):  # one per lane
-                y = lane * (NODE_H + LANE_GAP)
+                y = self.lane_tops[lane]
                 band = self.scene.addRect(
-                    QRectF(-20, y - LANE_GAP / 2, width + 40, NODE_H + LANE_GAP),
+                    QRectF(-20, y - LANE_GAP / 2, width + 40, heights[lane] + LANE_GAP),
                     QPen(Qt.PenStyle.NoPen),
                     QBrush(QColor("#f3f5f7" if lane % 2 == 0 else "#ffffff")),
                 )
@@ -423,7 +444,7 @@ class DependencyGraphPanel(TracePanel):
                 self.view.lane_labels.append(text)
             rects: dict[int, QRectF] = {}
             for node in layout.nodes.itertuples(index=False):  # ≤ max_nodes
-                rect = self.node_rect(int(node.column), int(node.lane))
+                rect = self.node_rect(int(node.column), int(node.lane), int(node.row))
                 item = _NodeItem(int(node.id), rect)
                 item.setBrush(QBrush(kind_color(node.kind)))
                 pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
@@ -438,9 +459,13 @@ class DependencyGraphPanel(TracePanel):
                 self.scene.addItem(item)
                 self.node_items[int(node.id)] = item
                 rects[int(node.id)] = rect
-            for edge in layout.edges.itertuples(index=False):  # ≤ a few per node
+            dim = bool(layout.edges["critical"].any()) if len(layout.edges) else False
+            self.edge_paths = []
+            for k, edge in enumerate(layout.edges.itertuples(index=False)):  # ≤ a few per node
                 a, b = rects[int(edge.src)], rects[int(edge.dst)]
-                self.scene.addItem(_edge_item(a, b, str(edge.type), bool(edge.critical)))
+                item = _edge_item(a, b, str(edge.type), bool(edge.critical), dim, k % 3)
+                self.scene.addItem(item)
+                self.edge_paths.append((int(edge.src), int(edge.dst), item.path()))
             if self.selected_slice is not None:
                 self._mark_selected(self.selected_slice)
         finally:
@@ -492,18 +517,42 @@ def edge_legend_html() -> str:
     return "<small>" + " &nbsp; ".join([critical, *parts]) + "</small>"
 
 
-def _edge_item(a: QRectF, b: QRectF, kind: str, critical: bool) -> QGraphicsPathItem:
-    """A curve from the right of ``a`` to the left of ``b`` (or between centres when
-    ``b`` is not to the right), styled by edge type."""
-    if b.left() >= a.right():
-        start, end = QPointF(a.right(), a.center().y()), QPointF(b.left(), b.center().y())
-    else:
-        start, end = QPointF(a.center().x(), a.bottom()), QPointF(b.center().x(), b.top())
+def edge_path(a: QRectF, b: QRectF, lane: int = 0) -> QPainterPath:
+    """From the right of ``a`` to the left of ``b`` through free space only: straight when
+    ``b`` is the next box on the same row, else out into the gutter after ``a``, along the
+    channel above the higher of the two boxes, and down the gutter before ``b``. ``lane``
+    (0-2) shifts the channel a little so parallel edges stay apart."""
+    start, end = QPointF(a.right(), a.center().y()), QPointF(b.left(), b.center().y())
     path = QPainterPath(start)
-    dx = max(20.0, (end.x() - start.x()) / 2)
-    path.cubicTo(QPointF(start.x() + dx, start.y()), QPointF(end.x() - dx, end.y()), end)
+    if abs(start.y() - end.y()) < 0.5 and 0 <= end.x() - start.x() <= COL_GAP + 0.5:
+        path.lineTo(end)
+        return path
+    shift = (lane - 1) * 3.0
+    out_x = a.right() + COL_GAP / 2 + shift
+    in_x = b.left() - COL_GAP / 2 + shift
+    channel = min(a.top(), b.top()) - ROW_GAP / 2 + shift / 2
+    for point in (
+        QPointF(out_x, start.y()),
+        QPointF(out_x, channel),
+        QPointF(in_x, channel),
+        QPointF(in_x, end.y()),
+        end,
+    ):
+        path.lineTo(point)
+    return path
+
+
+def _edge_item(
+    a: QRectF, b: QRectF, kind: str, critical: bool, dim: bool = False, lane: int = 0
+) -> QGraphicsPathItem:
+    """An edge routed by :func:`edge_path`, styled by type; the critical path thick and red,
+    the other edges faded when ``dim`` (a critical path is shown)."""
+    path = edge_path(a, b, lane)
     color, style = EDGE_STYLES.get(kind, ("#999999", Qt.PenStyle.SolidLine))
-    pen = QPen(CRITICAL, 3) if critical else QPen(QColor(color), 1.2, style)
+    faded = QColor(color)
+    if dim:
+        faded.setAlphaF(0.35)
+    pen = QPen(CRITICAL, 3) if critical else QPen(faded, 1.2, style)
     item = QGraphicsPathItem(path)
     item.setPen(pen)
     item.setZValue(3 if critical else 1)

@@ -31,6 +31,7 @@ from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
 from explorer.units import fmt_bytes, fmt_ns
 
+PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
 ALLOCATION_COLUMNS = [
     "device", "bytes", "op", "source", "alloc_ts", "freed_at", "lifetime_ns", "slice", "addr",
@@ -152,10 +153,23 @@ class MemoryPanel(TracePanel):
         self.tabs = QTabWidget()
         self.tabs.addTab(self.live_table, "Alive at …")
         self.tabs.addTab(self.leak_table, "Never freed")
+        # What the "alive at" table cannot list: memory allocated before the trace began.
+        self.live_note = QLabel("")
+        self.live_note.setWordWrap(True)
+        self.live_note.setStyleSheet("color:#5c4400; background:#fff3bf; padding:2px 6px")
+        self.live_note.hide()
+        below = QWidget()
+        below_box = QVBoxLayout(below)
+        below_box.setContentsMargins(0, 0, 0, 0)
+        below_box.setSpacing(0)
+        below_box.addWidget(self.live_note)
+        below_box.addWidget(self.tabs, 1)
+        self.plot.setMinimumHeight(PLOT_MIN_H)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.plot)
-        splitter.addWidget(self.tabs)
+        splitter.addWidget(below)
+        splitter.setChildrenCollapsible(False)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         layout = QVBoxLayout(self)
@@ -242,7 +256,8 @@ class MemoryPanel(TracePanel):
             marker = pg.ScatterPlotItem([x], [y], symbol="star", size=14, brush=pg.mkBrush(color))
             marker.setObjectName(f"peak:{peak.device}")
             self.plot.addItem(marker)
-            right_half = peak.ts > 0.6 * float(data.curves["ts"].max())
+            t_lo, t_hi = float(data.curves["ts"].min()), float(data.curves["ts"].max())
+            right_half = peak.ts > (t_lo + t_hi) / 2  # the label runs toward the middle
             label = pg.TextItem(
                 f"peak {fmt_bytes(peak.peak_bytes)} ({peak.device})",
                 color=color,
@@ -251,7 +266,9 @@ class MemoryPanel(TracePanel):
             label.setPos(x, y)
             self.plot.addItem(label)
             self._peak_labels.append(label)
-        self.plot.enableAutoRange()
+        self.plot.enableAutoRange(axis="x")
+        # Head room above the highest curve so the peak labels stay inside the plot.
+        self.plot.setYRange(0, top / self.y_scale * 1.25 if top > 0 else 1, padding=0)
         if self.followed_range is not None:  # the timeline zoomed before the data was in
             self.on_range(*self.followed_range)
         peaks = ", ".join(
@@ -289,6 +306,14 @@ class MemoryPanel(TracePanel):
         self.tabs.setTabText(
             0, f"Alive at {fmt_ns(self.live_ts)} ({len(frame):,}, {fmt_bytes(total)})"
         )
+        notes = [
+            f"{fmt_bytes(before)} of the {fmt_bytes(held)} allocated on {device} then "
+            "was allocated before the trace began (no allocation event for it in the trace), "
+            "so this table cannot list it"
+            for device, held, before in allocated_before_trace(self.data, alive, self.live_ts)
+        ]
+        self.live_note.setText("; ".join(notes) + ("." if notes else ""))
+        self.live_note.setVisible(bool(notes))
         self.tabs.setTabText(1, f"Never freed ({len(self.data.leaks):,})")
         return frame
 
@@ -313,6 +338,25 @@ class MemoryPanel(TracePanel):
         self.range_requested.emit(start, end)
 
 
+def allocated_before_trace(
+    data: MemoryData, alive: pd.DataFrame, ts_ns: int
+) -> list[tuple[str, int, int]]:
+    """``(device, allocated, allocated before the trace)`` for each device where the curve
+    at ``ts_ns`` holds more than the allocations the trace saw being made and still alive."""
+    out = []
+    curves = data.curves
+    for device, curve in curves.groupby("device", sort=True):
+        ts = curve["ts"].to_numpy(np.int64)
+        k = int(np.searchsorted(ts, ts_ns, side="right")) - 1
+        if k < 0:
+            continue
+        held = int(curve["allocated"].to_numpy(np.int64)[k])
+        seen = int(alive.loc[alive["device"].astype(str) == str(device), "bytes"].sum())
+        if held > seen:
+            out.append((str(device), held, held - seen))
+    return out
+
+
 def _binary_unit(top_bytes: float) -> tuple[int, str]:
     """The binary unit to plot bytes in so that the largest value reads 1..1023."""
     for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
@@ -330,4 +374,10 @@ def _steps_xy(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return x, y
 
 
-__all__ = ["MemoryPanel", "alive_at", "allocation_lifetimes", "memory_data"]
+__all__ = [
+    "MemoryPanel",
+    "allocated_before_trace",
+    "alive_at",
+    "allocation_lifetimes",
+    "memory_data",
+]

@@ -26,7 +26,7 @@ from PyQt6.QtWidgets import (
 
 from explorer.analysis.operators import COLUMNS, DEVICE_SIDE, operator_stats
 from explorer.ui.dataframe_model import DataFrameModel
-from explorer.ui.panels import TracePanel, results_table, trace_steps
+from explorer.ui.panels import TracePanel, fit_columns, results_table, trace_steps
 from explorer.units import fmt_ns
 
 #: The kind filter: label → kinds shown (None = all).
@@ -45,13 +45,20 @@ _FORMATS = {
     "self_ns": "ns",
     "avg_ns": "ns",
     "device_ns": "ns",
-    "share": "percent",
+    "self_share": "percent",
 }
 _HEADERS = {
     "total_ns": "total",
     "self_ns": "self",
     "avg_ns": "average",
     "device_ns": "device time",
+    "self_share": "self % of side",
+}
+_HEADER_TIPS = {
+    "self_share": "This name's self time as a share of all self time on its side (host or "
+    "device, the 'side' column) in the scope shown",
+    "self_ns": "Time inside this name's slices minus their children",
+    "device_ns": "Device time of the work this name launched",
 }
 
 
@@ -78,9 +85,10 @@ class OperatorsPanel(TracePanel):
         self.status = QLabel("No trace")
         self.status.setWordWrap(True)
 
-        self.model = DataFrameModel(formats=_FORMATS, headers=_HEADERS)
+        self.model = DataFrameModel(formats=_FORMATS, headers=_HEADERS, header_tips=_HEADER_TIPS)
         self.model.set_frame(pd.DataFrame(columns=COLUMNS))
         self.table = results_table(self.model, {0: 380, 1: 80, 2: 60, 3: 70})
+        self.table.horizontalHeader().setStretchLastSection(False)
         self.table.doubleClicked.connect(self._double_clicked)
         self.table.selectionModel().selectionChanged.connect(self._row_selected)
 
@@ -206,6 +214,9 @@ class OperatorsPanel(TracePanel):
         stats = self._stats
         shown = stats if kinds is None else stats[stats["kind"].isin(kinds)]
         self.model.set_frame(shown.reset_index(drop=True))
+        fit_columns(self.table, stretch=0)
+        self.table.clearSelection()
+        self.table.scrollToTop()  # a new scope shows its top rows, not where the last one was
         window = self.window()
         where = "whole trace" if window is None else self.scope.currentText()
         self.status.setText(f"{len(shown):,} of {len(stats):,} names · {where}")

@@ -55,23 +55,34 @@ _HIGHLIGHT = QColor("#fff2a8")
 def resolve_source(file: str, root: str | None, trace_dir: str | None = None) -> Path | None:
     """Where ``file`` (as written in the trace) is on this machine, or None.
 
-    Tries the path as is, then under ``root`` and beside the trace (and, for relative
-    paths, under this process's ``sys.path``), dropping leading components one at a time
-    until a file is found.
+    In this order: beside the trace (the code a user keeps with the trace, or the copy
+    ``explorer demo`` writes there — found however the trace recorded its path), then the
+    path as recorded, then under the source ``root``; beside the trace and under the root,
+    leading components are dropped one at a time until a file is found. Relative paths
+    last try this process's ``sys.path``.
     """
     if not file:
         return None
     path = Path(file)
-    if path.is_file():
-        return path
     parts = [p for p in path.parts if p not in (path.anchor, "")]
-    for base in (root, trace_dir):
+
+    def under(base: str | None) -> Path | None:
         if not base:
-            continue
+            return None
         for k in range(len(parts)):
             candidate = Path(base, *parts[k:])
             if candidate.is_file():
                 return candidate
+        return None
+
+    found = under(trace_dir)
+    if found is not None:
+        return found
+    if path.is_file():
+        return path
+    found = under(root)
+    if found is not None:
+        return found
     if not path.is_absolute():
         # torch.profiler writes user files relative to the sys.path entry they were imported
         # from; when Explorer runs in that same environment (``explorer demo``, a notebook),

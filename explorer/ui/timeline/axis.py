@@ -43,3 +43,31 @@ def format_time(t_ns: float, step_ns: float) -> str:
     step_in_unit = step_ns / scale
     decimals = max(0, -math.floor(math.log10(step_in_unit))) if step_in_unit < 1 else 0
     return f"{value:.{decimals}f} {name}"
+
+
+#: Ticks switch to labels relative to a reference once absolute labels would need this many
+#: steps' worth of digits (``210850 µs`` at a 20 µs step): Perfetto's ``+12.345 µs``.
+RELATIVE_AFTER_STEPS = 1000
+
+
+def reference(t0: float, t1: float, step_ns: float) -> float | None:
+    """The time tick labels count from at deep zoom (the tick at or before the view start),
+    or ``None`` when absolute labels stay short."""
+    if step_ns <= 0 or max(abs(t0), abs(t1)) / step_ns < RELATIVE_AFTER_STEPS:
+        return None
+    return math.floor(t0 / step_ns) * step_ns
+
+
+def format_offset(t_ns: float, step_ns: float) -> str:
+    """An absolute time, once, to the step's precision in the unit of the time itself:
+    ``210.85 ms`` for 210 850 000 ns at a 20 µs step."""
+    scale, name = unit_for(abs(t_ns))
+    decimals = min(max(math.ceil(math.log10(scale / step_ns)), 0), 9) if step_ns < scale else 0
+    return f"{t_ns / scale:.{decimals}f} {name}"
+
+
+def tick_label(t_ns: float, step_ns: float, ref: float | None) -> str:
+    """A tick's label: absolute, or ``+x unit`` from ``ref``."""
+    if ref is None:
+        return format_time(t_ns, step_ns)
+    return "+" + format_time(t_ns - ref, step_ns)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.trace.kinds import DEVICE_TYPES, device_label
+from explorer.analysis.memory import memory_timeline
 from explorer.trace.model import TraceData
 from explorer.ui.timeline.lod import LaneIndex
 
@@ -22,7 +22,9 @@ AUTO_COMPACT = 40  # tracks deeper than this start compacted (runaway Python sta
 HEADER_H = 22
 COUNTER_H = 40
 PINNED = "g:pinned"
-
+#: A device with more stream/queue rows than this starts collapsed to its summary row, so
+#: the host threads stay on screen (MTIA traces have 24 queues); a click expands it.
+MANY_STREAMS = 8
 
 _ACCELERATORS = ("device", "gpu", "mtia", "xpu", "hpu", "npu", "tpu", "neuron", "cuda", "hip")
 
@@ -47,7 +49,8 @@ class CounterSeries:
 @dataclass
 class Row:
     """One visible row. ``kind`` is ``group`` (a collapsible header), ``track`` (a slice
-    track with one lane per depth) or ``counter``; ``key`` is stable across layouts."""
+    track with one lane per row of :func:`~explorer.trace.nesting.timeline_rows`, parents
+    above children) or ``counter``; ``key`` is stable across layouts."""
 
     kind: str
     key: str
@@ -84,22 +87,23 @@ def counter_series(trace: TraceData) -> tuple[list[CounterSeries], list[tuple[st
                 CounterSeries(label, part["ts"].to_numpy(), part["value"].to_numpy(float))
             )
             groups.append((f"g:{t['pid'] if t is not None else 'counters'}", process))
-    memory = trace.memory
-    if len(memory):
-        for (dtype, dev), part in memory.groupby(["device_type", "device"], sort=True):
-            part = part.sort_values("ts", kind="stable")
-            name = DEVICE_TYPES.get(int(dtype), f"device{int(dtype)}")
-            label = f"allocated {device_label(name, int(dev))}"
-            values = part["total_allocated"].to_numpy(float)
-            series.append(CounterSeries(label, part["ts"].to_numpy(), values, "B"))
-            groups.append(("g:memory", "Memory"))
+    # The Memory panel's curves (the allocator's totals, or the running sum where a trace
+    # lacks them), so a memory row and the panel never disagree.
+    curves = memory_timeline(trace)
+    for device, part in curves.groupby("device", sort=True):
+        values = part["allocated"].to_numpy(float)
+        series.append(CounterSeries(f"allocated {device}", part["ts"].to_numpy(), values, "B"))
+        groups.append(("g:memory", "Memory"))
     return series, groups
 
 
 class TrackLayout:
     """The ordered rows of one trace, with collapse and pin state."""
 
-    def __init__(self, trace: TraceData, lanes: LaneIndex) -> None:
+    def __init__(
+        self, trace: TraceData, lanes: LaneIndex, expanded: frozenset[str] = frozenset()
+    ) -> None:
+        """``expanded``: labels of many-stream device groups the user opened before."""
         self.collapsed: set[str] = set()
         self.pinned: list[str] = []
         self.compact: set[str] = set()  # track rows showing only their first lanes
@@ -144,6 +148,10 @@ class TrackLayout:
             self._members[group].append(
                 Row("counter", f"c:{i}", s.label, COUNTER_H, group, series=i)
             )
+        for group, label in self._groups.items():
+            streams = [r for r in self._members[group] if r.device]
+            if len(streams) > MANY_STREAMS and label not in expanded:
+                self.collapsed.add(group)
         self.rows: list[Row] = []
         self.height = 0
         self.relayout()
@@ -169,6 +177,10 @@ class TrackLayout:
         """Show a deep track's first lanes only, or all of them again."""
         self.compact.symmetric_difference_update({key})
         self.relayout()
+
+    def members(self, group: str) -> list[Row]:
+        """The track and counter rows of one group (shown or not)."""
+        return list(self._members.get(group, []))
 
     def group_labels(self) -> dict[str, str]:
         return dict(self._groups)

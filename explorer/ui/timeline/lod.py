@@ -1,6 +1,7 @@
 """Level of detail: from the visible window of one lane to a few rectangles per pixel.
 
-A *lane* is one nesting depth of one track. Slices on a lane do not overlap, so ordered by
+A *lane* is one row of one track (:func:`explorer.trace.nesting.timeline_rows`: rows follow
+the nesting, parents above children). Slices on a lane do not overlap, so ordered by
 start they are also (nearly) ordered by end; :class:`LaneIndex` keeps, per lane, the starts
 and the running maximum of the ends, which makes both edges of the visible window a
 ``searchsorted``.
@@ -20,13 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from explorer.trace.nesting import timeline_rows
+
 #: Slices at least this many pixels wide are drawn with their own edges, not bucketed.
 WIDE_PX = 3.0
 
 
 @dataclass
 class LaneIndex:
-    """Slices re-ordered by lane (track, depth) then start. Arrays are in *lane order*
+    """Slices re-ordered by lane (track, row) then start. Arrays are in *lane order*
     (position ``p``) unless named otherwise; ``order[p]`` is the slice id at ``p`` and
     ``pos[slice_id]`` its position."""
 
@@ -36,7 +39,7 @@ class LaneIndex:
     endmax: np.ndarray  # int64 running max of ends within the lane
     color: np.ndarray  # int16 colour id at each position
     lane_track: np.ndarray  # int64 track id of each lane
-    lane_depth: np.ndarray  # int64 depth of each lane
+    lane_row: np.ndarray  # int64 row of each lane within its track (0 = top)
     lane_start: np.ndarray  # int64 offsets: lane ``l`` is positions lane_start[l]:lane_start[l+1]
     dur: np.ndarray  # the trace's own dur column, by slice id (a view, not a copy)
 
@@ -45,7 +48,7 @@ class LaneIndex:
         """Memory of the view's own arrays (the dur view belongs to the trace)."""
         arrays = (self.order, self.pos, self.ts, self.endmax, self.color)
         return int(sum(a.nbytes for a in arrays)) + int(
-            self.lane_track.nbytes + self.lane_depth.nbytes + self.lane_start.nbytes
+            self.lane_track.nbytes + self.lane_row.nbytes + self.lane_start.nbytes
         )
 
     def lanes_of_track(self, track: int) -> np.ndarray:
@@ -64,10 +67,10 @@ def build_lanes(slices: pd.DataFrame, color: np.ndarray) -> LaneIndex:
     n = len(slices)
     idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
     track = slices["track"].to_numpy().astype(np.int64)
-    depth = slices["depth"].to_numpy().astype(np.int64)
     ts_all = slices["ts"].to_numpy()
     dur = slices["dur"].to_numpy()
-    key = track * (int(depth.max(initial=0)) + 1) + depth
+    row = timeline_rows(track, slices["depth"].to_numpy(), ts_all, dur)
+    key = track * (int(row.max(initial=0)) + 1) + row
     order = np.argsort(key, kind="stable").astype(idx_dtype)
     skey = key[order]
     if n:
@@ -76,7 +79,7 @@ def build_lanes(slices: pd.DataFrame, color: np.ndarray) -> LaneIndex:
         starts = np.zeros(0, np.int64)
     lane_start = np.r_[starts, n].astype(np.int64)
     lane_track = track[order[starts]] if n else np.zeros(0, np.int64)
-    lane_depth = depth[order[starts]] if n else np.zeros(0, np.int64)
+    lane_row = row[order[starts]] if n else np.zeros(0, np.int64)
     ts = ts_all[order]
     # ts is not guaranteed sorted within a lane when a reader's ordering ties; make sure.
     if n and np.any((np.diff(ts) < 0) & (np.diff(skey) == 0)):
@@ -97,7 +100,7 @@ def build_lanes(slices: pd.DataFrame, color: np.ndarray) -> LaneIndex:
         endmax=endmax,
         color=color[order].astype(np.int16),
         lane_track=lane_track,
-        lane_depth=lane_depth,
+        lane_row=lane_row,
         lane_start=lane_start,
         dur=dur,
     )

@@ -9,8 +9,9 @@ from PyQt6 import sip
 from PyQt6.QtCore import QRectF, Qt
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 
+from explorer.palette import CATEGORY_COLORS, KIND_LABELS, UNKNOWN
 from explorer.ui.timeline import axis
-from explorer.ui.timeline.colors import CATEGORY_COLORS, KIND_LABELS, kind_color
+from explorer.ui.timeline.colors import kind_color
 
 BG = QColor("#ffffff")
 ALT_BG = QColor("#f7f8fa")
@@ -21,8 +22,11 @@ GRID = QColor("#e3e6ea")
 TEXT = QColor("#1f2328")
 MUTED = QColor("#5c6670")
 SELECT = QColor("#111111")
-HIGHLIGHT = QColor("#ff00aa")
+HIGHLIGHT = QColor("#ff00aa")  # search hits
+EVIDENCE = QColor("#f08c00")  # a finding's evidence
+EVIDENCE_FILL = QColor(255, 196, 0, 90)
 RANGE = QColor(61, 133, 198, 40)
+AXIS_LABEL_BG = QColor(255, 255, 255, 200)  # under a counter row's scale labels
 
 
 def draw_rect_batches(
@@ -59,20 +63,37 @@ def draw_rect_batches(
 
 
 def draw_axis(
-    painter: QPainter, left: int, width: int, height: int, t0: float, t1: float, font: QFont
-) -> None:
-    """Ticks and labels along the top of the tracks, relative to the trace start."""
+    painter: QPainter,
+    left: int,
+    width: int,
+    height: int,
+    t0: float,
+    t1: float,
+    font: QFont,
+    avoid: QRectF | None = None,
+) -> str:
+    """Ticks and labels along the top of the tracks, relative to the trace start — or, at
+    deep zoom, ``+12.345 µs`` from a reference. Returns the gutter's text: ``time``, or the
+    reference once (``210.85 ms +``). A tick label that would touch ``avoid`` (the range
+    selection's label) is left out."""
     painter.fillRect(QRectF(left, 0, width, height), GUTTER)
     times, step = axis.ticks(t0, t1, width)
+    ref = axis.reference(t0, t1, step)
     scale = width / (t1 - t0)
     painter.setFont(font)
     painter.setPen(QPen(MUTED))
+    fm = QFontMetrics(font)
     for t in times:
         x = left + (t - t0) * scale
         painter.drawLine(int(x), height - 7, int(x), height)
-        painter.drawText(int(x) + 3, height - 9, axis.format_time(t, step))
+        text = axis.tick_label(t, step, ref)
+        box = QRectF(int(x) + 3, 0, fm.horizontalAdvance(text), height)
+        if avoid is not None and box.adjusted(-4, 0, 4, 0).intersects(avoid):
+            continue
+        painter.drawText(int(x) + 3, height - 9, text)
     painter.setPen(QPen(GRID))
     painter.drawLine(left, height - 1, left + width, height - 1)
+    return "time" if ref is None else f"{axis.format_offset(ref, step)} +"
 
 
 def draw_grid(
@@ -151,8 +172,16 @@ def draw_step_strip(
                 w = value / ns.sum() * full
                 bar = QRectF(xs, top + height - bar_h - 1, w, bar_h).intersected(box)
                 if bar.width() > 0:
-                    painter.fillRect(bar, QColor(CATEGORY_COLORS.get(str(cat), "#999999")))
+                    painter.fillRect(bar, QColor(CATEGORY_COLORS.get(str(cat), UNKNOWN)))
                 xs += w
+
+
+def legend_entries(kinds: list[str], categories: bool) -> list[tuple[str, QColor, bool]]:
+    """The legend's entries in order: (label, colour, is a step-bar category)."""
+    out = [(KIND_LABELS.get(k, k), kind_color(k), False) for k in kinds]
+    if categories:
+        out += [(c.replace("_", " "), QColor(col), True) for c, col in CATEGORY_COLORS.items()]
+    return out
 
 
 def draw_legend(
@@ -164,28 +193,42 @@ def draw_legend(
     kinds: list[str],
     font: QFont,
     categories: bool = False,
-) -> None:
+) -> list[str]:
     """A swatch and a name for every kind present in the trace, then (when the step strip
-    has breakdown bars) the breakdown categories."""
+    has breakdown bars) the breakdown categories. An entry is drawn whole or not at all:
+    what does not fit becomes ``+N more`` (the view lists them on hover). Returns the
+    labels left out."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
+    entries = legend_entries(kinds, categories)
+    gap_label = "step bars:"
+    widths = [14 + fm.horizontalAdvance(label) + 14 for label, _, _ in entries]
+    more_w = fm.horizontalAdvance("+99 more (hover)") + 12
+    limit = left + width - 8
+    baseline = int(top + height / 2 + fm.ascent() / 2 - 1)
     x = 8
-    for kind in kinds:
-        label = KIND_LABELS.get(kind, kind)
-        painter.fillRect(QRectF(x, top + height / 2 - 5, 10, 10), kind_color(kind))
+    shown_cat_header = False
+    for n, ((label, color, is_cat), w) in enumerate(zip(entries, widths, strict=True)):
+        extra = fm.horizontalAdvance(gap_label) + 20 if is_cat and not shown_cat_header else 0
+        rest = sum(widths[n + 1 :])
+        if x + extra + w + (0 if x + extra + w + rest <= limit else more_w) > limit:
+            hidden = [lbl for lbl, _, _ in entries[n:]]
+            painter.setPen(QPen(MUTED))
+            painter.drawText(x, baseline, f"+{len(hidden)} more (hover)")
+            return hidden
+        if extra:
+            painter.setPen(QPen(MUTED))
+            painter.drawText(x + 12, baseline, gap_label)
+            x += extra
+            shown_cat_header = True
+        swatch = (
+            QRectF(x, top + height / 2 - 3, 10, 6)
+            if is_cat
+            else QRectF(x, top + height / 2 - 5, 10, 10)
+        )
+        painter.fillRect(swatch, color)
         painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
-        x += 14 + fm.horizontalAdvance(label) + 16
-    if not categories:
-        return
-    painter.setPen(QPen(MUTED))
-    x += 12
-    painter.drawText(x, int(top + height / 2 + fm.ascent() / 2 - 1), "step bars:")
-    x += fm.horizontalAdvance("step bars:") + 8
-    for cat, color in CATEGORY_COLORS.items():
-        label = cat.replace("_", " ")
-        painter.fillRect(QRectF(x, top + height / 2 - 3, 10, 6), QColor(color))
-        painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, int(top + height / 2 + fm.ascent() / 2 - 1), label)
-        x += 14 + fm.horizontalAdvance(label) + 12
+        painter.drawText(x + 14, baseline, label)
+        x += w
+    return []

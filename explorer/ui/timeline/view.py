@@ -38,6 +38,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     slice_selected = pyqtSignal(int)
     range_selected = pyqtSignal(int, int)
     visible_range_changed = pyqtSignal(int, int)
+    groups_changed = pyqtSignal()  # the user expanded or collapsed a device group
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -55,7 +56,9 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.extent = (0, 1)  # first and last ns of the trace's contents
         self.scroll_y = 0
         self.selected = -1
-        self.highlights = np.zeros(0, np.int64)
+        self.highlights = np.zeros(0, np.int64)  # search hits: magenta outlines
+        self.evidence = np.zeros(0, np.int64)  # a finding's slices: amber, filled
+        self._mark_cache: dict[str, tuple[np.ndarray, object, np.ndarray]] = {}
         self.related: list[tuple[int, int]] = []
         self.range: tuple[int, int] | None = None
         self._palette = palette() + [COUNTER]  # the last id is the counter colour
@@ -75,6 +78,9 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical, self)
         self.scrollbar.valueChanged.connect(self._on_scroll)
         self.last_paint_stats: dict[str, int] = {}
+        self.expanded_groups: set[str] = set()  # device groups the user opened (by label)
+        self.legend_hidden: list[str] = []  # legend entries that did not fit (hover lists them)
+        self.axis_origin = "time"  # the axis gutter text: "time" or the reference time
 
     # -- data ----------------------------------------------------------------------------
     def set_trace(self, trace: TraceData) -> None:
@@ -82,7 +88,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.trace = trace
         s = trace.slices
         self.lanes = build_lanes(s, color_ids(s["kind"], s["name"]))
-        self.layout_ = TrackLayout(trace, self.lanes)
+        self.layout_ = TrackLayout(trace, self.lanes, frozenset(self.expanded_groups))
         names = s["name"].cat if isinstance(s["name"].dtype, pd.CategoricalDtype) else None
         if names is not None:
             self._names = np.asarray(names.categories.astype(str), dtype=object)
@@ -95,6 +101,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self._kinds_present = [k for k in KINDS if k in present]
         self.selected = -1
         self.highlights = np.zeros(0, np.int64)
+        self.evidence = np.zeros(0, np.int64)
+        self._mark_cache = {}
         self.related = []
         self.range = None
         self.scroll_y = 0
@@ -219,6 +227,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     def fit_selection(self) -> None:
         if self.selected >= 0:
             self.zoom_to_slices(np.array([self.selected]))
+        elif len(self.evidence):
+            self.zoom_to_slices(self.evidence)
         elif len(self.highlights):
             self.zoom_to_slices(self.highlights)
         elif self.range is not None:
@@ -259,9 +269,14 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.update()
 
     def highlight(self, ids: np.ndarray) -> None:
-        """Outline these slices (search hits, a finding's evidence)."""
+        """Outline these slices in magenta (search hits, a panel's rows)."""
         self.highlights = np.unique(np.asarray(ids, dtype=np.int64))
-        self.highlight_version = getattr(self, "highlight_version", 0) + 1
+        self.update()
+
+    def set_evidence(self, ids: np.ndarray) -> None:
+        """Mark a finding's evidence: amber fill and outline, apart from search hits (magenta
+        outline) and the selection (black outline with a white halo)."""
+        self.evidence = np.unique(np.asarray(ids, dtype=np.int64))
         self.update()
 
     def set_related(self, pairs: list[tuple[int, int]]) -> None:
@@ -270,8 +285,17 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.update()
 
     def toggle_group(self, group: str) -> None:
+        """Collapse or expand a group; a device group's state is remembered by its label
+        (``expanded_groups``, saved by the window) for the next trace of the same setup."""
         if self.layout_ is not None:
             self.layout_.toggle_collapsed(group)
+            label = self.layout_.group_labels().get(group)
+            if label is not None and any(r.device for r in self.layout_.members(group)):
+                if group in self.layout_.collapsed:
+                    self.expanded_groups.discard(label)
+                else:
+                    self.expanded_groups.add(label)
+                self.groups_changed.emit()
             self._update_scrollbar()
             self.update()
 

@@ -8,7 +8,8 @@ from PyQt6.QtCore import QPointF, Qt
 from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QToolTip
 
-from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, PIN_W, STEP_H
+from explorer.ui.timeline import paint
+from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, PIN_W, STEP_H
 from explorer.ui.timeline.layout import COMPACT_LANES
 from explorer.ui.timeline.paint import step_device
 from explorer.units import fmt_ns
@@ -49,6 +50,7 @@ class TimelineInput:
         elif key == Qt.Key.Key_Escape:
             self.range = None
             self.highlight([])
+            self.set_evidence([])
             self.set_related([])
             self.select_slice(-1)
         else:
@@ -149,7 +151,9 @@ class TimelineInput:
         text = ""
         if self.trace is not None:
             area = self._area(pos)
-            if area == "tracks":
+            if pos.y() >= self.height() - LEGEND_H:
+                text = self.legend_text()
+            elif area == "tracks":
                 sid = self.slice_at(pos.x(), pos.y())
                 text = self.describe(sid) if sid >= 0 else self._counter_text(pos)
             elif area == "steps" and pos.x() >= LABEL_W:
@@ -158,6 +162,19 @@ class TimelineInput:
             QToolTip.showText(event.globalPosition().toPoint(), text, self)
         else:
             QToolTip.hideText()
+
+    def legend_text(self) -> str:
+        """The whole legend, one entry a line (the hover popup of a legend cut short)."""
+        if not self.legend_hidden:
+            return ""
+        categories = self.breakdown is not None and len(self.breakdown) > 0
+        entries = paint.legend_entries(self._kinds_present, categories)
+        kinds = [label for label, _, is_cat in entries if not is_cat]
+        cats = [label for label, _, is_cat in entries if is_cat]
+        return "\n".join(
+            ["slice colours: " + ", ".join(kinds)]
+            + (["step bars: " + ", ".join(cats)] if cats else [])
+        )
 
     def _counter_text(self, pos: QPointF) -> str:
         """The value of the counter row under the pointer at the pointer's time."""
@@ -168,8 +185,7 @@ class TimelineInput:
         k = int(np.searchsorted(s.ts, self._t_of(pos.x()), "right")) - 1
         if k < 0:
             return ""
-        value = float(s.values[k])
-        shown = f"{value / 2**20:,.1f} MiB" if s.unit == "B" else f"{value:,.4g}"
+        shown = self.counter_value_text(row.series, float(s.values[k]))
         return f"{s.label}\n{shown} at {fmt_ns(int(s.ts[k]))}"
 
     def _step_text(self, t: float) -> str:

@@ -20,10 +20,11 @@ from explorer.ui.timeline.geometry import (
 )
 from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects
-from explorer.units import fmt_ns
+from explorer.units import fmt_bytes, fmt_ns
 
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
+ARROW_HALO = QColor(255, 255, 255, 220)
 
 
 class TimelinePainting:
@@ -56,11 +57,14 @@ class TimelinePainting:
         paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
         labels = self._paint_slices(p, rows, top, width)
         self._paint_labels(p, labels)
+        self._paint_counter_axes(p, rows, top, width)
         self._paint_highlights(p, rows, top, width)
         self._paint_selection(p)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
-        paint.draw_axis(p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font)
+        self.axis_origin = paint.draw_axis(
+            p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font, self.range_label_box()
+        )
         paint.draw_step_strip(
             p,
             LABEL_W,
@@ -77,9 +81,15 @@ class TimelinePainting:
         p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
         p.setPen(QPen(paint.MUTED))
         p.setFont(self._font)
-        p.drawText(QRectF(8, 0, LABEL_W - 8, AXIS_H), Qt.AlignmentFlag.AlignVCenter, "time")
+        p.drawText(
+            QRectF(8, 0, LABEL_W - 12, AXIS_H),
+            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
+            if self.axis_origin != "time"
+            else Qt.AlignmentFlag.AlignVCenter,
+            self.axis_origin,
+        )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
-        paint.draw_legend(
+        self.legend_hidden = paint.draw_legend(
             p,
             w - SCROLL_W,
             bottom,
@@ -103,8 +113,30 @@ class TimelinePainting:
             if r.kind == "group":
                 color = paint.DEVICE_HEADER if r.device else paint.HEADER
                 p.fillRect(QRectF(0, y, w, r.height), color)
+                if r.key in self.layout_.collapsed:
+                    self._paint_group_summary(p, r, y)
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
+
+    def _paint_group_summary(self, p: QPainter, group: Row, y: int) -> None:
+        """A collapsed group's header shows when any of its tracks is busy: the top-level
+        slices of every member, in their colours, on one strip."""
+        width = self._tracks_width()
+        for member in self.layout_.members(group.group):
+            if member.kind != "track" or not len(member.all_lanes):
+                continue
+            rect = lane_rects(self.lanes, int(member.all_lanes[0]), self.t0, self.t1, width)
+            if not len(rect):
+                continue
+            paint.draw_rect_batches(
+                p,
+                rect.x0 + LABEL_W,
+                np.full(len(rect), float(y + 4)),
+                np.maximum(rect.x1, rect.x0 + 1) + LABEL_W,
+                np.full(len(rect), float(group.height - 8)),
+                rect.color,
+                self._palette,
+            )
 
     def _paint_slices(self, p: QPainter, rows: list[Row], top: int, width: int) -> list:
         """All slice and counter rectangles, batched by colour; returns label candidates."""
@@ -163,6 +195,36 @@ class TimelinePainting:
             self.last_paint_stats = {"rects": 0, "draw_calls": 0}
         return label_parts
 
+    def counter_value_text(self, i: int, value: float) -> str:
+        """A counter row's value as its axis and tooltip show it (bytes in binary units)."""
+        s = self.layout_.series[i]
+        return fmt_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
+
+    def _paint_counter_axes(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
+        """Each counter row's scale at the right edge: its max at the top, 0 at the bottom."""
+        p.setFont(self._font)
+        fm = self._fm
+        right = LABEL_W + width - 4
+        for r in rows:
+            if r.kind != "counter":
+                continue
+            y = self._row_top(r, top)
+            for text, ty in (
+                (self.counter_value_text(r.series, self._series_max(r.series)), y + 1),
+                ("0", y + r.height - fm.height() - 2),
+            ):
+                box = QRectF(
+                    right - fm.horizontalAdvance(text) - 6,
+                    ty,
+                    fm.horizontalAdvance(text) + 6,
+                    fm.height(),
+                )
+                p.fillRect(box, paint.AXIS_LABEL_BG)
+                p.setPen(QPen(paint.MUTED))
+                p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+            p.setPen(QPen(paint.GRID, 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(LABEL_W, y + 5), QPointF(right, y + 5))
+
     def _series_max(self, i: int) -> float:
         """The top of a counter row's scale (the series' max; cached per layout)."""
         s = self.layout_.series[i]
@@ -195,14 +257,31 @@ class TimelinePainting:
         self.last_paint_stats["labels"] = drawn
 
     def _paint_highlights(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
-        """Outline highlighted slices in the window; many hits merge per pixel."""
-        if not len(self.highlights):
+        """A finding's evidence (amber, filled), then search hits (magenta outline)."""
+        self._paint_marks(
+            p, rows, top, width, "evidence", QPen(paint.EVIDENCE, 3), paint.EVIDENCE_FILL
+        )
+        self._paint_marks(p, rows, top, width, "highlights", QPen(paint.HIGHLIGHT, 2), None)
+
+    def _paint_marks(
+        self,
+        p: QPainter,
+        rows: list[Row],
+        top: int,
+        width: int,
+        which: str,
+        pen: QPen,
+        fill: QColor | None,
+    ) -> None:
+        """Outline the slices of ``self.<which>`` in the window; many merge per pixel."""
+        ids = self.evidence if which == "evidence" else self.highlights
+        if not len(ids):
             return
-        hl_pos = self._highlight_positions()
+        positions = self._mark_positions(which, ids)
         lanes = self.lanes
         scale = width / (self.t1 - self.t0)
-        p.setPen(QPen(paint.HIGHLIGHT, 2))
-        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(pen)
+        p.setBrush(fill if fill is not None else Qt.BrushStyle.NoBrush)
         for r in rows:
             if r.kind != "track":
                 continue
@@ -211,10 +290,10 @@ class TimelinePainting:
                 a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
                 lo = a + int(np.searchsorted(lanes.endmax[a:b], self.t0, "right"))
                 hi = a + int(np.searchsorted(lanes.ts[a:b], self.t1, "left"))
-                k0, k1 = np.searchsorted(hl_pos, [lo, hi])
+                k0, k1 = np.searchsorted(positions, [lo, hi])
                 if k1 <= k0:
                     continue
-                pos = hl_pos[k0:k1]
+                pos = positions[k0:k1]
                 sid = lanes.order[pos]
                 x0 = (lanes.ts[pos] - self.t0) * scale
                 x1 = np.maximum((lanes.ts[pos] + lanes.dur[sid] - self.t0) * scale, x0 + 2)
@@ -223,18 +302,21 @@ class TimelinePainting:
                 for a0, a1 in zip(x0[first][:500], x1[first][:500], strict=False):
                     p.drawRect(QRectF(LABEL_W + a0, ly - 1, a1 - a0, LANE_H))
 
-    def _highlight_positions(self) -> np.ndarray:
-        key = (getattr(self, "highlight_version", 0), id(self.trace))
-        if getattr(self, "_hl_key", None) != key:
-            self._hl_key = key
-            self._hl_pos = np.sort(self.lanes.pos[self.highlights].astype(np.int64))
-        return self._hl_pos
+    def _mark_positions(self, which: str, ids: np.ndarray) -> np.ndarray:
+        """Lane positions of ``ids``, sorted (cached until the ids or the trace change)."""
+        cached = self._mark_cache.get(which)
+        if cached is None or cached[0] is not ids or cached[1] is not self.lanes:
+            cached = (ids, self.lanes, np.sort(self.lanes.pos[ids].astype(np.int64)))
+            self._mark_cache[which] = cached
+        return cached[2]
 
     def _paint_selection(self, p: QPainter) -> None:
         if self.selected >= 0:
             rect = self.slice_rect(self.selected)
             if rect is not None:
                 p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(paint.BG, 4))  # a white halo keeps it apart from any mark
+                p.drawRect(rect.adjusted(-2, -2, 2, 2))
                 p.setPen(QPen(paint.SELECT, 2))
                 p.drawRect(rect.adjusted(-1, -1, 1, 1))
         for src, dst in self.related:
@@ -244,6 +326,12 @@ class TimelinePainting:
             self._arrow(p, QPointF(a.left() + 1, a.bottom()), QPointF(b.left() + 1, b.top()))
 
     def _arrow(self, p: QPainter, start: QPointF, end: QPointF) -> None:
+        """A flow arrow above the slices, on a white halo so it never runs over a label
+        unreadably (the label shows on both sides of a thin, outlined line)."""
+        halo = QPen(ARROW_HALO, 4.5)
+        halo.setCapStyle(Qt.PenCapStyle.RoundCap)
+        p.setPen(halo)
+        p.drawLine(start, end)
         p.setPen(QPen(ARROW, 1.5))
         p.drawLine(start, end)
         d = end - start
@@ -273,8 +361,11 @@ class TimelinePainting:
                 )
                 p.setFont(self._bold)
                 p.setPen(QPen(paint.TEXT))
-                mark = "▸" if r.key in self.layout_.collapsed else "▾"
-                text = fm.elidedText(f"{mark} {r.label}", Qt.TextElideMode.ElideRight, LABEL_W - 12)
+                collapsed = r.key in self.layout_.collapsed
+                mark = "▸" if collapsed else "▾"
+                count = len(self.layout_.members(r.group)) if collapsed else 0
+                label = f"{mark} {r.label}" + (f" ({count} rows)" if count > 1 else "")
+                text = fm.elidedText(label, Qt.TextElideMode.ElideMiddle, LABEL_W - 12)
                 p.drawText(QRectF(6, y, LABEL_W - 8, r.height), Qt.AlignmentFlag.AlignVCenter, text)
                 continue
             p.setFont(self._font)
@@ -295,13 +386,12 @@ class TimelinePainting:
                     hint,
                 )
             if r.kind == "counter":
-                s = self.layout_.series[r.series]
                 peak = self._series_max(r.series)
                 p.setPen(QPen(paint.MUTED))
                 p.drawText(
                     QRectF(16, y + LANE_H, LABEL_W - 20 - PIN_W, LANE_H),
                     Qt.AlignmentFlag.AlignVCenter,
-                    f"max {_si(peak)}{s.unit}",
+                    f"max {self.counter_value_text(r.series, peak)}",
                 )
             cx, cy = LABEL_W - PIN_W / 2 - 2, y + 10
             p.setPen(QPen(paint.MUTED))
@@ -312,6 +402,17 @@ class TimelinePainting:
         p.setClipping(False)
         p.setPen(QPen(paint.GRID))
         p.drawLine(LABEL_W - 1, top, LABEL_W - 1, bottom)
+
+    def range_label_box(self) -> QRectF | None:
+        """Where the range selection's duration label sits on the axis (None: no range)."""
+        if self.range is None:
+            return None
+        a, b = self._x_of(self.range[0]), self._x_of(self.range[1])
+        a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
+        if b <= a:
+            return None
+        width = self._fm.horizontalAdvance(fmt_ns(self.range[1] - self.range[0])) + 10
+        return QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
 
     def _paint_range(self, p: QPainter, top: int, bottom: int) -> None:
         if self.range is None:
@@ -324,8 +425,7 @@ class TimelinePainting:
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
             label = fmt_ns(self.range[1] - self.range[0])
-            width = self._fm.horizontalAdvance(label) + 10
-            box = QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
+            box = self.range_label_box()
             p.fillRect(box, QColor("#3d85c6"))
             p.setPen(QPen(QColor("#ffffff")))
             p.setFont(self._font)

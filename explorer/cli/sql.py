@@ -1,0 +1,111 @@
+"""``explorer sql TRACE_OR_STORE "SELECT ..."``: SQL over a trace's tables with DuckDB.
+
+Tables: ``slices`` (with ``id``), ``tracks``, ``flows``, ``counters``, ``instants``,
+``memory``, ``args`` (``slice_id``, ``json``), ``steps`` and ``findings``; the last three
+are computed only when the query names them. ``TRACE_OR_STORE`` is a trace (read through
+the cache) or a store entry directory written by :func:`explorer.store.write_trace`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from explorer.analysis.findings import findings
+from explorer.analysis.steps import steps
+from explorer.store import open_trace
+from explorer.store.entry import is_entry
+from explorer.store.query import connect, model_tables, referenced_tables
+from explorer.store.query import run as run_sql
+from explorer.trace.loading import load_trace
+from explorer.trace.model import TraceData
+
+FORMATS = ("table", "csv", "json")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "sql",
+        help="query a trace's tables with SQL (DuckDB): slices, tracks, flows, steps, findings...",
+        description="Run one SQL query (DuckDB dialect) over the trace's tables: slices (id, "
+        "ts, dur, name, kind, track, parent...), tracks, flows, counters, instants, memory, "
+        "args (slice_id, json), steps, findings. Times are int64 nanoseconds.",
+    )
+    p.add_argument("trace", help="trace file or directory, or a store entry directory")
+    p.add_argument("query", help='the SQL, e.g. "SELECT name, sum(dur) FROM slices GROUP BY 1"')
+    p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format")
+    p.add_argument(
+        "--store", metavar="DIR", default=None, help="keep the trace's cache entry in DIR"
+    )
+    p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    return p
+
+
+def analysis_tables(model: TraceData, names: set[str]) -> dict[str, pa.Table | pd.DataFrame]:
+    """``steps`` and ``findings`` as tables, each computed only when named."""
+    out: dict[str, pa.Table | pd.DataFrame] = {}
+    if "steps" in names:
+        out["steps"] = steps(model)
+    if "findings" in names:
+        out["findings"] = findings_table(findings(model))
+    return out
+
+
+def findings_table(found: list[Any]) -> pa.Table:
+    """One row per finding, in rank order; the top source line as columns."""
+    dicts = [f.to_dict() for f in found]
+    top = [d["source_lines"][0] if d["source_lines"] else {} for d in dicts]
+    ints = pa.list_(pa.int64())
+    return pa.table(
+        {
+            "id": pa.array(np.arange(len(dicts)), pa.int64()),
+            "kind": pa.array([d["kind"] for d in dicts], pa.string()),
+            "title": pa.array([d["title"] for d in dicts], pa.string()),
+            "time_lost_ns": pa.array([d["time_lost_ns"] for d in dicts], pa.int64()),
+            "share": pa.array([d["share"] for d in dicts], pa.float64()),
+            "device": pa.array([d["device"] for d in dicts], pa.string()),
+            "file": pa.array([t.get("file", "") for t in top], pa.string()),
+            "line": pa.array([t.get("line", -1) for t in top], pa.int64()),
+            "function": pa.array([t.get("function", "") for t in top], pa.string()),
+            "steps": pa.array([d["steps"] for d in dicts], ints),
+            "evidence": pa.array([d["evidence"] for d in dicts], ints),
+            "explanation": pa.array([d["explanation"] for d in dicts], pa.string()),
+            "recommendation": pa.array([d["recommendation"] for d in dicts], pa.string()),
+        }
+    )
+
+
+def query_trace(model: TraceData, sql: str) -> pd.DataFrame:
+    """The result of ``sql`` over ``model``'s tables (see the module docstring)."""
+    names = referenced_tables(sql)
+    tables: dict[str, Any] = {**model_tables(model, names), **analysis_tables(model, names)}
+    return run_sql(connect(tables), sql)
+
+
+def render(df: pd.DataFrame, fmt: str) -> str:
+    """A result as an aligned table, CSV or JSON (a list of row objects)."""
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "json":
+        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        return json.dumps(rows, indent=1) + "\n"
+    if df.empty:
+        return " | ".join(map(str, df.columns)) + "\n(0 rows)\n"
+    return df.to_string(index=False) + f"\n({len(df)} rows)\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.trace)
+    if is_entry(path):
+        model = open_trace(path)
+    else:
+        model = load_trace(path, use_cache=not args.no_cache, store=args.store)
+    sys.stdout.write(render(query_trace(model, args.query), args.format))
+    return 0

@@ -1,0 +1,233 @@
+"""The job report document: map the ranks on Dask, reduce in DuckDB, gather plain data.
+
+:func:`job_document` is the whole pipeline; the renderers in :mod:`explorer.job.render`
+only format what it returns. The schema is documented in ``docs/job_report_schema.md``
+(:data:`JOB_SCHEMA_VERSION`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.errors import UsageError
+from explorer.job import reduce
+from explorer.job.engine import RankProgress, map_ranks
+from explorer.job.rank_map import RankSummary
+from explorer.job.run_dir import job_files
+from explorer.job.straggler import find_straggler, rank_blame
+from explorer.trace.cache import cache_root
+
+JOB_SCHEMA_VERSION = 1
+#: At most this many collectives are listed one by one (most waiting first); totals by
+#: operation always cover all of them.
+MAX_COLLECTIVE_ROWS = 200
+
+
+def default_store(run: str) -> Path:
+    """Where a job's tables go unless the user names a store: the cache dir, never the run."""
+    digest = hashlib.sha1(str(Path(run).resolve()).encode()).hexdigest()[:16]
+    return cache_root() / "jobs" / digest
+
+
+def job_document(
+    run: str,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    store: str | Path | None = None,
+    use_cache: bool = True,
+    step_pattern: str | None = None,
+    progress: RankProgress | None = None,
+) -> dict[str, Any]:
+    """Analyse the job at ``run`` (a run dir or glob) and return the report document."""
+    from explorer import __version__
+
+    files = job_files(run)
+    store_dir = Path(store) if store is not None else default_store(run)
+    if store_dir.exists() and any(store_dir.glob("rank-*")):
+        if store is not None and not (store_dir / "job_store.txt").exists():
+            raise UsageError(
+                f"--store {store_dir} holds rank tables Explorer did not write there; "
+                "choose an empty or new directory"
+            )
+        for old in store_dir.glob("rank-*"):  # this job's earlier tables only
+            shutil.rmtree(old)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    (store_dir / "job_store.txt").write_text(f"Explorer job tables for {run}\n")
+    summaries = map_ranks(
+        files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
+        step_pattern=step_pattern, progress=progress,
+    )  # fmt: skip
+    world = max([s.world_size for s in summaries] + [len(summaries)])
+    con = reduce.open_job_tables([Path(s.store_dir) for s in summaries])
+    try:
+        matrix = reduce.step_matrix(con)
+        offsets = reduce.clock_offsets(con)
+        reduce.register_offsets(con, offsets)
+        coll = reduce.matched_collectives(con, world)
+        wait = reduce.wait_by_rank_step(con)
+        straggler = find_straggler(con, wait, coll)
+        row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
+        unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
+        breakdown = con.execute(
+            "SELECT rank, category, sum(ns)::BIGINT AS ns FROM breakdown GROUP BY rank, category"
+        ).df()
+        top_findings = con.execute(
+            """SELECT rank, kind, title, time_lost_ns, share, file, line, function
+               FROM (SELECT *, row_number() OVER (PARTITION BY rank ORDER BY time_lost_ns DESC)
+                     AS k FROM findings) WHERE k <= 3 ORDER BY rank, k"""
+        ).df()
+    finally:
+        con.close()
+    blame = rank_blame(wait)
+    total = float(blame["total_ns"].mean()) if len(blame) else 0.0
+    doc: dict[str, Any] = {
+        "schema_version": JOB_SCHEMA_VERSION,
+        "report": "job",
+        "explorer_version": __version__,
+        "run": str(run),
+        "store": str(store_dir),
+        "synthetic": any(s.synthetic for s in summaries),
+        "world_size": int(world),
+        "ranks_present": len(summaries),
+        "steps": [int(c) for c in matrix.columns],
+        "summary": _summary(blame, total, straggler, coll, unmatched),
+        "ranks": _ranks(summaries, blame, offsets, breakdown, top_findings),
+        "step_matrix": {
+            str(int(r)): [None if pd.isna(v) else int(v) for v in row]
+            for r, row in matrix.iterrows()
+        },
+        "collectives": _collectives(coll, unmatched),
+        "straggler": None if straggler is None else straggler.to_dict(),
+        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
+    }
+    if len(summaries) < world:
+        doc["warnings"].append(
+            f"{len(summaries)} of {world} ranks are present: the others' waits are not seen"
+        )
+    return doc
+
+
+def _summary(
+    blame: pd.DataFrame, total: float, straggler: Any, coll: pd.DataFrame, unmatched: int
+) -> dict[str, Any]:
+    n = len(blame)
+    worst = float(blame["caused_ns"].max()) / max(n - 1, 1) if n else 0.0
+    return {
+        # the named straggler's cost to the others (0 when none is named), which
+        # '--fail-on straggler>X%' reads; the worst rank's cost even when it is not
+        # singled out (every rank is late now and then) is max_caused_wait_share
+        "straggler_share": float(straggler.share) if straggler is not None else 0.0,
+        "max_caused_wait_share": worst / total if total > 0 else 0.0,
+        "mean_step_ns": int(total / max(float(blame["steps"].mean()), 1.0)) if n else 0,
+        "total_ns": int(total),
+        "straggler_rank": None if straggler is None else int(straggler.rank),
+        "collective_wait_share": float(blame["wait_ns"].sum()) / (total * n) if total else 0.0,
+        "collectives_matched": len(coll),
+        "collectives_unmatched": unmatched,
+    }
+
+
+def _ranks(
+    summaries: list[RankSummary],
+    blame: pd.DataFrame,
+    offsets: pd.DataFrame,
+    breakdown: pd.DataFrame,
+    top_findings: pd.DataFrame,
+) -> list[dict[str, Any]]:
+    b = blame.set_index("rank")
+    o = offsets.set_index("rank")
+    cat = breakdown.pivot_table(index="rank", columns="category", values="ns", aggfunc="sum")
+    out = []
+    for s in summaries:
+        r = s.rank
+        row_b = b.loc[r] if r in b.index else None
+        mine = top_findings[top_findings["rank"] == r]
+        out.append(
+            {
+                "rank": r,
+                "source": s.source,
+                "events": s.events,
+                "steps": s.steps,
+                "backend": s.backend,
+                "total_ns": 0 if row_b is None else int(row_b["total_ns"]),
+                "wait_ns": 0 if row_b is None else int(row_b["wait_ns"]),
+                "caused_wait_ns": 0 if row_b is None else int(row_b["caused_ns"]),
+                "clock_offset_ns": int(o.loc[r, "offset_ns"]) if r in o.index else 0,
+                "collectives_matched_with_reference": int(o.loc[r, "matched"])
+                if r in o.index
+                else 0,
+                "breakdown": {str(c): int(v) for c, v in cat.loc[r].items() if not pd.isna(v)}
+                if r in cat.index
+                else {},
+                "top_findings": [
+                    {
+                        "kind": str(f.kind),
+                        "title": str(f.title),
+                        "time_lost_ns": int(f.time_lost_ns),
+                        "share": float(f.share),
+                        "file": str(f.file),
+                        "line": int(f.line),
+                        "function": str(f.function),
+                    }
+                    for f in mine.itertuples(index=False)
+                ],
+            }
+        )
+    return out
+
+
+def _collectives(coll: pd.DataFrame, unmatched: int) -> dict[str, Any]:
+    by_op = (
+        coll.groupby("op")
+        .agg(
+            count=("key", "count"),
+            bytes=("bytes", lambda b: int(b[b > 0].sum())),
+            dur_ns=("dur_ns", "sum"),
+            wait_ns=("wait_ns", "sum"),
+            transfer_ns=("transfer_ns", "sum"),
+            caused_wait_ns=("caused_wait_ns", "sum"),
+        )
+        .reset_index()
+        if len(coll)
+        else pd.DataFrame()
+    )
+    rows = coll.sort_values("caused_wait_ns", ascending=False, kind="stable").head(
+        MAX_COLLECTIVE_ROWS
+    )
+    rows = rows.sort_values("start_ns", kind="stable")
+    return {
+        "matched": len(coll),
+        "unmatched": unmatched,
+        "by_op": [
+            {k: (int(v) if isinstance(v, (int, np.integer)) else str(v)) for k, v in r.items()}
+            for r in by_op.to_dict("records")
+        ],
+        "rows": [
+            {
+                "op": str(r.op),
+                "name": str(r.name),
+                "pg": str(r.pg),
+                "key": str(r.key),
+                "step": None if pd.isna(r.step) else int(r.step),
+                "ranks": int(r.ranks),
+                "bytes": int(r.bytes),
+                "group_size": int(r.group_size),
+                "start_ns": int(r.start_ns),
+                "skew_ns": int(r.skew_ns),
+                "dur_ns": int(r.dur_ns),
+                "wait_ns": int(r.wait_ns),
+                "transfer_ns": int(r.transfer_ns),
+                "last_rank": int(r.last_rank),
+                "caused_wait_ns": 0 if pd.isna(r.caused_wait_ns) else int(r.caused_wait_ns),
+                "busbw_gbps": None if pd.isna(r.busbw_gbps) else float(r.busbw_gbps),
+            }
+            for r in rows.itertuples(index=False)
+        ],
+    }

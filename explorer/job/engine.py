@@ -1,0 +1,105 @@
+"""Run the map step on Dask: one task per rank.
+
+By default a :class:`distributed.LocalCluster` of worker *processes* on this machine (one
+per core, at most one per rank, one thread each: the analyses are numpy/pandas work that
+holds the GIL often enough that processes beat threads). ``scheduler=ADDRESS`` (or the
+``EXPLORER_DASK_SCHEDULER`` environment variable) sends the same tasks to an existing
+cluster instead; its workers must see the run directory and the store at the same paths.
+
+The driver only ever receives :class:`~explorer.job.rank_map.RankSummary` objects. Leaving
+the ``with`` blocks (normally, on an error, or on Ctrl-C) closes the client and a local
+cluster, which stops its worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from distributed import Client, LocalCluster, as_completed
+
+from explorer.errors import ExplorerError, UsageError
+from explorer.job.rank_map import RankSummary, analyse_rank
+
+SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
+
+#: ``progress(done, total, eta_seconds)`` after each rank (eta is None until one is done).
+RankProgress = Callable[[int, int, "float | None"], None]
+
+
+@contextmanager
+def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Iterator[Client]:
+    """A client on ``scheduler`` (or ``$EXPLORER_DASK_SCHEDULER``), else on a local cluster."""
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address:
+        try:
+            client = Client(address, timeout="15s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise UsageError(
+                f"cannot reach the Dask scheduler at {address} ({exc}); start it "
+                f"('dask scheduler') or drop --scheduler / {SCHEDULER_ENV} to run locally"
+            ) from None
+        with client:
+            yield client
+        return
+    n = workers or min(max(n_tasks, 1), os.cpu_count() or 1)
+    if n < 1:
+        raise UsageError("--workers must be at least 1")
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def map_ranks(
+    files: list[tuple[int, Path]],
+    store: Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    use_cache: bool = True,
+    step_pattern: str | None = None,
+    progress: RankProgress | None = None,
+) -> list[RankSummary]:
+    """Analyse every ``(rank, file)`` in a Dask task; summaries in rank order."""
+    token = uuid.uuid4().hex[:8]
+    t0 = time.perf_counter()
+    out: list[RankSummary] = []
+    with dask_client(scheduler, workers, len(files)) as client:
+        futures = [
+            client.submit(
+                analyse_rank,
+                str(f),
+                r,
+                str(store),
+                use_cache,
+                step_pattern,
+                key=f"explorer-rank-{r}-{token}",
+                pure=False,
+            )  # fmt: skip
+            for r, f in files
+        ]
+        for fut in as_completed(futures, loop=client.loop):
+            summary: RankSummary = fut.result()
+            if summary.error:
+                for other in futures:
+                    other.cancel()
+                raise ExplorerError(summary.error)  # already names the file
+            out.append(summary)
+            if progress is not None:
+                done = len(out)
+                eta = (time.perf_counter() - t0) / done * (len(files) - done)
+                progress(done, len(files), eta)
+    return sorted(out, key=lambda s: s.rank)

@@ -1,0 +1,171 @@
+"""The map step: read one rank, analyse it, write its tables, return a small summary.
+
+:func:`analyse_rank` runs inside a Dask worker process. It is the only place a rank's
+events are in memory; what leaves it is the Parquet tables under ``store/rank-K/`` (read
+back by DuckDB in the reduce step) and a :class:`RankSummary` of a few hundred bytes.
+
+Tables written per rank (every one has a ``rank`` column; times are absolute ns on the
+rank's own clock, i.e. ``metadata["start_ns"] + ts``):
+
+``steps``        rank, step, start_ns, end_ns, dur_ns
+``breakdown``    rank, step, device, category, ns           (partitions each step exactly)
+``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
+                 recommendation
+``collectives``  rank + :data:`explorer.job.collectives.COLLECTIVE_COLUMNS`
+``by_source``    rank, file, line, function, host_ns, device_ns, stall_ns
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.breakdown import breakdown
+from explorer.analysis.by_source import by_source
+from explorer.analysis.findings import findings
+from explorer.analysis.steps import steps
+from explorer.errors import ExplorerError
+from explorer.job.collectives import rank_collectives
+from explorer.trace.loading import load_trace
+from explorer.trace.model import TraceData
+
+RANK_TABLES: tuple[str, ...] = ("steps", "breakdown", "findings", "collectives", "by_source")
+
+
+@dataclass
+class RankSummary:
+    """What one worker sends back to the driver: no events, no tables."""
+
+    rank: int
+    source: str
+    store_dir: str
+    events: int
+    steps: int
+    world_size: int
+    backend: str
+    start_ns: int
+    collectives: int
+    seconds: float
+    synthetic: bool = False
+    warnings: list[str] = field(default_factory=list)
+    #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
+    #: Carried as text: Dask would have to pickle the exception itself.
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rank_dir(store: Path, rank: int) -> Path:
+    return store / f"rank-{rank}"
+
+
+def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
+    """The per-rank tables (see the module doc) of one loaded trace."""
+    base = int(trace.metadata.get("start_ns", 0))
+    st = steps(trace)
+    steps_t = pd.DataFrame(
+        {
+            "rank": np.full(len(st), rank, np.int64),
+            "step": st["step"].to_numpy(np.int64),
+            "start_ns": st["start_ns"].to_numpy(np.int64) + base,
+            "end_ns": st["end_ns"].to_numpy(np.int64) + base,
+            "dur_ns": st["dur_ns"].to_numpy(np.int64),
+        }
+    )
+    bd = breakdown(trace)
+    bd_t = pd.DataFrame(
+        {
+            "rank": np.full(len(bd), rank, np.int64),
+            "step": bd["step"].to_numpy(np.int64),
+            "device": bd["device"].astype(str).to_numpy(),
+            "category": bd["category"].astype(str).to_numpy(),
+            "ns": bd["ns"].to_numpy(np.int64),
+        }
+    )
+    fs = findings(trace)
+    top = [f.source_lines[0] if f.source_lines else ("", -1, "") for f in fs]
+    f_t = pd.DataFrame(
+        {
+            "rank": np.full(len(fs), rank, np.int64),
+            "kind": pd.Series([f.kind for f in fs], dtype=str),
+            "title": pd.Series([f.title for f in fs], dtype=str),
+            "time_lost_ns": np.array([int(f.time_lost_ns) for f in fs], np.int64),
+            "share": np.array([float(f.share) for f in fs], np.float64),
+            "n_steps": np.array([len(f.steps) for f in fs], np.int64),
+            "file": pd.Series([str(t[0]) for t in top], dtype=str),
+            "line": np.array([int(t[1]) for t in top], np.int64),
+            "function": pd.Series([str(t[2]) for t in top], dtype=str),
+            "recommendation": pd.Series([f.recommendation for f in fs], dtype=str),
+        }
+    )
+    coll = rank_collectives(trace)
+    coll.insert(0, "rank", np.full(len(coll), rank, np.int64))
+    src = by_source(trace)
+    src_t = pd.DataFrame(
+        {
+            "rank": np.full(len(src), rank, np.int64),
+            "file": src["file"].astype(str).to_numpy(),
+            "line": src["line"].to_numpy(np.int64),
+            "function": src["function"].astype(str).to_numpy(),
+            "host_ns": src["host_ns"].to_numpy(np.int64),
+            "device_ns": src["device_ns"].to_numpy(np.int64),
+            "stall_ns": src["stall_ns"].to_numpy(np.int64),
+        }
+    )
+    return {
+        "steps": steps_t,
+        "breakdown": bd_t,
+        "findings": f_t,
+        "collectives": coll,
+        "by_source": src_t,
+    }
+
+
+def analyse_rank(
+    source: str, rank: int, store: str, use_cache: bool = True, step_pattern: str | None = None
+) -> RankSummary:
+    """Load ``source`` as rank ``rank``, write its tables under ``store/rank-K/``.
+
+    A problem the user can fix (:class:`ExplorerError`) comes back as ``summary.error``.
+    """
+    t0 = time.perf_counter()
+    try:
+        return _analyse(source, rank, Path(store), use_cache, step_pattern, t0)
+    except ExplorerError as exc:
+        return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc))
+
+
+def _analyse(
+    source: str, rank: int, store: Path, use_cache: bool, step_pattern: str | None, t0: float
+) -> RankSummary:
+    trace = load_trace(source, use_cache=use_cache)
+    if step_pattern is not None:
+        trace.step_pattern = step_pattern
+    out = rank_dir(store, rank)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = rank_tables(trace, rank)
+    for name, df in tables.items():
+        df.to_parquet(out / f"{name}.parquet", index=False)
+    meta = trace.metadata
+    info = meta.get("distributedInfo")
+    dist: dict[str, Any] = info if isinstance(info, dict) else {}
+    return RankSummary(
+        rank=rank,
+        source=str(source),
+        store_dir=str(out),
+        events=len(trace.slices),
+        steps=len(tables["steps"]),
+        world_size=int(meta.get("world_size", dist.get("world_size", -1)) or -1),
+        backend=str(dist.get("backend", "")),
+        start_ns=int(meta.get("start_ns", 0)),
+        collectives=len(tables["collectives"]),
+        seconds=time.perf_counter() - t0,
+        synthetic=bool(trace.synthetic),
+        warnings=[str(w) for w in meta.get("warnings", [])],
+    )

@@ -1,0 +1,189 @@
+"""The job report's one section list: every renderer formats these, none computes.
+
+A :class:`Section` is a heading, a few lines of prose and at most one table of strings;
+:func:`sections` builds them from the job document (:mod:`explorer.job.document`), so text,
+Markdown and HTML always show the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from explorer.units import fmt_bytes, fmt_ns
+
+#: Rank × step matrix: at most this many step columns (the first ones).
+MAX_STEP_COLUMNS = 12
+#: Collectives listed one by one: the ones that made others wait most.
+TOP_COLLECTIVES = 15
+#: Ranks listed one by one (a 1,000-rank job lists its worst by wait caused).
+MAX_RANK_ROWS = 64
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str] = field(default_factory=list)
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    numeric: set[int] = field(default_factory=set)  # columns to right-align
+
+
+def where(c: dict[str, Any]) -> str:
+    """``file.py:24 (fn)`` for a cause or finding with a source line, else ``""``."""
+    if not c.get("file") or int(c.get("line", -1)) < 0:
+        return ""
+    fn = f" ({c['function']})" if c.get("function") else ""
+    return f"{Path(c['file']).name}:{c['line']}{fn}"
+
+
+def headline(doc: dict[str, Any]) -> str:
+    """The one sentence a user reads first."""
+    s = doc["straggler"]
+    if s is None:
+        return (
+            "No straggler: no rank holds the others back much more than the rest (the worst "
+            f"makes them wait {100 * doc['summary']['max_caused_wait_share']:.1f}% of their "
+            "step time)."
+        )
+    others = doc["ranks_present"] - 1
+    causes = (
+        "; ".join(
+            f"{c['what'].replace('_', ' ')} {fmt_ns(c['excess_ns_per_step'])}/step"
+            + (f" at {where(c)}" if where(c) else "")
+            for c in s["causes"]
+        )
+        or "no finding or category of its own accounts for it"
+    )
+    waits = ", ".join(s["waits_in"]) or "collectives"
+    return (
+        f"rank {s['rank']}: {causes}; the other {others} rank{'s' if others != 1 else ''} "
+        f"wait {fmt_ns(s['others_wait_ns_per_step'])}/step in {waits} "
+        f"({100 * s['share']:.0f}% of their step time)."
+    )
+
+
+def sections(doc: dict[str, Any]) -> list[Section]:
+    out = [
+        _overview(doc),
+        _straggler(doc),
+        _matrix(doc),
+        _ranks(doc),
+        _by_op(doc),
+        _collectives(doc),
+    ]
+    if doc["warnings"]:
+        out.append(Section("Warnings", lines=list(doc["warnings"])))
+    return out
+
+
+def title(doc: dict[str, Any]) -> str:
+    return f"Explorer job report — {doc['run']}"
+
+
+def _overview(doc: dict[str, Any]) -> Section:
+    s = doc["summary"]
+    lines = [
+        f"{doc['ranks_present']} ranks (world size {doc['world_size']}), {len(doc['steps'])} "
+        f"steps, mean step {fmt_ns(s['mean_step_ns'])}; ranks wait "
+        f"{100 * s['collective_wait_share']:.1f}% of their step time in collectives.",
+        headline(doc),
+    ]
+    if doc["synthetic"]:
+        lines.insert(0, "SYNTHETIC: these traces were generated, not measured.")
+    return Section("Summary", lines=lines)
+
+
+def _straggler(doc: dict[str, Any]) -> Section:
+    s = doc["straggler"]
+    if s is None:
+        return Section("Straggler", lines=["None: the ranks arrive at their collectives together."])
+    steps = ", ".join(str(x) for x in s["steps"]) or "none on its own"
+    sec = Section(
+        f"Straggler: rank {s['rank']}",
+        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}."],
+        header=["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
+        numeric={1, 2, 3},
+    )
+    for c in s["causes"]:
+        sec.rows.append(
+            [c["title"], fmt_ns(c["rank_ns_per_step"]), fmt_ns(c["others_ns_per_step"]),
+             fmt_ns(c["excess_ns_per_step"]), where(c)]
+        )  # fmt: skip
+    return sec
+
+
+def _matrix(doc: dict[str, Any]) -> Section:
+    steps = doc["steps"][:MAX_STEP_COLUMNS]
+    sec = Section(
+        "Step time by rank",
+        header=["rank", *[f"step {s}" for s in steps]],
+        numeric=set(range(1, len(steps) + 1)),
+    )
+    if len(doc["steps"]) > len(steps):
+        sec.lines.append(f"First {len(steps)} of {len(doc['steps'])} steps.")
+    late = doc["straggler"]["rank"] if doc["straggler"] else None
+    for r, durs in list(doc["step_matrix"].items())[:MAX_RANK_ROWS]:
+        label = f"{r} (straggler)" if late is not None and int(r) == late else r
+        sec.rows.append([label, *["" if d is None else fmt_ns(d) for d in durs[: len(steps)]]])
+    return sec
+
+
+def _ranks(doc: dict[str, Any]) -> Section:
+    sec = Section(
+        "Ranks",
+        lines=["Clock offset: how much each rank's clock was shifted to align collective ends."],
+        header=["rank", "step time", "waits in collectives", "others wait for it",
+                "clock offset", "compute", "communication", "top finding"],
+        numeric={1, 2, 3, 4, 5, 6},
+    )  # fmt: skip
+    ranks = sorted(doc["ranks"], key=lambda r: -r["caused_wait_ns"])[:MAX_RANK_ROWS]
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        total = max(r["total_ns"], 1)
+        bd = r["breakdown"]
+        top = r["top_findings"][0] if r["top_findings"] else None
+        sec.rows.append(
+            [str(r["rank"]), fmt_ns(r["total_ns"]),
+             f"{fmt_ns(r['wait_ns'])} ({100 * r['wait_ns'] / total:.0f}%)",
+             fmt_ns(r["caused_wait_ns"]), fmt_ns(r["clock_offset_ns"]),
+             f"{100 * bd.get('compute', 0) / total:.0f}%",
+             f"{100 * bd.get('communication', 0) / total:.0f}%",
+             "" if top is None else f"{top['kind']} {fmt_ns(top['time_lost_ns'])}"]
+        )  # fmt: skip
+    return sec
+
+
+def _by_op(doc: dict[str, Any]) -> Section:
+    c = doc["collectives"]
+    sec = Section(
+        "Collectives by operation",
+        lines=[f"{c['matched']} matched across ranks, {c['unmatched']} seen on one rank only."],
+        header=["op", "count", "bytes", "time (all ranks)", "waiting", "moving data"],
+        numeric={1, 2, 3, 4, 5},
+    )
+    for r in c["by_op"]:
+        sec.rows.append(
+            [r["op"], str(r["count"]), fmt_bytes(r["bytes"]) if r["bytes"] else "?",
+             fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"])]
+        )  # fmt: skip
+    return sec
+
+
+def _collectives(doc: dict[str, Any]) -> Section:
+    rows = sorted(doc["collectives"]["rows"], key=lambda r: -r["caused_wait_ns"])[:TOP_COLLECTIVES]
+    sec = Section(
+        "Collectives that made ranks wait most",
+        header=["op", "step", "bytes", "skew", "time", "wait (mean)", "transfer", "last in",
+                "bus bw"],
+        numeric={1, 2, 3, 4, 5, 6, 8},
+    )  # fmt: skip
+    for r in sorted(rows, key=lambda r: r["start_ns"]):
+        bw = r["busbw_gbps"]
+        sec.rows.append(
+            [r["op"], "" if r["step"] is None else str(r["step"]),
+             fmt_bytes(r["bytes"]) if r["bytes"] > 0 else "?", fmt_ns(r["skew_ns"]),
+             fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"]),
+             f"rank {r['last_rank']}", "" if bw is None else f"{bw:.3g} GB/s"]
+        )  # fmt: skip
+    return sec

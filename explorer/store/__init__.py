@@ -1,0 +1,36 @@
+"""The columnar store: a trace's tables as Parquet files plus a small JSON header.
+
+One entry is one directory holding ``slices``, ``tracks``, ``flows``, ``counters``,
+``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet``, the
+slices' raw args as ``args.parquet`` (a binary ``json`` column, row ``i`` = slice ``i``),
+``metadata.json``, and ``header.json`` (format version, the source file's stamp, and each
+file's size and CRC-32). It serves three users:
+
+* the trace cache (:mod:`explorer.trace.cache`): an entry per trace file under the cache
+  directory, stamped with the file it came from; any damage or mismatch means a re-parse;
+* multi-rank jobs: each rank's tables written with :func:`write_trace` into its own entry,
+  then joined across ranks by DuckDB over :func:`table_paths`;
+* ``explorer sql``: DuckDB over an entry's tables (:mod:`explorer.store.query`).
+
+    >>> from explorer import store
+    >>> entry = store.write_trace(trace_data, "out/store/rank-0")
+    >>> same = store.open_trace(entry)           # a TraceData, args decoded lazily
+    >>> store.table_paths(entry)["slices"]       # a Parquet file DuckDB can read
+    PosixPath('out/store/rank-0/slices.parquet')
+
+Nothing here unpickles anything; an entry is never modified after it is written.
+"""
+
+from explorer.store.entry import OPTIONAL_TABLES, TABLES, open_trace, table_paths, write_trace
+from explorer.store.header import STORE_VERSION, SourceStamp, StoreDamaged
+
+__all__ = [
+    "OPTIONAL_TABLES",
+    "STORE_VERSION",
+    "TABLES",
+    "SourceStamp",
+    "StoreDamaged",
+    "open_trace",
+    "table_paths",
+    "write_trace",
+]

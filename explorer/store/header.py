@@ -1,0 +1,161 @@
+"""The small JSON header of a store entry: what it holds, what it was made from, and a
+checksum of every file, so that an entry is either exactly what was written or rejected.
+
+``header.json`` is the last file written into an entry (the entry itself only appears by
+rename once complete), and the first one read. Its ``source`` is the stamp of the file the
+tables were parsed from, taken *before* reading it; a cache compares that stamp with the
+file as it is now, so a trace replaced during its own parse is never cached as the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer.errors import ExplorerError
+
+#: Bump when the files' layout or the meaning of any column changes.
+STORE_VERSION = 1
+FORMAT = "explorer-store"
+HEADER = "header.json"
+
+
+class StoreDamaged(ExplorerError):
+    """A store entry that is missing, unreadable, damaged or of another format version.
+
+    The cache treats it as "no entry" and parses the trace again; a user who pointed at a
+    store directory gets this one-line message."""
+
+    def __init__(self, directory: Path, problem: str) -> None:
+        self.directory = directory
+        super().__init__(
+            f"{directory}: {problem} — this store entry cannot be used; write it again "
+            "(explorer.store.write_trace) or open the original trace"
+        )
+
+
+@dataclass(frozen=True)
+class SourceStamp:
+    """What identifies the exact file a trace was parsed from."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> SourceStamp:
+        """The stamp of ``path`` as it is now (take it BEFORE reading the file)."""
+        st = path.stat()
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+            "inode": self.inode,
+        }
+
+
+def checksum(data: bytes | memoryview) -> int:
+    """CRC-32 of a file's bytes: ~3 GB/s, and catches every single-bit flip."""
+    return zlib.crc32(data)
+
+
+def write_header(
+    directory: Path, files: dict[str, bytes], source: SourceStamp | None, extra: dict[str, Any]
+) -> None:
+    """Write ``header.json`` describing ``files`` (name -> the exact bytes written)."""
+    doc = {
+        "format": FORMAT,
+        "version": STORE_VERSION,
+        "source": source.to_json() if source is not None else None,
+        "files": {name: {"bytes": len(b), "crc32": checksum(b)} for name, b in files.items()},
+        **extra,
+    }
+    doc["header_crc32"] = _self_checksum(doc)
+    (directory / HEADER).write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def _self_checksum(doc: dict[str, Any]) -> int:
+    """CRC-32 of the header's content (all but this field), so that damage to the header
+    itself (a category name, a size) is caught as surely as damage to a table."""
+    body = {k: v for k, v in doc.items() if k != "header_crc32"}
+    return checksum(json.dumps(body, sort_keys=True).encode())
+
+
+def read_header(directory: Path) -> dict[str, Any]:
+    """The header of the entry in ``directory``, checked for format and version."""
+    try:
+        doc = json.loads((directory / HEADER).read_bytes())
+    except FileNotFoundError as exc:
+        raise StoreDamaged(directory, f"no {HEADER} (not a store entry)") from exc
+    except (OSError, ValueError) as exc:  # unreadable, or not JSON / not UTF-8
+        raise StoreDamaged(directory, f"{HEADER} is unreadable ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise StoreDamaged(directory, f"{HEADER} is not an Explorer store header")
+    if doc.get("header_crc32") != _self_checksum(doc):
+        raise StoreDamaged(directory, f"{HEADER} is damaged (its checksum differs)")
+    if doc.get("version") != STORE_VERSION:
+        raise StoreDamaged(
+            directory,
+            f"store format version {doc.get('version')!r}, this Explorer reads {STORE_VERSION}",
+        )
+    if not isinstance(doc.get("files"), dict):
+        raise StoreDamaged(directory, f"{HEADER} lists no files")
+    return doc
+
+
+def read_checked(directory: Path, header: dict[str, Any], name: str) -> bytes:
+    """The bytes of file ``name`` of an entry, after checking size and checksum."""
+    meta = _listed(directory, header, name)
+    try:
+        data = (directory / name).read_bytes()
+    except OSError as exc:
+        raise _unreadable(directory, name, exc) from exc
+    _verify(directory, meta, name, data)
+    return data
+
+
+def map_checked(directory: Path, header: dict[str, Any], name: str) -> memoryview:
+    """File ``name`` of an entry memory-mapped read-only (no copy), after checking size and
+    checksum. The mapping keeps the file's contents even if the entry is later replaced
+    (entries are renamed and unlinked, never rewritten in place)."""
+    meta = _listed(directory, header, name)
+    try:
+        with open(directory / name, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                data = memoryview(b"")
+            else:
+                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except OSError as exc:
+        raise _unreadable(directory, name, exc) from exc
+    _verify(directory, meta, name, data)
+    return data
+
+
+def _listed(directory: Path, header: dict[str, Any], name: str) -> dict[str, Any]:
+    meta = header["files"].get(name)
+    if not isinstance(meta, dict):
+        raise StoreDamaged(directory, f"{HEADER} does not list {name}")
+    return meta
+
+
+def _unreadable(directory: Path, name: str, exc: OSError) -> StoreDamaged:
+    return StoreDamaged(directory, f"{name} is unreadable ({exc.strerror or exc})")
+
+
+def _verify(directory: Path, meta: dict[str, Any], name: str, data: bytes | memoryview) -> None:
+    if len(data) != meta.get("bytes") or checksum(data) != meta.get("crc32"):
+        raise StoreDamaged(directory, f"{name} is damaged (size or checksum differs from {HEADER})")
+
+
+def source_matches(header: dict[str, Any], stamp: SourceStamp) -> bool:
+    """Whether the entry was made from exactly the file ``stamp`` describes."""
+    return header.get("source") == stamp.to_json()

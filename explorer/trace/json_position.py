@@ -1,0 +1,122 @@
+"""Where in a trace's JSON a byte is: which event, which of its fields.
+
+Used only on the error path, so that a message can name the event and field of a problem
+the JSON decoder reports without a position (invalid UTF-8, nesting too deep). The bytes are
+scanned in blocks with numpy — brackets outside strings give the depth, events are the
+objects one level inside the ``traceEvents`` array (or the bare top-level array).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+BLOCK = 16 << 20
+#: Deeper than this, JSON nesting is reported as damage (the decoder's limit is near 1000).
+MAX_NESTING = 800
+_OPEN = np.zeros(256, np.int32)
+_OPEN[[ord("{"), ord("[")]] = 1
+_OPEN[[ord("}"), ord("]")]] = -1
+_QUOTE, _BACKSLASH, _BRACE = ord('"'), ord("\\"), ord("{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_KEY = re.compile(rb'"((?:[^"\\]|\\.){1,80})"\s*:')
+
+
+@dataclass
+class Position:
+    offset: int
+    event: int | None  # index in the event array; None: outside it (the metadata)
+    field: str | None  # the event's (or the document's) top-level key holding the offset
+
+    def describe(self) -> str:
+        if self.event is None and not self.field:
+            return f"the JSON at byte {self.offset}"
+        where = f"event {self.event}" if self.event is not None else "the metadata"
+        if self.field:
+            where += f", field {self.field!r}"
+        return f"{where} (byte {self.offset})"
+
+
+def _depths(block: np.ndarray, depth0: int, in_str0: bool, prev_bs: bool) -> tuple:
+    """Depth after each byte, whether each byte is inside a string, and the carry."""
+    quote = block == _QUOTE
+    bs = block == _BACKSLASH
+    escaped = np.zeros(len(block), bool)  # a quote right after a backslash (``\\"`` is rare)
+    escaped[1:] = bs[:-1]
+    if len(block):
+        escaped[0] = prev_bs
+    q = quote & ~escaped
+    toggles = np.cumsum(q) + int(in_str0)
+    in_str = (toggles % 2 == 1) | q  # the quotes themselves count as inside
+    step = np.where(in_str, 0, _OPEN[block])
+    depth = depth0 + np.cumsum(step)
+    carry = (
+        int(depth[-1]) if len(block) else depth0,
+        bool(toggles[-1] % 2 == 1) if len(block) else in_str0,
+        bool(bs[-1]) if len(block) else prev_bs,
+    )
+    return depth, in_str, carry
+
+
+def locate(
+    data: bytes | bytearray | memoryview, offset: int | None = None, *, max_depth: int = 0
+) -> Position:
+    """The event and field at byte ``offset`` — or, with ``max_depth``, at the first byte
+    nested deeper than that."""
+    buf = np.frombuffer(data, np.uint8)
+    end = len(buf) if offset is None else min(offset + 1, len(buf))
+    head = bytes(buf[: min(len(buf), 1 << 16)])
+    m = _EVENTS_KEY.search(head)
+    if m:
+        array_at = m.end() - 1
+    else:
+        stripped = len(head) - len(head.lstrip())
+        array_at = stripped if head[stripped : stripped + 1] == b"[" else -1
+    depth0, in_str0, prev_bs = 0, False, False
+    events_level = None
+    event = -1
+    event_start = 0
+    found = end - 1
+    for start in range(0, end, BLOCK):
+        block = buf[start : min(start + BLOCK, end)]
+        depth, in_str, carry = _depths(block, depth0, in_str0, prev_bs)
+        if events_level is None and start <= array_at < start + len(block):
+            events_level = int(depth[array_at - start]) + 1
+        if events_level is not None:
+            opens = (block == _BRACE) & ~in_str & (depth == events_level)
+            if start <= array_at < start + len(block):
+                opens[: array_at - start + 1] = False
+            hits = np.flatnonzero(opens)
+            if max_depth:
+                deep = np.flatnonzero(depth > max_depth)
+                if len(deep):
+                    found = start + int(deep[0])
+                    hits = hits[hits <= deep[0]]
+                    if len(hits):
+                        event += len(hits)
+                        event_start = start + int(hits[-1])
+                    break
+            if len(hits):
+                event += len(hits)
+                event_start = start + int(hits[-1])
+        depth0, in_str0, prev_bs = carry
+    if events_level is None or event < 0 or found < array_at:
+        return Position(found, None, _last_key(data, 0, found, 1))
+    return Position(found, event, _last_key(data, event_start, found, events_level))
+
+
+def _last_key(data: bytes | bytearray | memoryview, start: int, end: int, level: int) -> str | None:
+    """The last key before ``end`` that sits at ``level`` (the event's own keys)."""
+    window = bytes(memoryview(data)[start:end])
+    if not window:
+        return None
+    depth, in_str, _ = _depths(np.frombuffer(window, np.uint8), level - 1, False, False)
+    key = None
+    for m in _KEY.finditer(window):
+        p = m.start()
+        outside_strings = p == 0 or not in_str[p - 1]
+        if outside_strings and int(depth[p]) == level:
+            key = m.group(1).decode("utf-8", "replace")
+    return key

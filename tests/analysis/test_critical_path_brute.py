@@ -1,0 +1,121 @@
+"""The critical path's route search against brute force: a plain longest-path DP over a
+topological order on real traces' graphs, and every path enumerated on generated DAGs."""
+
+from __future__ import annotations
+
+import graphlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import explorer
+from explorer.analysis.critical_path import critical_path, longest_work_path, path_costs
+from explorer.analysis.dependency_graph import dependency_graph
+
+SMALL_SHARED = (
+    "critical_path__cuda_event_sync__event_sync_trace.json.gz",
+    "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz",
+    "call_stack__backward_thread.json",
+    "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "execution_trace__benchmark_simple_add_trace.json.gz",
+    "triton_example__triton_example.json.gz",
+)
+SAMPLES = sorted((Path(__file__).parents[2] / "sample_traces").glob("*.json.gz"))
+
+
+def dp_most_work(point_time, u, v, cost) -> int:
+    """Most work a route can carry: ``work[p] = max over edges q->p of work[q] + span -
+    cost``, 0 at roots, in a topological order (graphlib) — no Dijkstra, no tie-breaking."""
+    preds: dict[int, list[tuple[int, float]]] = {p: [] for p in range(len(point_time))}
+    for a, b, c in zip(u.tolist(), v.tolist(), np.asarray(cost).tolist(), strict=True):
+        preds[b].append((a, c))
+    order = graphlib.TopologicalSorter({p: {q for q, _ in preds[p]} for p in preds})
+    work: dict[int, float] = {}
+    for p in order.static_order():
+        ins = preds[p]
+        work[p] = max(work[q] + (point_time[p] - point_time[q]) - c for q, c in ins) if ins else 0.0
+    return int(round(max(work.values()))) if work else 0
+
+
+def all_paths_most_work(point_time, u, v, cost) -> int:
+    """Most work over every path from every root, enumerated one by one (tiny graphs)."""
+    out: dict[int, list[tuple[int, float]]] = {p: [] for p in range(len(point_time))}
+    has_in = set(v.tolist())
+    for a, b, c in zip(u.tolist(), v.tolist(), np.asarray(cost).tolist(), strict=True):
+        out[a].append((b, c))
+    best = 0.0
+    stack = [(r, 0.0) for r in range(len(point_time)) if r not in has_in]
+    while stack:
+        p, w = stack.pop()
+        best = max(best, w)
+        stack += [(q, w + point_time[q] - point_time[p] - c) for q, c in out[p]]
+    return int(round(best))
+
+
+def route_work(point_time, u, v, cost, points, at) -> int:
+    """Work the fast route carries, checked to be a real route from a root."""
+    if len(points) < 2:
+        return 0
+    assert (u[at] == points[:-1]).all() and (v[at] == points[1:]).all()
+    assert points[0] not in set(v.tolist())  # it starts at a root
+    return int(round(point_time[points[-1]] - point_time[points[0]] - float(cost[at].sum())))
+
+
+def _check_trace(trace, step) -> None:
+    c = path_costs(trace, dependency_graph(trace, step))
+    points, at = longest_work_path(c.point_time, c.u, c.v, c.cost)
+    fast = route_work(c.point_time, c.u, c.v, c.cost, points, at)
+    assert fast == dp_most_work(c.point_time, c.u, c.v, c.cost)
+    # The path reported is that route: its waiting is what its edges cost.
+    cp = critical_path(trace, step)
+    assert cp.length_ns - fast == int(round(float(c.cost[at].sum())))
+
+
+@pytest.mark.parametrize("name", SMALL_SHARED)
+def test_fast_route_matches_dp_on_small_real_traces(shared_traces: Path, name: str) -> None:
+    trace = explorer.load(shared_traces / name)
+    _check_trace(trace, None)
+    steps = trace.steps()
+    if steps["slice"].iat[0] >= 0:
+        for step in steps["step"].tolist()[:2]:
+            _check_trace(trace, int(step))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name.split(".")[0])
+def test_fast_route_matches_dp_on_sample_traces(path: Path) -> None:
+    trace = explorer.load(path)
+    _check_trace(trace, None)
+    _check_trace(trace, int(trace.steps()["step"].iat[-1]))
+
+
+@st.composite
+def dags(draw):
+    """Points at non-decreasing integer times; edges from earlier to later points (by
+    index, so no cycles), each costing between nothing and its whole span."""
+    n = draw(st.integers(2, 8))
+    times = np.array(sorted(draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))))
+    pairs = draw(
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] < p[1]),
+            max_size=16,
+        )
+    )
+    u = np.array([a for a, _ in pairs], np.int64)
+    v = np.array([b for _, b in pairs], np.int64)
+    frac = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=len(u), max_size=len(u)))
+    cost = np.floor((times[v] - times[u]) * np.array(frac, float))
+    return times.astype(np.int64), u, v, cost
+
+
+@settings(max_examples=300, deadline=None)
+@given(dags())
+def test_fast_route_matches_every_path_on_generated_dags(dag) -> None:
+    point_time, u, v, cost = dag
+    points, at = longest_work_path(point_time, u, v, cost)
+    fast = route_work(point_time, u, v, cost, points, at)
+    assert fast == all_paths_most_work(point_time, u, v, cost)
+    assert fast == dp_most_work(point_time, u, v, cost)

@@ -1,0 +1,191 @@
+"""End to end in a real X server: ``explorer view`` launched as a user launches it, on a real
+window (Qt's xcb platform, not offscreen), driven by real key and mouse events (xdotool)
+and checked on screenshots of that window (``xwd``, the X server's own window dump).
+
+The X server is Xvfb from the system's packages. ``.ci/run`` installs it and exports
+``EXPLORER_TEST_DISPLAY`` for this module only; run locally, the module starts its own Xvfb.
+The rest of the suite stays offscreen.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "sample_traces" / "cpu_compile_graph_break.pt.trace.json.gz"
+TOOLS = ("Xvfb", "xdotool", "xwd")
+SCREEN = (1600, 1000)
+EVIDENCE = (0xF0, 0x8C, 0x00)  # explorer.ui.timeline.paint.EVIDENCE
+SEARCH_HIT = (0xFF, 0x00, 0xAA)  # explorer.ui.timeline.paint.HIGHLIGHT
+
+
+@pytest.fixture(scope="module")
+def display() -> Iterator[str]:
+    given = os.environ.get("EXPLORER_TEST_DISPLAY")
+    if given:  # started by .ci/run: wait for its socket
+        socket = Path(f"/tmp/.X11-unix/X{given.lstrip(':')}")
+        _until(socket.exists, timeout=20, what=f"the X server {given} (.ci/run)")
+        yield given
+        return
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(
+            f"no {', '.join(missing)}: apt-get install xvfb xdotool x11-apps (.ci/run does)"
+        )
+    number = next(n for n in range(120, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists())
+    server = subprocess.Popen(
+        ["Xvfb", f":{number}", "-screen", "0", f"{SCREEN[0]}x{SCREEN[1]}x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while not Path(f"/tmp/.X11-unix/X{number}").exists():
+        assert server.poll() is None and time.monotonic() < deadline, "Xvfb did not start"
+        time.sleep(0.05)
+    yield f":{number}"
+    server.terminate()
+    server.wait(10)
+
+
+def _x(display: str, *args: str, timeout: float = 30) -> str:
+    done = subprocess.run(
+        list(args),
+        env=dict(os.environ, DISPLAY=display),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _shot(display: str, window: str, path: Path) -> np.ndarray:
+    """The window's pixels as an (h, w, 3) uint8 RGB array, dumped by ``xwd``."""
+    with path.open("wb") as out:
+        subprocess.run(
+            ["xwd", "-silent", "-id", window],
+            env=dict(os.environ, DISPLAY=display),
+            stdout=out,
+            check=True,
+            timeout=30,
+        )
+    return read_xwd(path.read_bytes())
+
+
+def read_xwd(data: bytes) -> np.ndarray:
+    """A ZPixmap XWD dump (24/32 bits per pixel, as Xvfb's TrueColor visual writes) as RGB."""
+    header = np.frombuffer(data[:100], ">u4")
+    size, width, height = int(header[0]), int(header[4]), int(header[5])
+    byte_order, bpp, per_line = int(header[7]), int(header[11]), int(header[12])
+    masks = [int(m) for m in header[14:17]]
+    ncolors = int(header[19])
+    assert int(header[2]) == 2 and bpp in (24, 32), f"unexpected XWD: format {header[2]}, {bpp} bpp"
+    start = size + 12 * ncolors
+    raw = np.frombuffer(data[start : start + per_line * height], np.uint8).reshape(height, per_line)
+    raw = raw[:, : width * bpp // 8].reshape(height, width, bpp // 8)
+    weights = (1 << (8 * np.arange(bpp // 8))).astype(np.uint64)
+    if byte_order == 1:  # MSBFirst
+        weights = weights[::-1]
+    pixel = (raw.astype(np.uint64) * weights).sum(axis=2)
+    out = np.zeros((height, width, 3), np.uint8)
+    for k, mask in enumerate(masks):
+        shift = (mask & -mask).bit_length() - 1
+        out[..., k] = ((pixel & np.uint64(mask)) >> np.uint64(shift)).astype(np.uint8)
+    return out
+
+
+def _count(pixels: np.ndarray, rgb: tuple[int, int, int]) -> int:
+    return int(np.all(np.abs(pixels.astype(int) - rgb) <= 6, axis=2).sum())
+
+
+def _until(check, timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
+    env = dict(os.environ, DISPLAY=display, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    env.pop("QT_QPA_PLATFORM", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "view", str(TRACE), "--finding", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The window appears and its title names the trace once it is loaded.
+        win = ""
+
+        def titled() -> bool:
+            nonlocal win
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            found = subprocess.run(
+                ["xdotool", "search", "--name", "cpu_compile_graph_break"],
+                env=dict(os.environ, DISPLAY=display),
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            win = found[0] if found else ""
+            return bool(win)
+
+        _until(titled, what="the window titled with the trace")
+        geometry = _x(display, "xdotool", "getwindowgeometry", win)
+        size = geometry.split("Geometry:")[1].split()[0]
+        w, h = (int(v) for v in size.split("x"))
+        # The first window takes 90% of the screen (not Qt's cramped default).
+        assert abs(w - SCREEN[0] * 0.9) <= 40 and abs(h - SCREEN[1] * 0.9) <= 60, size
+
+        # --finding 1: once the analyses are in, the finding's evidence is marked (amber).
+        _until(
+            lambda: _count(_shot(display, win, tmp_path / "finding.xwd"), EVIDENCE) > 200,
+            what="the finding's evidence on the timeline",
+        )
+        before = _shot(display, win, tmp_path / "before_search.xwd")
+        assert _count(before, SEARCH_HIT) == 0
+
+        # Real keys (XTEST, as a keyboard types; no window manager, so focus it first):
+        # Ctrl+F focuses the search field, typing searches, hits turn magenta.
+        _x(display, "xdotool", "windowfocus", "--sync", win)
+        _x(display, "xdotool", "key", "ctrl+f")
+        _x(display, "xdotool", "type", "--delay", "20", "bytecode_tracing")
+        _x(display, "xdotool", "key", "Return")
+        _until(
+            lambda: _count(_shot(display, win, tmp_path / "search.xwd"), SEARCH_HIT) > 50,
+            what="search hits drawn in the search colour",
+        )
+
+        # A real mouse click on the timeline's empty area then Escape clears every mark.
+        _x(display, "xdotool", "mousemove", "--window", win, str(w // 3), str(h // 2))
+        _x(display, "xdotool", "click", "1")
+        _x(display, "xdotool", "key", "Escape")
+        _until(
+            lambda: _count(_shot(display, win, tmp_path / "cleared.xwd"), SEARCH_HIT) == 0,
+            what="Escape to clear the search hits",
+        )
+
+        # Ctrl+Q quits; the process exits 0 and nothing Qt says reaches the terminal.
+        _x(display, "xdotool", "key", "ctrl+q")
+        assert proc.wait(30) == 0
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "propagateSizeHints" not in err
+        assert "Traceback" not in err, err
+        saved = tmp_path / "config" / "Explorer" / "explorer.conf"
+        assert "geometry" in saved.read_text(), "the window's size is remembered"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
