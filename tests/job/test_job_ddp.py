@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ddp_job
+from tests.job.conftest import run_cli, run_ddp_job
 
 #: The finding kind (or breakdown category) each way of slowing a rank must be reported as.
 EXPECTED_CAUSE = {"input": "input_stall", "sync": "sync_stall", "compute": "compute"}
