@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from tests.job.conftest import run_cli, run_ddp_job
 
 #: The finding kind (or breakdown category) each way of slowing a rank must be reported as.
