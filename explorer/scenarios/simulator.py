@@ -260,7 +260,6 @@ class Simulator:
         heapq.heappush(self._pending, dev_end)
         if blocking:
             self.t = max(self.t, dev_end + self.dur(2_000))
-        rt_args = {"External id": ext, "cbid": _CBID.get(runtime, 0), "correlation": corr}
         self._emit(
             {
                 "ph": "X",
@@ -270,7 +269,7 @@ class Simulator:
                 "tid": MAIN_TID,
                 "ts": us(rt_start),
                 "dur": us(self.t - rt_start),
-                "args": rt_args,
+                "args": {"External id": ext, "cbid": _CBID.get(runtime, 0), "correlation": corr},
             }
         )
         dev_args = _device_args(ext, stream, corr, kind, kernel_args, nbytes, dev_end - dev_start)
