@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass
 class Finding:
@@ -56,6 +58,6 @@ def _plain(v: Any) -> Any:
         return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
-    if hasattr(v, "item") and callable(v.item):  # numpy scalar
+    if isinstance(v, np.generic):  # numpy scalar
         return v.item()
     return v

@@ -314,9 +314,9 @@ def _op_slices(trace: TraceData, slice_id: np.ndarray) -> np.ndarray:
     if len(s) == 0 or len(out) == 0:
         return out
     names = s["name"]
-    cats = names.cat.categories.astype(str) if hasattr(names, "cat") else None
-    if cats is None:
+    if not isinstance(names.dtype, pd.CategoricalDtype):
         return out
+    cats = names.cat.categories.astype(str)
     prim_code = np.isin(np.asarray(cats, dtype=object), list(ALLOCATOR_OPS))
     codes = names.cat.codes.to_numpy()
     is_prim = np.zeros(len(s), bool)

@@ -42,6 +42,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 
 def render(doc: dict[str, Any]) -> str:
     """The document as indented JSON (numpy scalars, if any slipped in, become numbers)."""
@@ -49,8 +51,6 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def _default(v: Any) -> Any:
-    if hasattr(v, "item"):
-        return v.item()
-    if hasattr(v, "tolist"):
-        return v.tolist()
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()  # a numpy scalar's tolist() is its Python number
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
