@@ -28,6 +28,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace_api import Trace
 from explorer.units import fmt_ns
 
 _COLUMNS = ("#", "finding", "time lost", "share", "steps")
@@ -45,7 +46,7 @@ class FindingsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.trace: Any = None
+        self.trace: Trace | None = None
         self.findings: list[Any] = []
         self.evidence = np.zeros(0, np.int64)  # the selected finding's, in time order
         self.evidence_index = -1
@@ -94,7 +95,7 @@ class FindingsPanel(QWidget):
         layout.addWidget(split)
         self.set_findings([])
 
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         """A new trace: the findings arrive later from the analysis worker."""
         self.trace = trace
         self.set_findings([], message="Analysing…" if trace is not None else "")

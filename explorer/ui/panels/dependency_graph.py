@@ -41,6 +41,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel, trace_steps
 from explorer.ui.timeline.colors import kind_color
 from explorer.units import fmt_ns
@@ -104,7 +105,7 @@ def neighbourhood(edges: pd.DataFrame, center: int, hops: int) -> pd.Series:
     return pd.Series(distance, dtype=np.int64)
 
 
-def step_of(trace: Any, slice_id: int) -> int | None:
+def step_of(trace: Trace, slice_id: int) -> int | None:
     """The step the slice belongs to, or None: the step whose range holds its start, or for
     a device op, the start of the runtime call that launched it (a kernel launched at the end
     of step 3 that runs during step 4 is step 3's work, as the dependency graph counts it)."""
@@ -123,7 +124,7 @@ def step_of(trace: Any, slice_id: int) -> int | None:
 
 
 def graph_layout(
-    trace: Any, step: int | None, center: int | None, hops: int, max_nodes: int
+    trace: Trace, step: int | None, center: int | None, hops: int, max_nodes: int
 ) -> GraphLayout:
     """Pick, cap and place the nodes to draw (pure; runs in a worker thread).
 
@@ -311,7 +312,7 @@ class DependencyGraphPanel(TracePanel):
         layout.addWidget(self.legend)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.selected_slice = None
         self.layout_data = None

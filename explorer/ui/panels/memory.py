@@ -27,6 +27,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
 from explorer.units import fmt_bytes, fmt_ns
@@ -42,7 +43,7 @@ _TABLE_HEADERS = {
 }  # fmt: skip
 
 
-def allocation_lifetimes(trace: Any) -> pd.DataFrame:
+def allocation_lifetimes(trace: Trace) -> pd.DataFrame:
     """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
     slice, op, source`` (``"file:line"`` of who allocated, ``""`` when unknown).
 
@@ -72,7 +73,7 @@ class MemoryData:
     lines: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(default_factory=dict)
 
 
-def memory_data(trace: Any) -> MemoryData:
+def memory_data(trace: Trace) -> MemoryData:
     """Curves, allocation lifetimes, leak suspects and peaks of one trace."""
     from explorer.analysis.memory import memory_timeline
 
@@ -186,7 +187,7 @@ class MemoryPanel(TracePanel):
         return table
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.data = None
         self.live_ts = None

@@ -25,6 +25,7 @@ from PyQt6.QtWidgets import (
 )
 
 from explorer.analysis.operators import COLUMNS, DEVICE_SIDE, operator_stats
+from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, fit_columns, results_table, trace_steps
 from explorer.units import fmt_ns
@@ -104,7 +105,7 @@ class OperatorsPanel(TracePanel):
         layout.addWidget(self.table, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self._range = None
         self._steps = pd.DataFrame()

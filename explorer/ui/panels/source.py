@@ -37,6 +37,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel
 from explorer.units import fmt_ns
 
@@ -284,7 +285,7 @@ class SourcePanel(TracePanel):
         layout.addWidget(self.view, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.data = None
         self._show_text("")
