@@ -67,6 +67,10 @@ def dependents(changed: str) -> frozenset[str]:
     return frozenset(out)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 class Memo:
     """Results of the analyses of one trace, keyed by (declared name, options)."""
 
@@ -76,7 +80,7 @@ class Memo:
         self._entry_locks: dict[tuple[str, Hashable], threading.RLock] = {}
         self._generation = 0
 
-    def compute(self, name: str, options: Hashable, produce: Callable[[], Any]) -> Any:
+    def compute(self, name: str, options: Hashable, produce: Callable[[], R]) -> R:
         """The result kept under ``(name, options)``, computing it with ``produce`` once."""
         if name not in MEMO_KEYS:
             raise KeyError(f"{name!r} is not a declared memo key (see MEMO_KEYS)")
@@ -93,8 +97,8 @@ class Memo:
             value = produce()
             with self._lock:
                 if generation == self._generation:
-                    self._values.setdefault(key, value)
-                    return self._values[key]
+                    kept: R = self._values.setdefault(key, value)
+                    return kept
             return value
 
     def peek(self, name: str, options: Hashable = ()) -> Any | None:
@@ -121,10 +125,6 @@ class Memo:
             return {name for name, _ in self._values}
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
 def memoised(
     name: str,
 ) -> Callable[[Callable[Concatenate[TraceData, P], R]], Callable[Concatenate[TraceData, P], R]]:
@@ -141,8 +141,7 @@ def memoised(
             bound = signature.bind(trace, *args, **kwargs)
             bound.apply_defaults()
             options = tuple(bound.arguments.values())[1:]
-            result: R = trace.memo.compute(name, options, lambda: f(trace, *args, **kwargs))
-            return result
+            return trace.memo.compute(name, options, lambda: f(trace, *args, **kwargs))
 
         return memo_call
 
