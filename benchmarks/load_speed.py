@@ -2,8 +2,8 @@
 against Holistic Trace Analysis' ``TraceAnalysis`` parse of the same file in the same run.
 
 "First load" is what a user's first ``explorer.load`` does: parse the JSON *and write the
-cache*, into an empty cache directory each run. The parse alone (cache off) is reported
-beside it, so the cost of the cache write is visible.
+store*, into an empty store each run; the parse alone (cache off) is timed beside it, run
+for run, so the cost of the write is visible.
 
 The cached reopen reads the trace's entry in the columnar store (Parquet files + header,
 every file checksummed; args decoded on first use). Its wall time and its CPU time are both
@@ -75,6 +75,15 @@ def main() -> None:
         "--hta-repeat", type=int, default=2, help="HTA runs (each takes tens of seconds)"
     )
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "explorer-bench"))
+    ap.add_argument(
+        "--reopen-only", action="store_true", help="skip the first-load runs (reopen figures only)"
+    )
+    ap.add_argument(
+        "--baseline-pythonpath",
+        default="",
+        help="also time the cached reopen of the explorer found on this PYTHONPATH (e.g. a "
+        "checkout of an older cache), alternating run by run with this one",
+    )
     a = ap.parse_args()
     work = Path(a.work)
     (work / "trace").mkdir(parents=True, exist_ok=True)
@@ -83,10 +92,13 @@ def main() -> None:
     n_events = int((work / "trace" / "rank-0.json.events").read_text())
     print(f"trace: {trace} ({size_mb:.0f} MB uncompressed JSON, >= {n_events:,} events requested)")
     env = dict(os.environ, EXPLORER_CACHE_DIR=str(work / "cache"))
+    benv = dict(
+        env, PYTHONPATH=a.baseline_pythonpath, EXPLORER_CACHE_DIR=str(work / "cache-baseline")
+    )
     first, parse_only = [], []
-    for k in range(a.repeat):
-        # A user's first load: parse + cache write into an empty cache. Interleaved with a
-        # parse-only run so both see the same load on a shared machine.
+    for k in range(0 if a.reopen_only else a.repeat):
+        # A user's first load: parse + store write into an empty store. Interleaved with a
+        # parse-only run (cache off) so both see the same load on a shared machine.
         fresh = work / f"cache-first-{k}"
         shutil.rmtree(fresh, ignore_errors=True)
         first_env = dict(os.environ, EXPLORER_CACHE_DIR=str(fresh))
@@ -94,26 +106,39 @@ def main() -> None:
         shutil.rmtree(fresh, ignore_errors=True)
         parse_only.append(_run(sys.executable, _EXPLORER, str(trace), "nocache", env=env))
     _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)  # writes the cache
-    reopen = [
-        _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)
-        for _ in range(max(a.repeat, a.reopen_repeat))
-    ]
-    f_s = statistics.median(r["s"] for r in first)
+    if a.baseline_pythonpath:
+        _run(sys.executable, _EXPLORER, str(trace), "cache", env=benv)
+    reopen, base = [], []
+    for _ in range(max(a.repeat, a.reopen_repeat)):
+        reopen.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=env))
+        if a.baseline_pythonpath:
+            base.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=benv))
     r_s = statistics.median(r["s"] for r in reopen)
     r_cpu = statistics.median(r["cpu_s"] for r in reopen)
-    growth = statistics.median(r["peak_mb"] - r["base_mb"] for r in first)
-    p_s = statistics.median(r["s"] for r in parse_only)
+    load = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
     print(
-        f"explorer first load (parse + cache write): median {f_s:.2f} s over {len(first)} runs"
-        f" ({first[0]['slices']:,} slices)"
+        f"explorer cached reopen: median {r_s:.3f} s over {len(reopen)} runs, fastest"
+        f" {min(r['s'] for r in reopen):.3f} s (CPU time: median {r_cpu:.3f} s; {load})"
+    )
+    if base:
+        b_s = statistics.median(r["s"] for r in base)
+        b_cpu = statistics.median(r["cpu_s"] for r in base)
+        print(
+            f"baseline ({a.baseline_pythonpath}) cached reopen: median {b_s:.3f} s, CPU {b_cpu:.3f} s"
+            f" -> this one takes {r_s / b_s:.2f}x the wall time and {r_cpu / b_cpu:.2f}x the CPU time"
+        )
+    if not first:
+        return
+    f_s = statistics.median(r["s"] for r in first)
+    p_s = statistics.median(r["s"] for r in parse_only)
+    growth = statistics.median(r["peak_mb"] - r["base_mb"] for r in first)
+    print(
+        f"explorer first load (parse + store write): median {f_s:.2f} s over {len(first)} runs"
+        f" ({first[0]['slices']:,} slices) -> the cached reopen is {f_s / r_s:.0f}x faster"
     )
     print(
         f"explorer parse only (cache off):          median {p_s:.2f} s over {len(parse_only)}"
-        f" runs -> the cache write adds {f_s / p_s - 1:+.0%}"
-    )
-    print(
-        f"explorer cached reopen: median {r_s:.3f} s over {len(reopen)} runs -> {f_s / r_s:.0f}x faster than first load"
-        f" (CPU time: median {r_cpu:.3f} s; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})"
+        f" runs -> the store write adds {f_s / p_s - 1:+.0%}"
     )
     print(
         f"explorer peak memory during load: +{growth:.0f} MB over the interpreter = {growth / size_mb:.2f}x the JSON size"

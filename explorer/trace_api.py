@@ -3,21 +3,20 @@ notebook reads ``trace.findings()``.
 
 ``Trace`` wraps a :class:`~explorer.trace.model.TraceData` (``trace.data``) by composition:
 loaders return the model, and only this layer, above both the model and the analyses,
-knows the analyses exist. The model's tables and helpers read through (``trace.slices`` is
-``trace.data.slices``), so code written for the model works on a ``Trace`` unchanged. The
+knows the analyses exist. The model's tables (typed properties here) and every other
+public member of the model read through (``trace.slices`` is ``trace.data.slices``,
+``trace.args(i)`` is ``trace.data.args(i)``), so code written for the model works on a
+``Trace`` unchanged; setting anything but ``data`` on a ``Trace`` is an error. The
 methods are thin: each calls the pure function in ``explorer.analysis`` that does the work
 (and keeps its result in the model's ``memo``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
-from explorer.trace.memo import Memo
 from explorer.trace.model import TraceData
 
 if TYPE_CHECKING:
@@ -75,10 +74,6 @@ class Trace:
         return self.data.execution_trace
 
     @property
-    def memo(self) -> Memo:
-        return self.data.memo
-
-    @property
     def step_pattern(self) -> str | None:
         return self.data.step_pattern
 
@@ -89,58 +84,13 @@ class Trace:
     def __len__(self) -> int:
         return len(self.data)
 
-    @property
-    def path(self) -> str:
-        return self.data.path
-
-    @property
-    def span_ns(self) -> int:
-        return self.data.span_ns
-
-    @property
-    def rank(self) -> int:
-        return self.data.rank
-
-    @property
-    def synthetic(self) -> bool:
-        return self.data.synthetic
-
-    @property
-    def test_backend(self) -> str:
-        return self.data.test_backend
-
-    def args(self, slice_id: int) -> dict[str, Any]:
-        return self.data.args(slice_id)
-
-    def arg_column(self, key: str, ids: np.ndarray | None = None) -> list[Any]:
-        return self.data.arg_column(key, ids)
-
-    def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
-        return self.data.stack(slice_id)
-
-    def device_tracks(self) -> pd.DataFrame:
-        return self.data.device_tracks()
-
-    def host_tracks(self) -> pd.DataFrame:
-        return self.data.host_tracks()
-
-    def ends(self) -> np.ndarray:
-        return self.data.ends()
-
-    def sides(self) -> np.ndarray:
-        return self.data.sides()
-
-    def on_device(self) -> np.ndarray:
-        return self.data.on_device()
-
-    def on_host(self) -> np.ndarray:
-        return self.data.on_host()
-
-    def inherit_down(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        return self.data.inherit_down(values, keep)
-
-    def name_matches(self, rx: re.Pattern[str]) -> np.ndarray:
-        return self.data.name_matches(rx)
+    def __getattr__(self, name: str) -> Any:
+        """Every other public member of the model (``args``, ``stack``, ``span_ns``, the
+        analyses' memo, ...) reads through, so the façade never lags behind the model.
+        Only called for names this class does not define."""
+        if name.startswith("_") or name == "data":  # ``data`` unset: not a trace yet
+            raise AttributeError(name)
+        return getattr(self.data, name)
 
     # -- analyses ------------------------------------------------------------------------
     def steps(self, pattern: str | None = None) -> pd.DataFrame:

@@ -88,6 +88,7 @@ def _rank_main(
     cause: str,
     steps: int,
     delay_ms: float,
+    input_ms: float,
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -96,7 +97,7 @@ def _rank_main(
         torch.manual_seed(0)
         width, batch = 128, 16
         slow = rank == slow_rank
-        per_item = delay_ms / 1000 / batch if slow and cause == "input" else 0.0
+        per_item = (input_ms + (delay_ms if slow and cause == "input" else 0.0)) / 1000 / batch
         data = SyntheticBatches(batch * steps, width, per_item, seed=rank)
         loader = DataLoader(data, batch_size=batch, num_workers=0)
         extra = max(1, round(delay_ms / 3)) if slow and cause == "compute" else 0
@@ -146,11 +147,14 @@ def run_job(
     world: int = 4,
     steps: int = 6,
     delay_ms: float = 30.0,
+    input_ms: float = 0.0,
 ) -> list[Path]:
     """Run the job; returns the per-rank trace files, rank order.
 
     ``slow_rank`` (None: balanced) is slowed by ``cause`` (one of :data:`CAUSES`) by about
-    ``delay_ms`` per step. ``out`` must not already hold traces: nothing is overwritten.
+    ``delay_ms`` per step. ``input_ms`` is every rank's data loading time per batch (a job
+    whose ranks all wait for data alike). ``out`` must not already hold traces: nothing is
+    overwritten.
     """
     if cause not in CAUSES:
         raise ValueError(f"cause {cause!r}: choose one of {sorted(CAUSES)}")
@@ -161,7 +165,7 @@ def run_job(
     slow = -1 if slow_rank is None else int(slow_rank)
     mp.start_processes(
         _rank_main,
-        args=(world, _free_port(), str(out_dir), slow, cause, steps, delay_ms),
+        args=(world, _free_port(), str(out_dir), slow, cause, steps, delay_ms, input_ms),
         nprocs=world,
         join=True,
         start_method="spawn",
@@ -174,6 +178,7 @@ def run_job(
                 "slow_rank": slow_rank,
                 "cause": cause if slow_rank is not None else None,
                 "delay_ms_per_step": delay_ms,
+                "input_ms_per_step": input_ms,
                 "steps": steps,
             },  # fmt: skip
             indent=1,
@@ -213,6 +218,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--delay-ms", type=float, default=30.0, help="about this much per step")
     parser.add_argument(
+        "--input-ms", type=float, default=0.0, help="every rank's data loading per batch (ms)"
+    )
+    parser.add_argument(
         "--sample", action="store_true", help=f"re-capture {SAMPLE_DIR.relative_to(ROOT)}"
     )
     args = parser.parse_args()
@@ -227,7 +235,7 @@ def main() -> None:
     t0 = time.perf_counter()
     files = run_job(
         out, slow_rank=slow_rank, cause=cause, world=args.world, steps=args.steps,
-        delay_ms=args.delay_ms,
+        delay_ms=args.delay_ms, input_ms=args.input_ms,
     )  # fmt: skip
     size = sum(f.stat().st_size for f in files) / 1024
     if args.sample:

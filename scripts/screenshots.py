@@ -1,9 +1,12 @@
 """Render the README's screenshots of the desktop explorer, one per panel, headless.
 
-The trace is, in order of preference: ``--trace``, the largest trace in ``sample_traces/``,
-or a scenario from :mod:`explorer.scenarios` (synthetic — the window then shows its
-synthetic banner, and this script says so). Each image is the real window rendered
-offscreen, after the first finding has been selected so every panel has something to show.
+The trace is ``--trace``, a scenario from :mod:`explorer.scenarios` (``--scenario``;
+synthetic — the window then shows its synthetic banner, and this script says so), or by
+default the real torch.compile run the README shows (:data:`README_TRACE`). Each image is
+the real window rendered offscreen, opened on finding 1 exactly as
+``explorer view TRACE --finding 1 --screenshot window.png`` opens it, so every panel has
+something to show; the timeline, GPU and MTIA pictures follow (the last two need
+``../shared/traces``).
 
     python scripts/screenshots.py [--trace PATH | --scenario sync_storm] [--out docs/screenshots]
 """
@@ -20,28 +23,21 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The real run the README's window.png shows, and its one-command reproduction names.
+README_TRACE = ROOT / "sample_traces" / "cpu_compile_graph_break.pt.trace.json.gz"
+
+
 def pick_trace(args: argparse.Namespace) -> tuple[Path, str]:
     """The trace to show and a note on where it came from."""
     if args.trace:
         return Path(args.trace), "given trace"
-    samples = sorted((ROOT / "sample_traces").glob("*.json*"))
-    if samples and not args.scenario:
-        return best_sample(samples), "sample trace (a real run)"
+    if not args.scenario:
+        return README_TRACE, "sample trace (a real run), as the README's command"
     from explorer import scenarios
 
-    name = args.scenario or "sync_storm"
+    name = args.scenario
     path = scenarios.write(name, Path(tempfile.gettempdir()) / f"explorer_{name}.json")
     return path, f"SYNTHETIC scenario '{name}' (explorer.scenarios)"
-
-
-def best_sample(samples: list[Path]) -> Path:
-    """The sample whose findings lose the most time: it gives every panel something to show."""
-    import explorer
-
-    def lost(path: Path) -> int:
-        return sum(int(f.time_lost_ns) for f in explorer.load(path).findings())
-
-    return max(samples, key=lambda p: (lost(p), p.stat().st_size))
 
 
 def device_timeline(out: Path, size: tuple[int, int]) -> Path:
@@ -86,6 +82,43 @@ def timeline_pictures(path: Path, out: Path, size: tuple[int, int]) -> list[Path
     t.grab().save(str(zoom))
     window.close()
     return [marks, zoom]
+
+
+def demo_and_narrow_pictures(path: Path, out: Path) -> list[Path]:
+    """The timeline of a fresh ``explorer demo`` run (its outermost frame is the training
+    script's main, not Explorer's CLI), and a 900 px window whose legend ends in
+    ``+N more (hover)`` instead of clipping an entry."""
+    import subprocess
+
+    from explorer.ui.app import open_headless
+
+    folder = Path(tempfile.mkdtemp(prefix="explorer-demo-"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "explorer",
+            "demo",
+            "--no-view",
+            "--steps",
+            "3",
+            "--out",
+            str(folder),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=folder,
+    )
+    trace = next(folder.glob("*.pt.trace.json*"))
+    window = open_headless(str(trace), size=(1600, 1000))
+    demo = out / "demo_timeline.png"
+    window.timeline.grab().save(str(demo))
+    window.close()
+    window = open_headless(str(path), size=(900, 700))
+    narrow = out / "timeline_narrow.png"
+    window.timeline.grab().save(str(narrow))
+    window.close()
+    return [demo, narrow]
 
 
 def shared_pictures(out: Path, size: tuple[int, int]) -> list[Path]:
@@ -201,6 +234,7 @@ def main() -> int:
     window.close()
     saved.append(device_timeline(out, (width, height)))
     saved += timeline_pictures(path, out, (width, height))
+    saved += demo_and_narrow_pictures(path, out)
     saved += shared_pictures(out, (width, height))
     for file in saved:
         print(f"wrote {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")

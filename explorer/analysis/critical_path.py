@@ -4,7 +4,11 @@ Every edge of the dependency graph joins two points in time and weighs the time 
 them, so every path is contiguous and its length is the time from its first point to its
 last. Time along any route between two points is the same, so what tells routes apart is how
 much of that time is *work* rather than *waiting* (idle gaps, launch queueing, syncs — the
-graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`). The critical path is the
+graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`, and the own time of waits,
+blocked calls, annotations and Python frames: :func:`path_costs`). So where a thread waits
+for work done elsewhere — ``backward()`` for the autograd engine's thread, a step for gloo's
+collectives, a sync for the device — the path follows that work, and no frame or
+annotation holds time that its children or another thread did. The critical path is the
 longest path under the work weight: the route carrying the most work, ending at the point
 where the most work has accumulated (the latest such point on ties — normally the end of
 the step) and starting where the graph allows. Waiting costs, work is free, so it is the
@@ -14,7 +18,7 @@ millions of points) — equivalent to the topological longest-path DP, without a
 over nodes.
 
 The result lists the slices on the path in order, the path's edges with the category of
-their time, a summary by category that adds up to the length exactly, and the ops and
+their time (the breakdown's, instant by instant: :mod:`explorer.analysis.graph.categories`), a summary by category that adds up to the length exactly, and the ops and
 source lines that hold the most path time — which is where speeding up buys step time.
 """
 
@@ -28,7 +32,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
-from explorer.analysis.graph.categories import time_categories
+from explorer.analysis.graph.categories import TimeCategories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
     PATH_CATEGORIES,
@@ -104,15 +108,17 @@ class CriticalPath:
 
 
 @memoised("critical_path")
-def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
-    """The critical path of one step (``None``: every step, or the whole trace when it has
-    no steps). Kept in the memo per step."""
-    graph = dependency_graph(trace, step)
+def critical_path(
+    trace: TraceData, step: int | None = None, all_steps: bool = False
+) -> CriticalPath:
+    """The critical path of one step (``None``: the whole trace, or with ``all_steps``
+    the span of every step — what a report covers). Kept in the memo per scope."""
+    graph = dependency_graph(trace, step, all_steps)
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[at]
-    result = _describe(trace, graph, points, path_edges, costs.launches)
-    result.scope = scope_label(trace, step)
+    result = _describe(trace, graph, points, path_edges, costs.categories)
+    result.scope = scope_label(trace, step, all_steps)
     return result
 
 
@@ -120,14 +126,14 @@ def critical_path(trace: TraceData, step: int | None = None) -> CriticalPath:
 class PathCosts:
     """The graph as the path search sees it: points ``2*k + 0|1`` (start or end of
     ``graph.nodes[k]``) at ``point_time``; edges ``u -> v`` (the rows of ``graph.edges``)
-    costing ``cost`` ns of waiting; ``launches``: per slice, whether it
-    launched device work."""
+    costing ``cost`` ns of waiting; ``categories``: what the time on them is (None for an
+    empty graph)."""
 
     point_time: np.ndarray
     u: np.ndarray
     v: np.ndarray
     cost: np.ndarray
-    launches: np.ndarray
+    categories: TimeCategories | None
 
 
 def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
@@ -137,7 +143,7 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     of the slice whose own time follows its first point: the slice after its start, its
     parent after its end (:func:`~explorer.analysis.graph.host_edges.stretch_owner`).
     """
-    etype = edges["type"].astype(str).to_numpy()
+    etype = np.asarray(EDGE_TYPES, dtype=object)[edges["type"].cat.codes.to_numpy()]
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
@@ -164,7 +170,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     e = graph.edges
     empty = np.empty(0, np.int64)
     if arrays is None or len(nodes) == 0:
-        return PathCosts(empty, empty, empty, empty.astype(np.float64), np.zeros(0, bool))
+        return PathCosts(empty, empty, empty, empty.astype(np.float64), None)
     m = len(nodes)
     src = e["src"].to_numpy()
     dst = e["dst"].to_numpy()
@@ -199,20 +205,20 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     if len(flows):
         launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
     launches |= launch_call_mask(trace.slices["name"].array)
+    categories = TimeCategories(trace, arrays, launches)
     owner = owners(graph, e)
     framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
     framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
     at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
-    framing[framing] = time_categories(
-        trace, arrays, owner[framing], at[framing], launches
-    ) == PATH_CATEGORIES.index("host_compute")
+    plain = [PATH_CATEGORIES.index("host_compute"), PATH_CATEGORIES.index("idle_gap")]
+    framing[framing] = np.isin(categories(owner[framing], at[framing]), plain)
     waiting |= framing
     cost = np.where(waiting, weight, 0).astype(np.float64)
 
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    return PathCosts(point_time, u, v, cost, launches)
+    return PathCosts(point_time, u, v, cost, categories)
 
 
 def longest_work_path(
@@ -283,14 +289,14 @@ def _describe(
     graph: DependencyGraph,
     points: np.ndarray,
     edges: pd.DataFrame,
-    launches: np.ndarray,
+    categories: TimeCategories | None,
 ) -> CriticalPath:
     arrays = graph.arrays
     nodes = graph.nodes
     empty_summary = pd.DataFrame(
         {"category": list(PATH_CATEGORIES), "ns": np.zeros(len(PATH_CATEGORIES), np.int64)}
     )
-    if arrays is None or len(points) == 0:
+    if arrays is None or categories is None or len(points) == 0:
         return CriticalPath(
             slices=np.empty(0, np.int64),
             edges=edges.assign(category=[], owner=[]),
@@ -309,18 +315,19 @@ def _describe(
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
     owner = owners(graph, edges)
-    etype = edges["type"].astype(str).to_numpy()
+    code = edges["type"].cat.codes.to_numpy()
     # A slice's own time (duration, self time) is what the slice is; launch delays, waits
     # and gaps are what their type says.
     names = np.array(PATH_CATEGORIES, dtype=object)
-    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in etype], dtype=object)
-    own = np.isin(etype, ["duration", "nest", "sibling"]) | (by_type == "")
+    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in EDGE_TYPES], dtype=object)[code]
+    own_types = [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")]
+    own = np.isin(code, own_types) | (by_type == "")
     has = own & (owner >= 0)
     at = np.where(
         edges["src_point"].to_numpy() == 0, arrays.ts[edges["src"]], arrays.end[edges["src"]]
     )
     cat = by_type.copy()
-    cat[has] = names[time_categories(trace, arrays, owner[has], at[has], launches)]
+    cat[has] = names[categories(owner[has], at[has])]
     edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
     w = edges["weight"].to_numpy(np.int64)
     summary = pd.DataFrame(
@@ -337,8 +344,9 @@ def _describe(
         start_ns=start_ns,
         end_ns=end_ns,
         summary=summary,
-        top_ops=_top_ops(trace, owner, w, length),
-        top_lines=_top_lines(trace, owner, w, length),
+        # Idle time (only a step span around it) is nobody's to speed up.
+        top_ops=_top_ops(trace, np.where(cat == "idle_gap", -1, owner), w, length),
+        top_lines=_top_lines(trace, np.where(cat == "idle_gap", -1, owner), w, length),
         step=graph.step,
         window=graph.window,
         segments=_segments(trace, edges, t[0]),
@@ -362,10 +370,10 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
     ends = np.cumsum(w)
     seg_id = np.cumsum(np.r_[True, track[1:] != track[:-1]]) - 1
-    names = trace.slices["name"].astype(str).to_numpy()
+    name = trace.slices["name"].array
     df = pd.DataFrame({"seg": seg_id, "owner": owner, "w": w})
     df = df[df["owner"] >= 0]
-    df["name"] = names[df["owner"].to_numpy()]
+    df["name"] = name.take(df["owner"].to_numpy()).astype(str)
     per_name = df.groupby(["seg", "name"], sort=False)["w"].sum().reset_index()
     per_name = per_name.sort_values(["seg", "w"], ascending=[True, False], kind="stable")
     top = per_name.drop_duplicates("seg").set_index("seg")["name"]
@@ -420,8 +428,8 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
     s = trace.slices
     df = pd.DataFrame(
         {
-            "name": s["name"].to_numpy()[ids].astype(str),
-            "kind": s["kind"].to_numpy()[ids].astype(str),
+            "name": s["name"].array.take(ids),
+            "kind": s["kind"].array.take(ids),
             "slice": ids,
             "ns": w[has],
         }
@@ -431,6 +439,8 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
         .agg(ns=("ns", "sum"), count=("slice", "nunique"))
         .reset_index()
     )
+    out["name"] = out["name"].astype(str).astype(object)
+    out["kind"] = out["kind"].astype(str).astype(object)
     out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
     out["share"] = out["ns"] / length if length else 0.0
     return out

@@ -68,27 +68,29 @@ class DependencyGraph:
         }
 
 
-def step_window(trace: TraceData, step: int | None) -> tuple[int, int] | None:
-    """The ``[start, end)`` of a step; for ``None``, the span of all the trace's steps
-    (``ProfilerStep#N``, or the user's ``--steps`` pattern), or None (the whole trace)
-    when the trace has no steps."""
+def step_window(
+    trace: TraceData, step: int | None, all_steps: bool = False
+) -> tuple[int, int] | None:
+    """The ``[start, end)`` of a step; for ``None``, the whole trace (None) or, with
+    ``all_steps``, the span of all the trace's steps (``ProfilerStep#N`` or the user's
+    ``--steps`` pattern — still the whole trace when it has none)."""
     from explorer.analysis.steps import select_steps, steps
 
     if step is not None:
         row = select_steps(trace, step)
         return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
     table = steps(trace)
-    if len(table) == 0 or (table["slice"] < 0).any():
+    if not all_steps or len(table) == 0 or (table["slice"] < 0).any():
         return None
     return int(table["start_ns"].min()), int(table["end_ns"].max())
 
 
-def scope_label(trace: TraceData, step: int | None) -> str:
-    """What a graph or path of ``step`` covers, in words: ``step 3``, ``steps 0-9``,
-    ``the whole trace``."""
+def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> str:
+    """What a graph or path covers, in words: ``step 3``, ``steps 0-9``, ``the whole
+    trace``."""
     if step is not None:
         return f"step {step}"
-    if step_window(trace, None) is None:
+    if step_window(trace, None, all_steps) is None:
         return "the whole trace"
     from explorer.analysis.steps import steps
 
@@ -98,10 +100,12 @@ def scope_label(trace: TraceData, step: int | None) -> str:
 
 
 @memoised("dependency_graph")
-def dependency_graph(trace: TraceData, step: int | None = None) -> DependencyGraph:
-    """The dependency graph of one step (``None``: all steps, see :func:`step_window`).
-    Kept in the memo per step."""
-    window = step_window(trace, step)
+def dependency_graph(
+    trace: TraceData, step: int | None = None, all_steps: bool = False
+) -> DependencyGraph:
+    """The dependency graph of one step (``None``: the whole trace, or with ``all_steps``
+    every step, see :func:`step_window`). Kept in the memo per scope."""
+    window = step_window(trace, step, all_steps)
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
     flows = trace.flows

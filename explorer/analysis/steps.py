@@ -120,20 +120,23 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
     ``N`` with host range ``[h0, h1)`` whose launches (``launch`` flows, else correlation
     ids: :func:`explorer.analysis.attribution.launcher`) ran device work ending at ``d1``:
 
-    - ``end_N = max(h1, d1, end_{N-1})`` (device work on an in-order queue ends in order;
-      the running maximum keeps windows ordered when it does not),
-    - ``start_N = max(h0, end_{N-1})``: the step starts when its host range starts, or when
-      the previous step's device work is done, whichever is later.
+    - ``start_N = max(h0, end_{N-1}, b_N)``: the step starts when its host range starts, or
+      when the device is done with work it did not launch — the previous step's (``end_{N-1}``)
+      or work launched outside any step just before it, such as the iteration running when
+      the profiler started (``b_N``, the end of device work launched after step ``N-1``'s
+      host range and before step ``N``'s),
+    - ``end_N = max(h1, d1, start_N)`` (device work on an in-order queue ends in order; a
+      running maximum keeps windows ordered when it does not).
 
     Without device work (CPU traces) the windows are the host ranges. Kept in the memo.
     """
     st = steps(trace)
     h0 = st["start_ns"].to_numpy(np.int64)
     h1 = st["end_ns"].to_numpy(np.int64)
-    d1 = _launched_device_end(trace, h0, h1)
-    end = np.maximum.accumulate(np.maximum(h1, d1)) if len(st) else h1
+    d1, before = _launched_device_end(trace, h0, h1)
+    end = np.maximum.accumulate(np.maximum.reduce([h1, d1, before])) if len(st) else h1
     prev_end = np.concatenate([[np.iinfo(np.int64).min], end[:-1]])
-    start = np.maximum(h0, prev_end)
+    start = np.maximum.reduce([h0, prev_end, before])
     out = st.copy()
     out["start_ns"] = start
     out["end_ns"] = end
@@ -143,20 +146,27 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
     return out
 
 
-def _launched_device_end(trace: TraceData, h0: np.ndarray, h1: np.ndarray) -> np.ndarray:
+def _launched_device_end(
+    trace: TraceData, h0: np.ndarray, h1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the end of the last device work launched inside its host range (``h1``
-    where it launched none)."""
-    out = h1.copy()
+    where it launched none), and of the last launched between the previous step's host range
+    and its own (``h0`` where none was)."""
+    inside_end, before_end = h1.copy(), h0.copy()
     src = launcher(trace)
-    work = np.flatnonzero((src >= 0) & (trace.slices["kind"].to_numpy() != "device_annotation"))
+    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
+    work = np.flatnonzero((src >= 0) & ~labels)
     if len(work) == 0 or len(h0) == 0:
-        return out
+        return inside_end, before_end
     launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
-    k = np.searchsorted(h0, launched_at, side="right") - 1
-    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)])
     ends = trace.ends()[work].astype(np.int64)
-    np.maximum.at(out, k[inside], ends[inside])
-    return out
+    k = np.searchsorted(h0, launched_at, side="right") - 1  # the step starting last before
+    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)])
+    np.maximum.at(inside_end, k[inside], ends[inside])
+    nxt = k + 1  # launched in the gap before step k+1 (or before the first step)
+    gap = ~inside & (nxt < len(h0))
+    np.maximum.at(before_end, nxt[gap], ends[gap])
+    return inside_end, before_end
 
 
 def select_steps(

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
+from explorer.cli.progress import terminal_progress
 from explorer.store import open_trace
 from explorer.store.entry import is_entry
 from explorer.store.query import connect, model_tables, referenced_tables
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if is_entry(path):
         model = open_trace(path)
     else:
-        model = load_trace(path, use_cache=not args.no_cache, store=args.store)
+        model = load_trace(
+            path, use_cache=not args.no_cache, store=args.store, progress=terminal_progress()
+        )
     sys.stdout.write(render(query_trace(model, args.query), args.format))
     return 0

@@ -31,8 +31,10 @@ from torch.utils.data import DataLoader, Dataset
 
 import explorer
 
-#: The least "decoding" time per image, in seconds.
+#: The least "decoding" time per image, and the most per batch, in seconds (the cap keeps
+#: the demo short on a very slow machine; loading still costs a quarter of a 3 s step).
 MIN_DECODE_S = 0.0005
+MAX_DECODE_BATCH_S = 1.0
 
 
 class SyntheticImages(Dataset):
@@ -110,7 +112,8 @@ def main(out_dir: str, steps: int = 8, device: str = "auto", batch_size: int = 3
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     # "Decoding" a batch takes as long as a training step here (see the module docstring).
-    decode_s = max(MIN_DECODE_S, step_seconds(model, opt, dev, batch_size) / batch_size)
+    step_s = min(step_seconds(model, opt, dev, batch_size), MAX_DECODE_BATCH_S)
+    decode_s = max(MIN_DECODE_S, step_s / batch_size)
     data = SyntheticImages(batch_size * steps, decode_s=decode_s)
     loader = DataLoader(data, batch_size=batch_size, shuffle=True)
     t0 = time.perf_counter()

@@ -110,7 +110,7 @@ def unique_path(out_dir: Path, stem: str) -> Path:
     """``out_dir/stem.pt.trace.json.gz``, or with ``_1``, ``_2``... when that exists."""
     path = out_dir / f"{stem}{SUFFIX}"
     n = 0
-    while path.exists():
+    while os.path.lexists(path):  # a dangling symlink holds its name too
         n += 1
         path = out_dir / f"{stem}_{n}{SUFFIX}"
     return path

@@ -24,7 +24,7 @@ import pandas as pd
 
 from explorer.analysis.steps import steps as trace_steps
 from explorer.trace.kinds import COLLECTIVE
-from explorer.trace.model import DEVICE_KINDS, TraceData
+from explorer.trace.model import TraceData
 
 COLLECTIVE_COLUMNS = [
     "op", "name", "pg", "seq", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
@@ -60,7 +60,10 @@ def collective_slices(trace: TraceData) -> np.ndarray:
     """Ids of the slices that stand for this rank's collectives (see the module doc)."""
     s = trace.slices
     kind = s["kind"].to_numpy()
-    dev = np.isin(kind, list(DEVICE_KINDS))
+    device_tracks = trace.tracks["id"].to_numpy()[
+        trace.tracks["type"].to_numpy() == "device_stream"
+    ]
+    dev = np.isin(s["track"].to_numpy(), device_tracks)
     ids = np.flatnonzero((kind == "collective") & dev)
     if len(ids):
         return ids

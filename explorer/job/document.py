@@ -68,7 +68,8 @@ def job_document(
     con = reduce.open_job_tables([Path(s.store_dir) for s in summaries])
     try:
         matrix = reduce.step_matrix(con)
-        offsets = reduce.clock_offsets(con)
+        measured = reduce.clock_offsets(con)
+        offsets = reduce.host_offsets(measured, {s.rank: s.host for s in summaries})
         reduce.register_offsets(con, offsets)
         coll = reduce.matched_collectives(con, world)
         wait = reduce.wait_by_rank_step(con)
@@ -98,7 +99,7 @@ def job_document(
         "ranks_present": len(summaries),
         "steps": [int(c) for c in matrix.columns],
         "summary": _summary(blame, total, straggler, coll, unmatched),
-        "ranks": _ranks(summaries, blame, offsets, breakdown, top_findings),
+        "ranks": _ranks(summaries, blame, offsets, measured, breakdown, top_findings),
         "step_matrix": {
             str(int(r)): [None if pd.isna(v) else int(v) for v in row]
             for r, row in matrix.iterrows()
@@ -138,11 +139,13 @@ def _ranks(
     summaries: list[RankSummary],
     blame: pd.DataFrame,
     offsets: pd.DataFrame,
+    measured: pd.DataFrame,
     breakdown: pd.DataFrame,
     top_findings: pd.DataFrame,
 ) -> list[dict[str, Any]]:
     b = blame.set_index("rank")
     o = offsets.set_index("rank")
+    m = measured.set_index("rank")
     cat = breakdown.pivot_table(index="rank", columns="category", values="ns", aggfunc="sum")
     out = []
     for s in summaries:
@@ -159,7 +162,9 @@ def _ranks(
                 "total_ns": 0 if row_b is None else int(row_b["total_ns"]),
                 "wait_ns": 0 if row_b is None else int(row_b["wait_ns"]),
                 "caused_wait_ns": 0 if row_b is None else int(row_b["caused_ns"]),
+                "host": s.host,
                 "clock_offset_ns": int(o.loc[r, "offset_ns"]) if r in o.index else 0,
+                "collective_end_offset_ns": int(m.loc[r, "offset_ns"]) if r in m.index else 0,
                 "collectives_matched_with_reference": int(o.loc[r, "matched"])
                 if r in o.index
                 else 0,

@@ -38,7 +38,7 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
         try:
-            client = Client(address, timeout="15s", set_as_default=False)
+            client = Client(address, timeout="5s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise UsageError(
                 f"cannot reach the Dask scheduler at {address} ({exc}); start it "

@@ -1,10 +1,12 @@
 """The map step: read one rank, analyse it, write its tables, return a small summary.
 
 :func:`analyse_rank` runs inside a Dask worker process. It is the only place a rank's
-events are in memory; what leaves it is the Parquet tables under ``store/rank-K/`` (read
-back by DuckDB in the reduce step) and a :class:`RankSummary` of a few hundred bytes.
+events are in memory; what leaves it is a store entry ``store/rank-K/``
+(:func:`explorer.store.write_trace`: the trace's own tables — slices, tracks, flows... —
+plus the analysis tables below, all Parquet, read back by DuckDB in the reduce step and by
+``explorer sql``) and a :class:`RankSummary` of a few hundred bytes.
 
-Tables written per rank (every one has a ``rank`` column; times are absolute ns on the
+Analysis tables written per rank (every one has a ``rank`` column; times are absolute ns on the
 rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 
 ``steps``        rank, step, start_ns, end_ns, dur_ns
@@ -31,6 +33,7 @@ from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.job.collectives import rank_collectives
+from explorer.store import write_trace
 from explorer.trace.loading import load_trace
 from explorer.trace.model import TraceData
 
@@ -52,6 +55,7 @@ class RankSummary:
     collectives: int
     seconds: float
     synthetic: bool = False
+    host: str = ""  # the machine, where the trace says (Explorer's collector does)
     warnings: list[str] = field(default_factory=list)
     #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
     #: Carried as text: Dask would have to pickle the exception itself.
@@ -147,14 +151,15 @@ def _analyse(
     trace = load_trace(source, use_cache=use_cache)
     if step_pattern is not None:
         trace.step_pattern = step_pattern
-    out = rank_dir(store, rank)
-    out.mkdir(parents=True, exist_ok=True)
     tables = rank_tables(trace, rank)
-    for name, df in tables.items():
-        df.to_parquet(out / f"{name}.parquet", index=False)
+    out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
     meta = trace.metadata
     info = meta.get("distributedInfo")
     dist: dict[str, Any] = info if isinstance(info, dict) else {}
+    ours = meta.get("explorer")
+    mine: dict[str, Any] = ours if isinstance(ours, dict) else {}
+    found = mine.get("environment")
+    env: dict[str, Any] = found if isinstance(found, dict) else {}
     return RankSummary(
         rank=rank,
         source=str(source),
@@ -167,5 +172,11 @@ def _analyse(
         collectives=len(tables["collectives"]),
         seconds=time.perf_counter() - t0,
         synthetic=bool(trace.synthetic),
-        warnings=[str(w) for w in meta.get("warnings", [])],
+        host=str(env.get("host", "")),
+        warnings=[str(w) for w in meta.get("warnings", [])]
+        + (
+            [f"{Path(source).name} says it is rank {trace.rank}; reported as rank {rank}"]
+            if 0 <= trace.rank != rank
+            else []
+        ),
     )

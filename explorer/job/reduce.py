@@ -9,7 +9,8 @@ Collective matching: a collective is the same operation on every rank when it ha
 process group and sequence number; where the trace has no sequence numbers, the same
 process group, operation and position among that rank's operations of that kind.
 
-Clock alignment: a collective finishes at (nearly) the same instant on every rank that took
+Clock alignment (ranks on one machine share its clock: see :func:`host_offsets`): a
+collective finishes at (nearly) the same instant on every rank that took
 part — nobody leaves before the last one arrives and the data has moved. Each rank's
 offset is the median, over matched collectives, of its end minus the reference rank's
 (the lowest rank) end; every time used after that is ``t - offset``.
@@ -29,21 +30,16 @@ import duckdb
 import pandas as pd
 
 from explorer.job.rank_map import RANK_TABLES
+from explorer.store import table_paths
+from explorer.store.query import connect
 
 
 def open_job_tables(rank_dirs: list[Path]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with a view per rank table over these ranks' Parquet files."""
-    con = duckdb.connect(":memory:")
+    """An in-memory DuckDB with a view per rank table over these ranks' store entries."""
+    paths = [table_paths(d, verify=False) for d in rank_dirs]  # just written by the workers
+    con = connect({table: [p[table] for p in paths] for table in RANK_TABLES})
     con.execute("SET threads TO 1")  # the driver stays small; the workers did the heavy part
-    for table in RANK_TABLES:
-        files = ", ".join(_sql_str(str(d / f"{table}.parquet")) for d in rank_dirs)
-        # a view cannot take parameters: the (quoted) paths are part of its text
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{files}])")
     return con
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def step_matrix(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -68,15 +64,23 @@ FROM coll_keyed c;
 """
 
 
+#: Collectives every rank leaves together (a broadcast's root may leave before the others
+#: have their data): the ones clocks are aligned on, when the job has any.
+SYMMETRIC = "('allreduce', 'allgather', 'reducescatter', 'alltoall', 'barrier')"
+
+
 def clock_offsets(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Per rank: ``offset_ns`` (subtract to align on the reference rank) and ``matched``
-    (collectives it shares with the reference). Ranks with no shared collective get 0."""
+    (collectives it shares with the reference). Ranks with no shared collective get 0.
+    See :func:`host_offsets` for ranks that share a machine."""
     con.execute(_MATCH)
     return con.execute(
-        """
+        f"""
         WITH ref AS (SELECT min(rank) AS r FROM steps),
+        sym AS (SELECT count(*) AS n FROM coll_matched WHERE n_ranks > 1 AND op IN {SYMMETRIC}),
         ends AS (
-            SELECT c.rank, c.pg, c.key, c.end_ns FROM coll_matched c WHERE n_ranks > 1
+            SELECT c.rank, c.pg, c.key, c.end_ns FROM coll_matched c
+            WHERE n_ranks > 1 AND (op IN {SYMMETRIC} OR (SELECT n FROM sym) = 0)
         ),
         d AS (
             SELECT e.rank, e.end_ns - f.end_ns AS delta
@@ -90,6 +94,24 @@ def clock_offsets(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         ORDER BY r.rank
         """
     ).df()
+
+
+def host_offsets(offsets: pd.DataFrame, hosts: dict[int, str]) -> pd.DataFrame:
+    """One clock per machine: ranks on the reference rank's host are not shifted, and the
+    ranks of any other host all get that host's median offset. Ranks whose host is unknown
+    keep their own offset. (On a busy machine collective ends differ by milliseconds from
+    scheduling alone; shifting ranks that read the same clock would only add that error.)"""
+    out = offsets.copy()
+    host = out["rank"].map(lambda r: hosts.get(int(r), ""))
+    known = host != ""
+    if not known.any():
+        return out
+    ref_host = hosts.get(int(out["rank"].min()), "")
+    per_host = out[known].groupby(host[known])["offset_ns"].median().round()
+    if ref_host:
+        per_host[ref_host] = 0
+    out.loc[known, "offset_ns"] = host[known].map(per_host).astype("int64")
+    return out
 
 
 def register_offsets(con: duckdb.DuckDBPyConnection, offsets: pd.DataFrame) -> None:

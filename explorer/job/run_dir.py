@@ -1,10 +1,10 @@
 """Which files make up a job: a directory of per-rank traces, a TensorBoard log dir with
 several workers, or a glob (``'runs/job7/*rank*.json.gz'``).
 
-A job is two or more timeline traces; each gets its rank from the file's
-``distributedInfo`` when the reader finds one, else from ``rank<N>`` in its name, else its
-position. Reading the rank from a file's content happens in the worker; here only names
-are looked at, so the driver never opens a trace.
+A job is two or more timeline traces; each gets its rank from ``rank<N>`` in its name,
+else its position in name order (TensorBoard's ``worker0...``, ``worker1...``). Only names
+are looked at, so the driver never opens a trace; the worker that reads one warns when the
+file's own ``distributedInfo`` names another rank.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import pandas as pd
 from explorer.job.reduce import excess_over_others
 
 #: The others must lose at least this share of their step time waiting for one rank.
-MIN_SHARE = 0.10
+MIN_SHARE = 0.15
 #: ... and cost the others at least this many times what the runner-up costs them: on a
 #: busy machine every rank is late now and then; a straggler is late by far the most.
 MIN_LEAD = 2.0

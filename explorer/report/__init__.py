@@ -200,7 +200,9 @@ def render(
     if format not in FORMATS:
         raise UsageError(f"unknown report format {format!r} (choose from {', '.join(FORMATS)})")
     doc = document(trace, step=step, top=top)
-    cp = critical_path(trace, step)  # memoised: every format rendered from a trace shares it
+    # Without --step, the steps the rest of the report covers (--steps REGEX or
+    # ProfilerStep#N), not the whole file. Memoised: every format rendered shares it.
+    cp = critical_path(trace, step, all_steps=True)
     doc["critical_path"] = cps.to_dict(cp)
     if format == "text":
         return text.render(doc, color=color, critical_path=cps.render_text(cp))

@@ -16,7 +16,8 @@ Every document says ``"synthetic": true`` at its top level (and ``traceName`` st
 
 Scenarios (see :data:`SCENARIOS`, and :mod:`explorer.scenarios.ground_truth` for exactly what
 each ``time_lost_ns`` sums): ``clean``, ``input_stall``, ``pageable_copies``, ``sync_storm``,
-``cpu_fallback``, ``launch_bound``, ``compile_pause``, ``memory_growth``.
+``cpu_fallback``, ``launch_bound``, ``compile_pause``, ``memory_growth``; and several at
+once: ``input_and_sync``, ``input_sync_pageable``.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def generate(
         jitter=jitter,
         collector_events=collector_events,
     )
-    injected = [sc.truth(sim)] if sc.truth else []
+    injected = [truth(sim) for truth in sc.truths]
     for entry in injected:  # ranges relative to the file's earliest timestamp (a loader's 0)
         entry["ranges"] = [[a - ORIGIN_NS, b - ORIGIN_NS] for a, b in entry["ranges"]]
     meta = {

@@ -181,14 +181,18 @@ def _injected(
     scenario: str, seed: int, n_steps: int, catalog: Any, simulate: Any
 ) -> list[dict[str, Any]]:
     sc = catalog[scenario]
-    if sc.truth is None:
+    if not sc.truths:
         return []
-    entry = sc.truth(simulate(scenario, steps=_TEMPLATE_STEP + 2, seed=seed, jitter=0.0))
-    per = dict((int(s), int(v)) for s, v in entry.get("per_step", []))
-    if _TEMPLATE_STEP not in per and entry["kind"] != "memory":
-        return []
-    out = {k: v for k, v in entry.items() if k not in ("per_step", "ranges")}
-    out["time_lost_ns"] = per.get(_TEMPLATE_STEP, 0) * n_steps
-    out["steps"] = list(range(n_steps))
-    out["definition"] = f"{entry['definition']} (the steady step's amount × {n_steps} steps)"
-    return [out]
+    sim = simulate(scenario, steps=_TEMPLATE_STEP + 2, seed=seed, jitter=0.0)
+    found = []
+    for truth in sc.truths:
+        entry = truth(sim)
+        per = dict((int(s), int(v)) for s, v in entry.get("per_step", []))
+        if _TEMPLATE_STEP not in per and entry["kind"] != "memory":
+            continue
+        out = {k: v for k, v in entry.items() if k not in ("per_step", "ranges")}
+        out["time_lost_ns"] = per.get(_TEMPLATE_STEP, 0) * n_steps
+        out["steps"] = list(range(n_steps))
+        out["definition"] = f"{entry['definition']} (the steady step's amount × {n_steps} steps)"
+        found.append(out)
+    return found

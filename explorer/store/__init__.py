@@ -1,15 +1,17 @@
 """The columnar store: a trace's tables as Parquet files plus a small JSON header.
 
 One entry is one directory holding ``slices``, ``tracks``, ``flows``, ``counters``,
-``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet``, the
+``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet`` (or
+``<table>.arrow``, Arrow IPC, for the trace cache: see :mod:`explorer.store.tables`), the
 slices' raw args as ``args.parquet`` (a binary ``json`` column, row ``i`` = slice ``i``),
 ``metadata.json``, and ``header.json`` (format version, the source file's stamp, and each
 file's size and CRC-32). It serves three users:
 
 * the trace cache (:mod:`explorer.trace.cache`): an entry per trace file under the cache
   directory, stamped with the file it came from; any damage or mismatch means a re-parse;
-* multi-rank jobs: each rank's tables written with :func:`write_trace` into its own entry,
-  then joined across ranks by DuckDB over :func:`table_paths`;
+* multi-rank jobs: each rank's tables (and its analysis tables, ``extra_tables=``) written
+  with :func:`write_trace` into its own entry, then joined across ranks by DuckDB over
+  :func:`table_paths` (:func:`explorer.store.query.connect` takes a list of paths per name);
 * ``explorer sql``: DuckDB over an entry's tables (:mod:`explorer.store.query`).
 
     >>> from explorer import store
@@ -21,7 +23,14 @@ file's size and CRC-32). It serves three users:
 Nothing here unpickles anything; an entry is never modified after it is written.
 """
 
-from explorer.store.entry import OPTIONAL_TABLES, TABLES, open_trace, table_paths, write_trace
+from explorer.store.entry import (
+    OPTIONAL_TABLES,
+    TABLES,
+    open_trace,
+    read_table,
+    table_paths,
+    write_trace,
+)
 from explorer.store.header import STORE_VERSION, SourceStamp, StoreDamaged
 
 __all__ = [
@@ -31,6 +40,7 @@ __all__ = [
     "SourceStamp",
     "StoreDamaged",
     "open_trace",
+    "read_table",
     "table_paths",
     "write_trace",
 ]

@@ -19,10 +19,12 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
@@ -37,6 +39,7 @@ from explorer.store.header import (
     write_header,
 )
 from explorer.store.tables import (
+    TABLE_FORMATS,
     categories_of,
     decode_args,
     decode_table,
@@ -54,18 +57,24 @@ ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
-def _encode(model: TraceData) -> tuple[dict[str, bytes], dict[str, Any]]:
+def _encode(
+    model: TraceData, table_format: str, extra_tables: Mapping[str, pd.DataFrame]
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    suffix = TABLE_FORMATS[table_format]
     files: dict[str, bytes] = {}
     categories: dict[str, Any] = {}
     tables = {t: getattr(model, t) for t in TABLES}
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
-    for name, df in tables.items():
-        files[f"{name}.parquet"] = encode_table(name, df)
+    for name, df in {**tables, **extra_tables}.items():
+        files[name + suffix] = encode_table(name, df, table_format)
         categories[name] = categories_of(df)
     files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
     files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
-    return files, {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
+    if json.loads(files[METADATA_FILE]) != model.metadata:  # a tuple, a non-str key, a NaN
+        raise ExplorerError("the trace's metadata does not survive JSON; it cannot be stored")
+    extra = {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
+    return files, {**extra, "extra_tables": sorted(extra_tables), "table_format": table_format}
 
 
 def _json_scalar(v: Any) -> Any:
@@ -75,9 +84,20 @@ def _json_scalar(v: Any) -> Any:
 
 
 def write_trace(
-    model: TraceData, directory: str | os.PathLike[str], *, source: SourceStamp | None = None
+    model: TraceData,
+    directory: str | os.PathLike[str],
+    *,
+    source: SourceStamp | None = None,
+    table_format: str = "parquet",
+    extra_tables: Mapping[str, pd.DataFrame] | None = None,
 ) -> Path:
     """Write ``model``'s tables, args and metadata as a store entry at ``directory``.
+
+    Tables are Parquet files (``table_format="parquet"``, for DuckDB and other tools) or
+    Arrow IPC files (``"arrow"``: memory-mapped, no decoding on open; what the trace cache
+    uses). The args are Parquet either way. ``extra_tables`` are stored beside the model's
+    tables in the same format (e.g. a rank's ``steps`` and ``findings`` in a job store; read
+    one back with :func:`read_table`, or all through :func:`table_paths`).
 
     ``directory`` must not exist, or be a store entry (which is replaced atomically); its
     parent is created. ``source`` stamps the entry with the file the model was parsed from
@@ -86,8 +106,14 @@ def write_trace(
     :class:`~explorer.errors.ExplorerError` when ``directory`` is something other than a
     store entry (nothing of the user's is ever replaced).
     """
+    if table_format not in TABLE_FORMATS:
+        raise ValueError(f"table_format must be one of {sorted(TABLE_FORMATS)}")
+    reserved = set(TABLES) | set(OPTIONAL_TABLES) | {"args", "metadata", "header"}
+    clash = reserved & set(extra_tables or {})
+    if clash:
+        raise ValueError(f"extra table names {sorted(clash)} are the model's own")
     target = Path(directory)
-    files, extra = _encode(model)
+    files, extra = _encode(model, table_format, extra_tables or {})
     if target.exists() and not is_entry(target):
         raise ExplorerError(
             f"{target}: exists and is not an Explorer store entry — choose a new directory"
@@ -114,7 +140,11 @@ def _remove_stale_temporaries(target: Path) -> None:
     ``.NAME.*.old`` directories); recent ones may belong to a writer still running."""
     cutoff = time.time() - STALE_TEMPORARY_S
     for p in target.parent.glob(f".{glob.escape(target.name)}.*"):
-        if p.suffix in (".writing", ".old") and p.is_dir() and p.stat().st_mtime < cutoff:
+        try:
+            stale = p.suffix in (".writing", ".old") and p.is_dir() and p.stat().st_mtime < cutoff
+        except FileNotFoundError:  # another writer removed it meanwhile
+            continue
+        if stale:
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -169,12 +199,16 @@ def open_trace(
         raise StoreDamaged(d, f"{HEADER} lists no tables")
     if not set(TABLES) <= set(names) <= set(TABLES + OPTIONAL_TABLES):
         raise StoreDamaged(d, f"{HEADER} lists unexpected tables {names}")
-    raw = {name: map_checked(d, header, f"{name}.parquet") for name in names}
+    table_format = header.get("table_format")
+    if table_format not in TABLE_FORMATS:
+        raise StoreDamaged(d, f"unknown table format {table_format!r}")
+    raw = {name: map_checked(d, header, name + TABLE_FORMATS[table_format]) for name in names}
     args_bytes = read_checked(d, header, ARGS_FILE)
     meta_bytes = read_checked(d, header, METADATA_FILE)
     try:
         tables = {
-            name: decode_table(name, data, categories.get(name, {})) for name, data in raw.items()
+            name: decode_table(name, data, categories.get(name, {}), table_format)
+            for name, data in raw.items()
         }
         metadata = json.loads(meta_bytes)
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
@@ -190,15 +224,33 @@ def open_trace(
     )
 
 
-def table_paths(directory: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Path]:
-    """The Parquet file of each table of the entry at ``directory`` (``slices``, ``tracks``,
-    ``flows``, ``counters``, ``instants``, ``memory``, ``args``, and ``execution_trace`` when
-    present), for DuckDB's ``read_parquet`` or any Parquet reader. With ``verify`` (the
-    default) every file's checksum is checked first (:class:`StoreDamaged` when one fails)."""
+def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
+    """One table of the entry at ``directory`` (a model table or an extra table), verified
+    against the header and with its categories restored; :class:`StoreDamaged` otherwise."""
     d = Path(directory)
     header = read_header(d)
-    names = [n for n in header["files"] if n.endswith(".parquet")]
+    table_format = header.get("table_format")
+    categories = header.get("categories")
+    if table_format not in TABLE_FORMATS or not isinstance(categories, dict):
+        raise StoreDamaged(d, f"{HEADER} is incomplete")
+    data = map_checked(d, header, name + TABLE_FORMATS[table_format])
+    try:
+        return decode_table(name, data, categories.get(name, {}), table_format)
+    except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+        raise StoreDamaged(d, f"{name} does not decode ({exc})") from exc
+
+
+def table_paths(directory: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Path]:
+    """The file of each table of the entry at ``directory`` (``slices``, ``tracks``,
+    ``flows``, ``counters``, ``instants``, ``memory``, ``args``, and ``execution_trace`` when
+    present): Parquet files for DuckDB's ``read_parquet`` or any Parquet reader (Arrow IPC
+    files, ``.arrow``, for the tables of an entry written with ``table_format="arrow"``).
+    With ``verify`` (the default) every file's checksum is checked first
+    (:class:`StoreDamaged` when one fails)."""
+    d = Path(directory)
+    header = read_header(d)
+    names = [n for n in header["files"] if n.endswith(tuple(TABLE_FORMATS.values()))]
     if verify:
         for n in names:
             read_checked(d, header, n)
-    return {n.removesuffix(".parquet"): d / n for n in sorted(names)}
+    return {n.rsplit(".", 1)[0]: d / n for n in sorted(names)}

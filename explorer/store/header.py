@@ -20,7 +20,7 @@ from typing import Any
 from explorer.errors import ExplorerError
 
 #: Bump when the files' layout or the meaning of any column changes.
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: parent is the shortest containing slice (sound nesting)
 FORMAT = "explorer-store"
 HEADER = "header.json"
 
@@ -41,18 +41,20 @@ class StoreDamaged(ExplorerError):
 
 @dataclass(frozen=True)
 class SourceStamp:
-    """What identifies the exact file a trace was parsed from."""
+    """What a trace's tables were made from: the exact file (path, size, modification
+    time, inode) and the version of the reader that parsed it."""
 
     path: str
     size: int
     mtime_ns: int
     inode: int
+    reader_version: int = 0
 
     @classmethod
-    def of(cls, path: Path) -> SourceStamp:
+    def of(cls, path: Path, reader_version: int = 0) -> SourceStamp:
         """The stamp of ``path`` as it is now (take it BEFORE reading the file)."""
         st = path.stat()
-        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, reader_version)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +62,7 @@ class SourceStamp:
             "size": self.size,
             "mtime_ns": self.mtime_ns,
             "inode": self.inode,
+            "reader_version": self.reader_version,
         }
 
 

@@ -3,7 +3,8 @@
 Kept in a cache directory (``$EXPLORER_CACHE_DIR``, else ``$XDG_CACHE_HOME/explorer``, else
 ``~/.cache/explorer``; or a directory the caller names) rather than beside the trace:
 traces often sit on read-only or shared storage, and a cache must never be mistaken for,
-or overwrite, what a user captured. An entry (see :mod:`explorer.store`) is keyed by the
+or overwrite, what a user captured. An entry (see :mod:`explorer.store`; its tables are
+Arrow IPC files, memory-mapped on reopen with nothing to decode) is keyed by the
 trace's absolute path and used only when it was made from exactly the file as it is now:
 same size, modification time and inode, stamped *before* the file was read, so a trace
 replaced while it was being parsed is parsed again next time. A damaged, partial or
@@ -21,6 +22,16 @@ from explorer.errors import ExplorerError
 from explorer.store import SourceStamp, StoreDamaged, open_trace, write_trace
 from explorer.store.entry import is_entry
 from explorer.trace.model import TraceData
+
+#: Bump when the tables' layout or the reader's output changes: entries made by another
+#: version are parsed again (the store's own format has its own version, STORE_VERSION).
+CACHE_VERSION = 7
+
+
+def source_stamp(path: Path) -> SourceStamp:
+    """What a cache entry for ``path`` must have been made from: the file as it is now, read
+    by this version of the reader. Take it BEFORE reading the file."""
+    return SourceStamp.of(path, CACHE_VERSION)
 
 
 def cache_root() -> Path:
@@ -44,7 +55,7 @@ def load_cached(
     """The cached tables of ``path``, or None when there is no entry made from the file as
     ``stamp`` describes it (default: as it is now)."""
     try:
-        return open_trace(entry_path(path, root), source=stamp or SourceStamp.of(path))
+        return open_trace(entry_path(path, root), source=stamp or source_stamp(path))
     except StoreDamaged:
         return None
 
@@ -59,11 +70,11 @@ def save_cached(
     home, full disk, a cache directory that is a file)."""
     entry = entry_path(path, root)
     try:
-        if SourceStamp.of(path) != stamp:
+        if source_stamp(path) != stamp:
             return False
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
-        write_trace(trace, entry, source=stamp)
+        write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
         return True
     except (OSError, ExplorerError):
         return False

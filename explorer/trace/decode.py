@@ -31,7 +31,7 @@ import psutil
 
 from explorer.errors import TraceError
 from explorer.trace.events import CHUNK
-from explorer.trace.json_position import MAX_NESTING, locate
+from explorer.trace.json_position import last_event_end, locate, too_deep
 from explorer.trace.metadata_checks import check_metadata
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -215,19 +215,16 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
     event array and metadata.
 
     The policy for damage (stated in the README): a value Explorer would have to guess is an
-    error naming the event and field — bytes that are not UTF-8, nesting deeper than
-    :data:`MAX_NESTING`, an event field of the wrong type; what can be kept exactly is kept
+    error naming the event and field — bytes that are not UTF-8, nesting deeper than the
+    decoder follows (about 900 levels), an event field of the wrong type; what can be kept exactly is kept
     with a warning — the complete events before a cut, metadata of the wrong type (ignored).
     """
     data = _utf8_text(path, data)
     try:
         doc = _decode_document(path, data)
     except RecursionError:
-        pos = locate(data, max_depth=MAX_NESTING)
         raise TraceError(
-            path,
-            f"{pos.describe()} nests deeper than {MAX_NESTING} levels",
-            "the file is damaged or was not written by a profiler",
+            path, too_deep(data), "the file is damaged or was not written by a profiler"
         ) from None
     doc.warnings += check_metadata(doc.metadata)
     return doc
@@ -405,17 +402,20 @@ def _recover_truncated_document(path: Path, data: bytes | bytearray) -> Decoded:
 def _recover_events(array: bytes | bytearray) -> EventChunks:
     """The events of the longest prefix of a truncated JSON array that decodes.
 
-    Cuts are tried at each ``}`` from the end backwards; a ``}`` that closes a nested args
-    object leaves an unbalanced prefix that fails to decode, and the next one back is tried.
+    One vectorised pass finds the last ``}`` that closes an event (a brace outside strings
+    that brings the depth back to the array's); the prefix up to it is decoded once. Should
+    that fail (an escaped quote the scan misread), cuts are tried at the ``}`` before it,
+    a bounded number of times.
     """
-    end = len(array)
-    for _ in range(10_000):
-        pos = array.rfind(b"}", 0, end)
-        if pos < 0:
+    end = last_event_end(array)
+    for _ in range(_RECOVERY_TRIES):
+        if end is None or end < 0:
             break
-        candidate = array[: pos + 1] + b"]"
         try:
-            return EventChunks.of(candidate)
+            return EventChunks.of(array[: end + 1] + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError):
-            end = pos
+            end = array.rfind(b"}", 0, end)
     return EventChunks.of(b"[]")
+
+
+_RECOVERY_TRIES = 64

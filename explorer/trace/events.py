@@ -21,7 +21,7 @@ import pandas as pd
 
 from explorer.errors import TraceError
 from explorer.trace import columns
-from explorer.trace.json_position import MAX_NESTING, locate
+from explorer.trace.json_position import too_deep
 
 CHUNK = 10_000
 
@@ -247,103 +247,107 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
     n_no_ph = 0
     for start, chunk in chunks:
         evs: list[Any]
-        try:
+        try:  # any decode of this chunk may meet nesting too deep for the decoder
             try:
-                evs, typed = _EVENTS_TYPED.decode(chunk), True
-            except msgspec.ValidationError:
-                evs, typed = _EVENTS.decode(chunk), False  # odd types somewhere: the general path
-        except msgspec.ValidationError as exc:
-            k = _index_in_message(str(exc))
-            which = f"event {start + k}" if k is not None else "an event"
-            raise TraceError(
-                path, f"{which} is not an object", "the file is damaged or is not a trace"
-            ) from None
+                try:
+                    evs, typed = _EVENTS_TYPED.decode(chunk), True
+                except msgspec.ValidationError:
+                    evs, typed = (
+                        _EVENTS.decode(chunk),
+                        False,
+                    )  # odd types somewhere: the general path
+            except msgspec.ValidationError as exc:
+                k = _index_in_message(str(exc))
+                which = f"event {start + k}" if k is not None else "an event"
+                raise TraceError(
+                    path, f"{which} is not an object", "the file is damaged or is not a trace"
+                ) from None
+            phs = list(map(attrgetter("ph"), evs))
+            _check_scalars(path, phs, "ph", start, text_only=True)
+            n_no_ph += phs.count(None)
+            ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
+            ph_table = np.array(
+                [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq]
+                + [PH_OTHER],
+                np.int8,
+            )
+            ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
+            parts["ph"].append(ph)
+            for key in ("name", "cat", "pid", "tid"):
+                values = list(map(attrgetter(key), evs))
+                _check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
+                vocabulary = {"name": out.names, "cat": out.cats, "pid": out.pids, "tid": out.tids}
+                parts[key].append(vocabulary[key].codes(values))
+
+            def where(k: int, _s: int = start) -> str:
+                return f"event {_s + k}"
+
+            if typed:
+                n = len(evs)
+                parts["ts"].append(np.fromiter(map(attrgetter("ts"), evs), np.float64, n))
+                parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
+                parts["dur_missing"].append(
+                    np.isnan(parts["dur"][-1])
+                )  # NaN: absent (see TypedEvent)
+            else:
+                parts["ts"].append(
+                    columns.floats(
+                        list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
+                    )
+                )
+                durs = list(map(attrgetter("dur"), evs))
+                parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), np.array(None)))
+                parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
+            # Slices' args.
+            rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
+            if len(rows):
+                arg_raws = list(map(attrgetter("args"), _pick(evs, rows)))
+                blob += b"".join(arg_raws)
+                lengths.append(np.fromiter(map(len, arg_raws), np.int64, len(arg_raws)))
+                slice_cols.append(_slice_arg_columns(path, arg_raws, rows + start, out))
+                parts["args_rows"].append(rows + start)
+            # Flows.
+            rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
+            if len(rows):
+                fe = _pick(evs, rows)
+                ids = list(map(attrgetter("id"), fe))
+                _check_scalars(path, ids, "id", 0, rows=rows + start)
+                out.flow_id.append(_ids(ids, text_ids))
+                out.flow_bp.append(
+                    np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
+                )
+                parts["flow_rows"].append(rows + start)
+            # Instants, [memory] among them.
+            rows = np.flatnonzero(ph == PH_I)
+            if len(rows):
+                ie = [evs[k] for k in rows.tolist()]
+                is_mem = np.array([e.name == "[memory]" for e in ie], bool)
+                inst = rows[~is_mem]
+                out.instant_scope.extend(columns.strings([evs[k].s for k in inst.tolist()]))
+                parts["instant_rows"].append(inst + start)
+                mem = rows[is_mem]
+                if len(mem):
+                    mem_cols.append(
+                        _struct_columns(
+                            _MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()]
+                        )
+                    )
+                    parts["memory_rows"].append(mem + start)
+            for k in np.flatnonzero(ph == PH_C).tolist():
+                out.counter_args.append((start + k, _dict(evs[k].args)))
+            for k in np.flatnonzero(ph == PH_M).tolist():
+                out.meta_args.append((start + k, _dict(evs[k].args)))
+            del evs
+            if progress:
+                progress(
+                    0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(chunks), 1)), "decoding events"
+                )
         except RecursionError:
-            pos = locate(chunk, max_depth=MAX_NESTING)
-            k = start + (pos.event or 0)
             raise TraceError(
                 path,
-                f"event {k}"
-                + (f", field {pos.field!r}," if pos.field else "")
-                + f" nests deeper than {MAX_NESTING} levels",
+                too_deep(chunk, first_event=start),
                 "the file is damaged or was not written by a profiler",
             ) from None
-        del chunk
-        phs = list(map(attrgetter("ph"), evs))
-        _check_scalars(path, phs, "ph", start, text_only=True)
-        n_no_ph += phs.count(None)
-        ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
-        ph_table = np.array(
-            [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
-            np.int8,
-        )
-        ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
-        parts["ph"].append(ph)
-        for key in ("name", "cat", "pid", "tid"):
-            values = list(map(attrgetter(key), evs))
-            _check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
-            vocabulary = {"name": out.names, "cat": out.cats, "pid": out.pids, "tid": out.tids}
-            parts[key].append(vocabulary[key].codes(values))
-
-        def where(k: int, _s: int = start) -> str:
-            return f"event {_s + k}"
-
-        if typed:
-            n = len(evs)
-            parts["ts"].append(np.fromiter(map(attrgetter("ts"), evs), np.float64, n))
-            parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
-            parts["dur_missing"].append(np.isnan(parts["dur"][-1]))  # NaN: absent (see TypedEvent)
-        else:
-            parts["ts"].append(
-                columns.floats(
-                    list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
-                )
-            )
-            durs = list(map(attrgetter("dur"), evs))
-            parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), np.array(None)))
-            parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
-        # Slices' args.
-        rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
-        if len(rows):
-            arg_raws = list(map(attrgetter("args"), _pick(evs, rows)))
-            blob += b"".join(arg_raws)
-            lengths.append(np.fromiter(map(len, arg_raws), np.int64, len(arg_raws)))
-            slice_cols.append(_slice_arg_columns(path, arg_raws, rows + start, out))
-            parts["args_rows"].append(rows + start)
-        # Flows.
-        rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
-        if len(rows):
-            fe = _pick(evs, rows)
-            ids = list(map(attrgetter("id"), fe))
-            _check_scalars(path, ids, "id", 0, rows=rows + start)
-            out.flow_id.append(_ids(ids, text_ids))
-            out.flow_bp.append(
-                np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
-            )
-            parts["flow_rows"].append(rows + start)
-        # Instants, [memory] among them.
-        rows = np.flatnonzero(ph == PH_I)
-        if len(rows):
-            ie = [evs[k] for k in rows.tolist()]
-            is_mem = np.array([e.name == "[memory]" for e in ie], bool)
-            inst = rows[~is_mem]
-            out.instant_scope.extend(columns.strings([evs[k].s for k in inst.tolist()]))
-            parts["instant_rows"].append(inst + start)
-            mem = rows[is_mem]
-            if len(mem):
-                mem_cols.append(
-                    _struct_columns(_MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()])
-                )
-                parts["memory_rows"].append(mem + start)
-        for k in np.flatnonzero(ph == PH_C).tolist():
-            out.counter_args.append((start + k, _dict(evs[k].args)))
-        for k in np.flatnonzero(ph == PH_M).tolist():
-            out.meta_args.append((start + k, _dict(evs[k].args)))
-        del evs
-        if progress:
-            progress(
-                0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(chunks), 1)), "decoding events"
-            )
 
     def cat(key: str, dtype: Any) -> np.ndarray:
         return np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype)

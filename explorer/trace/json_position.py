@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 BLOCK = 16 << 20
-#: Deeper than this, JSON nesting is reported as damage (the decoder's limit is near 1000).
-MAX_NESTING = 800
 _OPEN = np.zeros(256, np.int32)
 _OPEN[[ord("{"), ord("[")]] = 1
 _OPEN[[ord("}"), ord("]")]] = -1
@@ -60,11 +58,8 @@ def _depths(block: np.ndarray, depth0: int, in_str0: bool, prev_bs: bool) -> tup
     return depth, in_str, carry
 
 
-def locate(
-    data: bytes | bytearray | memoryview, offset: int | None = None, *, max_depth: int = 0
-) -> Position:
-    """The event and field at byte ``offset`` — or, with ``max_depth``, at the first byte
-    nested deeper than that."""
+def locate(data: bytes | bytearray | memoryview, offset: int | None = None) -> Position:
+    """The event and field at byte ``offset`` (the last byte when None)."""
     buf = np.frombuffer(data, np.uint8)
     end = len(buf) if offset is None else min(offset + 1, len(buf))
     head = bytes(buf[: min(len(buf), 1 << 16)])
@@ -89,15 +84,6 @@ def locate(
             if start <= array_at < start + len(block):
                 opens[: array_at - start + 1] = False
             hits = np.flatnonzero(opens)
-            if max_depth:
-                deep = np.flatnonzero(depth > max_depth)
-                if len(deep):
-                    found = start + int(deep[0])
-                    hits = hits[hits <= deep[0]]
-                    if len(hits):
-                        event += len(hits)
-                        event_start = start + int(hits[-1])
-                    break
             if len(hits):
                 event += len(hits)
                 event_start = start + int(hits[-1])
@@ -120,3 +106,42 @@ def _last_key(data: bytes | bytearray | memoryview, start: int, end: int, level:
         if outside_strings and int(depth[p]) == level:
             key = m.group(1).decode("utf-8", "replace")
     return key
+
+
+def last_event_end(array: bytes | bytearray) -> int | None:
+    """In a JSON array of objects that may be cut short, the offset of the ``}`` closing
+    the last complete object of the array (None when there is none)."""
+    buf = np.frombuffer(array, np.uint8)
+    depth0, in_str0, prev_bs = 0, False, False
+    last = None
+    for start in range(0, len(buf), BLOCK):
+        block = buf[start : start + BLOCK]
+        depth, in_str, carry = _depths(block, depth0, in_str0, prev_bs)
+        closes = np.flatnonzero((block == ord("}")) & ~in_str & (depth == 1))
+        if len(closes):
+            last = start + int(closes[-1])
+        depth0, in_str0, prev_bs = carry
+    return last
+
+
+def deepest(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """``(offset, depth)`` of the first byte at the greatest nesting depth."""
+    buf = np.frombuffer(data, np.uint8)
+    depth0, in_str0, prev_bs = 0, False, False
+    best, where = -1, 0
+    for start in range(0, len(buf), BLOCK):
+        depth, _, carry = _depths(buf[start : start + BLOCK], depth0, in_str0, prev_bs)
+        if len(depth) and int(depth.max()) > best:
+            best, where = int(depth.max()), start + int(np.argmax(depth))
+        depth0, in_str0, prev_bs = carry
+    return where, best
+
+
+def too_deep(data: bytes | bytearray | memoryview, first_event: int = 0) -> str:
+    """What to tell a user whose JSON nests deeper than the decoder can follow: the event
+    (``first_event`` is the index of ``data``'s first event) and field, and how deep."""
+    offset, depth = deepest(data)
+    pos = locate(data, offset)
+    if pos.event is not None:
+        pos.event += first_event
+    return f"{pos.describe()} nests {depth:,} levels deep, deeper than the JSON reader follows"

@@ -64,10 +64,11 @@ CATEGORY_KINDS: dict[str, str] = {
     "explorer_compile": "compile",
 }
 
-#: Host runtime calls that block the host until the device catches up.
+#: Host runtime calls that block the host until the device catches up. (A stream or event
+#: *query* returns at once, done or not: it is a runtime call, not a wait.)
 SYNC_CALL = re.compile(
     r"(cuda|hip|xpu)?(Stream|Device|Event|Context|Ctx)Synchroni[sz]e|^synchronize(Stream|Device|Event)?$"
-    r"|StreamQuery|^cuStreamSynchronize|^cuCtxSynchronize|^cuEventSynchronize",
+    r"|^cuStreamSynchronize|^cuCtxSynchronize|^cuEventSynchronize",
     re.IGNORECASE,
 )
 

@@ -28,9 +28,8 @@ from os import PathLike
 from pathlib import Path
 
 from explorer.errors import TraceError
-from explorer.store import SourceStamp
 from explorer.trace.build import build
-from explorer.trace.cache import load_cached, save_cached
+from explorer.trace.cache import load_cached, save_cached, source_stamp
 from explorer.trace.decode import decode, read_bytes
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
@@ -80,7 +79,12 @@ def trace_files(directory: Path) -> list[Path]:
             directory = runs[-1]
     files = sorted(p for p in directory.iterdir() if _is_trace_file(p))
     if not files:
-        files = sorted(p for p in directory.rglob("*") if _is_trace_file(p))
+        files = sorted(
+            p
+            for p in directory.rglob("*")
+            if not any(part.startswith(".") for part in p.relative_to(directory).parts[:-1])
+            and _is_trace_file(p)
+        )
     return files
 
 
@@ -105,7 +109,7 @@ def _read_one(
 ) -> TraceData:
     # Stamped before reading: the cache entry says what was read. Standard input ("-") is
     # read once and never cached.
-    stamp = SourceStamp.of(path) if use_cache else None
+    stamp = source_stamp(path) if use_cache else None
     if stamp is not None:
         cached = load_cached(path, stamp, root=store)
         if cached is not None:

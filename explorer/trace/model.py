@@ -19,7 +19,7 @@ before their children.
     kind             category    normalised kind, one of :data:`KINDS`
     track            int32       id into ``tracks``
     depth            int16       nesting depth on its track (0 = top level)
-    parent           int64       enclosing slice id on the same track, -1 for none
+    parent           int64       shortest slice on the same track containing it, -1 for none
     correlation      int64       runtime↔device correlation id, -1 when absent
     external_id      int64       ``External id`` (op ↔ runtime ↔ kernel), -1 when absent
     stream           int64       device stream / queue, -1 when absent

@@ -118,6 +118,7 @@ def open_headless(
     )
     window = MainWindow(settings=settings, restore=False, remember=False)
     window.resize(*size)
+    window.size_docks()
     window.show()  # laid out before any panel draws, as in an interactive session
     trace = explorer.load(path)
     window.set_trace(trace)
@@ -125,9 +126,12 @@ def open_headless(
         window.analysis.cancel()  # headless runs them here, in order
         window.analysis.wait()
     window.analysis = None
-    for name, value in run_analyses_now(trace).items():
-        if not name.endswith("_error"):
-            window.on_analysis(name, value)
+    results, errors = run_analyses_now(trace)
+    for name, value in results.items():
+        window.on_analysis(name, value)
+    for name, message in errors.items():  # in the picture (dialog, status) and on stderr
+        window.analysis_failed(name, message)
+        print(f"explorer view: {name.replace('_', ' ')} failed: {message}", file=sys.stderr)
     wait_idle(window)
     window.timeline.fit_all()
     if finding is not None:

@@ -17,6 +17,7 @@ from PyQt6.QtCore import Qt, QUrl, pyqtSignal, pyqtSlot
 from PyQt6.QtGui import QFont, QResizeEvent
 from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
+from explorer.analysis.dependency_graph import DependencyGraph
 from explorer.trace.model import TraceData
 from explorer.units import fmt_ns
 
@@ -26,7 +27,7 @@ _ARG_ORDER = ("Input Dims", "Input type", "bytes", "stream", "device", "correlat
 
 
 def related_events(
-    trace: TraceData, slice_id: int, graph: Any = None
+    trace: TraceData, slice_id: int, graph: DependencyGraph | None = None
 ) -> list[tuple[int, int, str]]:
     """``(src, dst, relation)`` for every event directly related to ``slice_id``: flows of
     every type (``launch``, ``fwdbwd``, ``other``) and dependency-graph edges."""
@@ -38,7 +39,7 @@ def related_events(
         hit = np.flatnonzero((src == slice_id) | (dst == slice_id))[:MAX_RELATED]
         types = flows["type"].iloc[hit].astype(str).to_numpy()
         out += [(int(src[k]), int(dst[k]), str(t)) for k, t in zip(hit, types, strict=True)]
-    if graph is not None and hasattr(graph, "edges_of"):
+    if graph is not None:
         seen = {(a, b) for a, b, _ in out}
         edges = graph.edges_of(int(slice_id))
         # Nesting is already visible (and listed as the parent): keep the other edges.
@@ -71,7 +72,7 @@ class DetailsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.trace: TraceData | None = None
-        self.graph: Any = None
+        self.graph: DependencyGraph | None = None
         self.slice_id = -1
         self.related: list[tuple[int, int, str]] = []
         self.sources: pd.DataFrame | None = None  # slice_sources(), once the worker has it
@@ -111,7 +112,7 @@ class DetailsPanel(QWidget):
         if self.slice_id >= 0:
             self.on_selection(self.slice_id)
 
-    def set_dependency_graph(self, graph: Any) -> None:
+    def set_dependency_graph(self, graph: DependencyGraph) -> None:
         """The graph computed in the background; neighbours appear from the next selection."""
         self.graph = graph
         if self.slice_id >= 0:

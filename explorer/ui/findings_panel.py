@@ -212,7 +212,7 @@ def _finding_html(f: Any) -> str:
         f"<h3 style='margin:2px 0'>{esc(f.title)}</h3>",
         f"<p><b>{esc(fmt_ns(int(f.time_lost_ns)))}</b> lost "
         f"({float(f.share) * 100:.1f}% of step time)"
-        + (f" on {esc(str(f.device))}" if getattr(f, "device", "") else "")
+        + (f" on {esc(str(f.device))}" if f.device else "")
         + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")
         + f" · {len(f.evidence):,} events</p>",
     ]

@@ -114,12 +114,14 @@ class AnalysisRunner(QThread):
             self.result.emit(name, value)
 
 
-def run_analyses_now(trace: Trace) -> dict[str, Any]:
-    """The same analyses, synchronously (for the headless screenshot mode)."""
-    out: dict[str, Any] = {}
+def run_analyses_now(trace: Trace) -> tuple[dict[str, Any], dict[str, str]]:
+    """The same analyses, synchronously (for the headless screenshot mode): the results,
+    and a one-line message for each analysis that raised (the caller says so)."""
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
     for name, fn in ANALYSES:
         try:
-            out[name] = fn(trace)
-        except Exception as exc:  # noqa: BLE001 - a failing analysis must not stop a screenshot
-            out[f"{name}_error"] = str(exc)
-    return out
+            results[name] = fn(trace)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, per analysis
+            errors[name] = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return results, errors

@@ -133,14 +133,12 @@ class MainWindow(QMainWindow):
                 self.tabifyDockWidget(first, dock)
         if first is not None:
             first.raise_()
-        self.resizeDocks([self.docks["findings"]], [460], Qt.Orientation.Horizontal)
-        if first is not None:
-            self.resizeDocks([first], [290], Qt.Orientation.Vertical)
 
         self._build_status_bar()
         self._build_menus()
         self._wire()
         self.fit_to_screen()
+        self.size_docks()
         if restore:
             self._restore_layout()
 
@@ -292,7 +290,7 @@ class MainWindow(QMainWindow):
         self.results = {}
         self.analysis_errors = []
         self._update_title()
-        self.banner.setVisible(bool(getattr(trace, "synthetic", False)))
+        self.banner.setVisible(bool(trace.synthetic))
         self.timeline.set_trace(trace)
         self.timeline.set_steps(None)
         self.timeline.setFocus()  # W/A/S/D work right away
@@ -306,7 +304,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
         self.analysis = AnalysisRunner(trace, self)
         self.analysis.result.connect(self.on_analysis)
-        self.analysis.failed.connect(self._analysis_failed)
+        self.analysis.failed.connect(self.analysis_failed)
         self.analysis.start()
 
     def on_analysis(self, name: str, value: Any) -> None:
@@ -324,7 +322,7 @@ class MainWindow(QMainWindow):
         elif name == "slice_sources":
             self.details.set_sources(value)
 
-    def _analysis_failed(self, name: str, message: str) -> None:
+    def analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""
         if name == "findings":
             self.findings.show_error(message)
@@ -418,7 +416,9 @@ class MainWindow(QMainWindow):
             "W / S: zoom in / out\nA / D: pan left / right\nF: fit selection\n0: fit trace\n"
             "Wheel: zoom at pointer · Shift+wheel: scroll rows · drag: pan\n"
             "Drag on the time axis: select a range (Operators aggregates it)\n"
-            "Click a step: zoom to it · Click a group header: collapse · ○: pin a row\n"
+            "Click a step: zoom to it · Click a group header: collapse / expand "
+            "(a device with many streams starts as one summary row) · ○: pin a row\n"
+            "[ / ]: previous / next evidence event of the selected finding\n"
             "Click a deep thread's name: show its first levels only (click again for all)\n"
             "Ctrl+F: search · Enter / Shift+Enter: next / previous match",
         )
@@ -474,6 +474,15 @@ class MainWindow(QMainWindow):
         width, height = default_window_size(area.width(), area.height())
         self.resize(width, height)
         self.move(area.x() + (area.width() - width) // 2, area.y() + (area.height() - height) // 2)
+
+    def size_docks(self) -> None:
+        """Give the docks their share of the window as it is now: the right column 30% of
+        the width (300–460 px), the bottom panels 29% of the height (220–320 px), so the
+        timeline keeps most of a small window. A saved layout overrides this."""
+        right = int(min(460, max(300, 0.3 * self.width())))
+        bottom = int(min(320, max(220, 0.29 * self.height())))
+        self.resizeDocks([self.docks["findings"]], [right], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks[PANELS[0][0]]], [bottom], Qt.Orientation.Vertical)
 
     def _restore_layout(self) -> None:
         geometry = self.settings.value("geometry")

@@ -114,11 +114,11 @@ def check_window_platform(timeout_s: float = 30.0) -> None:
         )
     lines = [ln.strip() for ln in probe.stderr.splitlines() if ln.strip()]
     reason = next((ln for ln in lines if "connect to display" in ln), lines[0] if lines else "")
+    reason = reason or f"Qt exited with status {probe.returncode}"
     display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or "?"
     raise UsageError(
-        f"Qt cannot open a window on display {display} ({reason or 'it exited with status '}"
-        f"{'' if reason else probe.returncode}); check DISPLAY, or save a picture with "
-        "'explorer view TRACE --screenshot out.png'"
+        f"Qt cannot open a window on display {display} ({reason}); check DISPLAY, or save a "
+        "picture with 'explorer view TRACE --screenshot out.png'"
     )
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import explorer
 from explorer.analysis.dependency_graph import dependency_graph
@@ -251,3 +253,65 @@ def test_collector_events_from_a_real_cpu_run_join_the_graph(tmp_path: Path) -> 
     for step in trace.steps()["step"]:
         cp = critical_path(trace, int(step))
         assert cp.length_ns == int(cp.edges["weight"].sum()) > 0
+
+
+# --- Each host thread is one chain; its stretches belong to the innermost open slice -----
+
+
+def test_each_host_thread_is_one_unbroken_chain(sample_traces: Path) -> None:
+    trace = explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz")
+    g = dependency_graph(trace)
+    a = g.arrays
+    e = g.edges
+    along = e[e["type"].astype(str).isin(["duration", "nest", "sibling", "thread_order"])]
+    host = a.host[along["src"].to_numpy()]
+    along = along[host]
+    track = a.track[along["src"].to_numpy()]
+    for tr in np.unique(track):
+        ids = np.flatnonzero(a.node & a.host & (a.track == tr))
+        # From the thread's first start to its last end, every ns is on exactly one edge.
+        span = int(a.end[ids].max() - a.ts[ids].min())
+        assert int(along["weight"].to_numpy()[track == tr].sum()) == span
+
+
+@st.composite
+def _one_thread(draw):
+    """Up to 7 slices on one thread, overlapping any way (nested, crossing, equal)."""
+    n = draw(st.integers(1, 7))
+    out = []
+    for _ in range(n):
+        t = draw(st.integers(0, 20))
+        out.append((t, draw(st.integers(0, 10))))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_one_thread())
+def test_innermost_open_matches_a_scan(slices) -> None:
+    from explorer.analysis.graph.host_edges import innermost_open, thread_points
+    from explorer.analysis.graph.nodes import slice_arrays
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": t, "dur": d}
+        for i, (t, d) in enumerate(slices)
+    ]
+    trace = trace_from_events(events, {"synthetic": True})
+    arrays = slice_arrays(trace)
+    points = thread_points(arrays, np.flatnonzero(arrays.node & arrays.host))
+    got = innermost_open(points)
+    # Scan: after point k, the open slices are those whose start is at or before k and
+    # whose end is after it; the innermost is the one that started last.
+    pos = {}
+    for k, (sl, is_end) in enumerate(
+        zip(points.slice.tolist(), points.is_end.tolist(), strict=True)
+    ):
+        pos[(sl, is_end)] = k
+    for k in range(len(points.slice)):
+        open_ = [
+            (pos[(sl, False)], sl)
+            for sl in set(points.slice.tolist())
+            if pos[(sl, False)] <= k < pos[(sl, True)]
+        ]
+        assert got[k] == (max(open_)[1] if open_ else -1)
+    # and the order itself is time order, ends before starts at one instant
+    assert (np.diff(points.t) >= 0).all()

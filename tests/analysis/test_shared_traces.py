@@ -181,3 +181,46 @@ def test_mtia_dma_is_data_movement_and_event_waits_are_not_compute(traces: dict)
     assert 0 < cats["data_movement"] <= int(s["dur"].to_numpy()[dma].sum())
     kernels = (s["kind"] == "kernel").to_numpy() & ~dma
     assert cats["compute"] <= int(s["dur"].to_numpy()[kernels].sum())
+
+
+def test_advice_names_the_backend_of_the_trace(traces: dict) -> None:
+    """An MTIA trace's sync finding speaks of torch.mtia, never of CUDA; a ROCm trace's
+    launch-bound advice speaks of HIP graphs (through torch.cuda, as ROCm's PyTorch does)."""
+    mtia = traces["mtia_inference_trace__mtia_inference_rank_0.json.gz"]
+    (sync,) = [f for f in mtia.findings() if f.kind == "sync_stall"]
+    words = f"{sync.title} {sync.explanation} {sync.recommendation}"
+    assert "torch.mtia.synchronize()" in words and "cuda" not in words.lower()
+    amd = traces["amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+    (launch,) = [f for f in amd.findings() if f.kind == "launch_bound"]
+    assert launch.device == "rocm:2" and "HIP graphs" in launch.recommendation
+    assert "CUDA graphs" not in launch.recommendation
+
+
+def test_compile_why_is_a_sentence_not_a_dump() -> None:
+    """Dynamo's texts (hints, debug context, guard dumps whose paths are cut to a width)
+    become one sentence each: what broke or which guard failed, in which frame, where."""
+    from explorer.analysis.detectors.compilation import why_sentence
+
+    brk = why_sentence({
+        "event": "graph_break", "frame": "forward", "source_file": "/home/me/train.py",
+        "source_line": 142,
+        "reason": "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
+                  "  Explanation: Dynamo does not support tracing `Tensor.item()`.\n"
+                  "  Developer debug context: call_method TensorVariable() item () {}",
+    })  # fmt: skip
+    assert brk == (
+        "The graph breaks in forward() at train.py:142: Unsupported Tensor.item() call "
+        "with capture_scalar_outputs=False."
+    )
+    rec = why_sentence({
+        "event": "recompile", "frame": "torch_dynamo_resume_in_forward_at_142",
+        "source_file": "/home/me/train.py", "source_line": 142,
+        "reason": "1/0: ___stack0 == 0.23428410291671753   # if h.mean().item() > 0.25:  "
+                  "# ork/main/scripts/train.py:142 in torch_dynamo_resume_in_forward_at_142\n"
+                  "User stack trace:\n  File \"/home/me/train.py\", line 142",
+    })  # fmt: skip
+    assert rec == (
+        "The rest of forward() after the break at line 142 is recompiled at train.py:142 "
+        "because the guard `___stack0 == 0.2343` failed (a value it was specialised on changed)."
+    )
+    assert why_sentence({"event": "compile", "frame": "forward"}) == ""

@@ -358,7 +358,7 @@ def test_deep_nesting_names_event_and_field(tmp_path: Path) -> None:
     p = tmp_path / "deep.json"
     p.write_bytes(doc)
     line = _one_error_line(_explorer("export", str(p), "-o", str(tmp_path / "x.pftrace")))
-    assert "event 1, field 'args'" in line and "nests deeper" in line
+    assert "event 1, field 'args'" in line and "nests 100,004 levels deep" in line
 
 
 def test_stdin_is_read_once_and_works(tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-
-from tests.job.conftest import run_cli, run_ddp_job
+from job_runs import run_cli, run_ddp_job
 
 #: The finding kind (or breakdown category) each way of slowing a rank must be reported as.
 EXPECTED_CAUSE = {"input": "input_stall", "sync": "sync_stall", "compute": "compute"}
@@ -37,7 +36,9 @@ def test_slowed_rank_is_named_with_its_cause(slowed_job: tuple[Path, dict]) -> N
     assert s["rank"] == info["slow_rank"], case
     whys = [c["what"] for c in s["causes"]]
     assert EXPECTED_CAUSE[info["cause"]] in whys, f"{case}: causes {whys}"
-    assert "allreduce" in s["waits_in"], case
+    # the others wait in DDP's gradient all_reduce, or in the next forward's buffer
+    # broadcast (when the straggler is its root, rank 0, they wait there first)
+    assert s["waits_in"] and set(s["waits_in"]) <= {"allreduce", "broadcast"}, case
     cause = next(c for c in s["causes"] if c["what"] == EXPECTED_CAUSE[info["cause"]])
     assert Path(cause["file"]).name == "make_job_traces.py" and cause["line"] > 0, case
     # the slowed rank waits least in collectives; each other rank waits for it
@@ -46,7 +47,11 @@ def test_slowed_rank_is_named_with_its_cause(slowed_job: tuple[Path, dict]) -> N
 
 
 def test_balanced_job_names_no_straggler(tmp_path: Path) -> None:
-    info = run_ddp_job(tmp_path)
+    # Every rank loads its data for 40 ms a step, alike: a slow input pipeline everywhere
+    # is not a straggler. (On a busy 2-core machine each of the 4 processes is also late
+    # now and then from CPU contention alone; the steps' equal input time keeps that noise
+    # a small share of the step, as it is on a machine with a core per rank.)
+    info = run_ddp_job(tmp_path, "--steps", "6", "--input-ms", "40")
     assert info["slow_rank"] is None
     r = run_cli("report", str(tmp_path), "--format", "json", "--fail-on", "straggler>10%")
     assert r.returncode == 0, r.stderr

@@ -95,6 +95,27 @@ def test_clean_report_says_no_problem(traces: dict) -> None:
     assert json.loads(render(traces["clean"], "json"))["findings"] == []
 
 
+def test_no_finding_quotes_the_thresholds_the_detectors_use(
+    traces: dict, sample_traces: Path
+) -> None:
+    """Every format says what "no problem" meant, from the detectors' own constants: 2% on a
+    GPU trace (5% for launch-bound), 10% for an input stall on a CPU-only trace."""
+    from explorer.analysis.detectors import input_stall, launch_bound
+    from explorer.analysis.detectors.context import MIN_SHARE
+
+    gpu = document(traces["clean"])["no_finding"]
+    assert f"≥ {100 * MIN_SHARE:g}% of the step time" in gpu
+    assert f"launch bound: ≥ {100 * launch_bound.MIN_LAUNCH_SHARE:g}%" in gpu
+    cpu_path = sample_traces / "cpu_cnn.pt.trace.json.gz"
+    if not cpu_path.exists():
+        pytest.skip(f"{cpu_path} is not there")
+    cpu = document(explorer.load(cpu_path))["no_finding"]
+    assert f"input stall: ≥ {100 * input_stall.HOST_MIN_SHARE:g}%" in cpu
+    assert "launch bound" not in cpu  # no launches on the CPU
+    for fmt in ("text", "markdown", "html"):
+        assert gpu in render(traces["clean"], fmt)
+
+
 def test_step_and_top_options(traces: dict) -> None:
     t = traces["input_stall"]
     doc = document(t, step=2, top=1)

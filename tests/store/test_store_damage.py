@@ -25,9 +25,10 @@ TRACE = SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz"
 OTHER = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
 
 
-@pytest.fixture
-def entry(tmp_path: Path) -> Path:
-    return store.write_trace(load_trace(TRACE, use_cache=False), tmp_path / "entry")
+@pytest.fixture(params=["parquet", "arrow"])
+def entry(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    model = load_trace(TRACE, use_cache=False)
+    return store.write_trace(model, tmp_path / "entry", table_format=request.param)
 
 
 def _files(entry: Path) -> list[Path]:
@@ -41,10 +42,9 @@ def _flip(path: Path, bit: int) -> None:
 
 
 def test_every_file_is_covered(entry: Path) -> None:
+    fmt = json.loads((entry / HEADER).read_text())["table_format"]
     names = {p.name for p in _files(entry)}
-    assert names == {HEADER, "metadata.json", "args.parquet"} | {
-        f"{t}.parquet" for t in store.TABLES
-    }
+    assert names == {HEADER, "metadata.json", "args.parquet"} | {f"{t}.{fmt}" for t in store.TABLES}
 
 
 def test_single_bit_flips_anywhere_in_every_file_are_detected(entry: Path) -> None:
@@ -90,8 +90,11 @@ def test_truncation_and_deletion_of_each_file_are_detected(entry: Path) -> None:
 
 
 def test_swapped_files_and_versions_are_detected(entry: Path, tmp_path: Path) -> None:
-    other = store.write_trace(load_trace(OTHER, use_cache=False), tmp_path / "other")
-    for name in ("slices.parquet", "args.parquet", "metadata.json", HEADER):
+    fmt = json.loads((entry / HEADER).read_text())["table_format"]
+    other = store.write_trace(
+        load_trace(OTHER, use_cache=False), tmp_path / "other", table_format=fmt
+    )
+    for name in (f"slices.{fmt}", "args.parquet", "metadata.json", HEADER):
         saved = (entry / name).read_bytes()
         shutil.copy(other / name, entry / name)  # a file from another trace's entry
         with pytest.raises(store.StoreDamaged):
@@ -144,7 +147,8 @@ def test_damaged_cache_entry_means_a_silent_rebuild(kind: str, tmp_path: Path) -
 
 
 def test_sql_on_a_damaged_store_entry_is_one_line_exit_2(entry: Path) -> None:
-    _flip(entry / "slices.parquet", 1000)
+    (slices,) = entry.glob("slices.*")
+    _flip(slices, 1000)
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "sql", str(entry), "SELECT count(*) FROM slices"],
         capture_output=True,
@@ -153,4 +157,4 @@ def test_sql_on_a_damaged_store_entry_is_one_line_exit_2(entry: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 2 and out.stdout == ""
-    assert len(out.stderr.strip().splitlines()) == 1 and "slices.parquet is damaged" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and f"{slices.name} is damaged" in out.stderr

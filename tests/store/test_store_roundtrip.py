@@ -41,8 +41,9 @@ def assert_same_model(a: TraceData, b: TraceData) -> None:
 @pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
 def test_every_real_trace_round_trips_exactly(path: Path, tmp_path: Path) -> None:
     model = load_trace(path, use_cache=False)
-    entry = store.write_trace(model, tmp_path / "entry")
-    assert_same_model(model, store.open_trace(entry))
+    for table_format in ("parquet", "arrow"):
+        entry = store.write_trace(model, tmp_path / table_format, table_format=table_format)
+        assert_same_model(model, store.open_trace(entry))
 
 
 def test_categories_keep_order_unused_values_and_ordered_flag(tmp_path: Path) -> None:
@@ -112,3 +113,45 @@ def test_a_killed_writers_leftovers_are_removed_later(tmp_path: Path) -> None:
         ".e.def.writing",
         "e",
     ]  # another writer's may still be running
+
+
+def test_extra_tables_live_in_the_entry_and_join_across_entries(tmp_path: Path) -> None:
+    """What a job store does: each rank's model plus its analysis tables in one entry,
+    then one SQL view over every rank's file."""
+    from explorer.analysis.steps import steps
+    from explorer.store.query import connect, run
+
+    dirs = []
+    for rank, name in enumerate(("cpu_slow_dataloader", "cpu_cnn")):
+        model = load_trace(SAMPLE_TRACES / f"{name}.pt.trace.json.gz", use_cache=False)
+        st = steps(model).assign(rank=rank, name=lambda d: pd.Categorical(d["name"]))
+        dirs.append(store.write_trace(model, tmp_path / f"rank-{rank}", extra_tables={"steps": st}))
+        back = store.read_table(dirs[-1], "steps")
+        pd.testing.assert_frame_equal(back, st.reset_index(drop=True), check_exact=True)
+        assert_same_model(model, store.open_trace(dirs[-1]))
+    con = connect({"steps": [store.table_paths(d)["steps"] for d in dirs]})
+    got = run(
+        con,
+        "SELECT rank, count(*) AS n, sum(dur_ns) AS total FROM steps GROUP BY rank ORDER BY rank",
+    )
+    want = [
+        steps(load_trace(SAMPLE_TRACES / f"{n}.pt.trace.json.gz"))
+        for n in ("cpu_slow_dataloader", "cpu_cnn")
+    ]
+    assert got["n"].tolist() == [len(w) for w in want]
+    assert got["total"].tolist() == [int(w["dur_ns"].sum()) for w in want]
+    with pytest.raises(ValueError, match="model's own"):
+        store.write_trace(
+            store.open_trace(dirs[0]),
+            tmp_path / "x",
+            extra_tables={"slices": st},
+        )
+
+
+def test_metadata_that_json_would_change_is_refused(tmp_path: Path) -> None:
+    model = load_trace(SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz", use_cache=False)
+    for bad in ((1, 2), {3: "int key"}):
+        model.metadata["odd"] = bad
+        with pytest.raises(ExplorerError, match="does not survive JSON"):
+            store.write_trace(model, tmp_path / "e")
+    assert not (tmp_path / "e").exists()

@@ -318,10 +318,13 @@ def test_utf8_bom_is_dropped(tmp_path: Path) -> None:
 
 def test_deep_nesting_names_event_and_field(tmp_path: Path) -> None:
     raw = json.dumps(_kineto(5)).encode()
-    raw = raw.replace(b'"nested": {"a": [1, 2]}', b'"nested": ' + b"[" * 100_000, 1)
+    raw = raw.replace(
+        b'"nested": {"a": [1, 2]}', b'"nested": ' + b"[" * 100_000 + b"]" * 100_000, 1
+    )
     (tmp_path / "d.json").write_bytes(raw)
     msg = _error(tmp_path / "d.json")
-    assert "event 1, field 'args'" in msg and "nests deeper than" in msg
+    # document, traceEvents, the event, its args: 4 levels above the 100,000 brackets
+    assert "event 1, field 'args'" in msg and "nests 100,004 levels deep" in msg
 
 
 @pytest.mark.parametrize("field", ["name", "cat", "ph", "pid", "tid", "id"])
@@ -372,3 +375,19 @@ def test_export_prints_every_load_warning(tmp_path: Path, capsys) -> None:
     src.write_text(text[: len(text) // 2])  # cut short: recovered with a warning
     assert main(["export", str(src), "-o", str(tmp_path / "o.pftrace"), "--no-cache"]) == 0
     assert "explorer: warning: the trace was cut short" in capsys.readouterr().err
+
+
+def test_cut_inside_a_large_args_keeps_every_event_before_it(tmp_path: Path) -> None:
+    """A cut inside an event whose args hold thousands of objects: every ``}`` before the cut
+    closes an args object, not an event. All complete events before it are kept, found in
+    one pass (trying cuts brace by brace gave up after 10,000 and kept none)."""
+    doc = _kineto(300)
+    big = {"ph": "X", "cat": "cpu_op", "name": "big", "pid": 1, "tid": 1, "ts": 9000.0,
+           "dur": 1.0, "args": {"x": [{"a": 1}] * 25_000}}  # fmt: skip
+    doc["traceEvents"].append(big)
+    text = json.dumps(doc)
+    p = tmp_path / "t.json"
+    p.write_text(text[: len(text) - 40_000])  # inside the args, about 20,000 objects in
+    t = explorer.load(p, use_cache=False)
+    assert len(t.slices) == 300
+    assert any(" 301 complete events" in w for w in t.metadata["warnings"])

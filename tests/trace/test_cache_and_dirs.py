@@ -98,10 +98,23 @@ def test_cache_entry_is_a_parquet_store_entry_where_asked(tmp_path: Path, monkey
         "header.json",
         "metadata.json",
         "args.parquet",
-        *(f"{t}.parquet" for t in ("slices", "tracks", "flows", "counters", "instants", "memory")),
+        *(f"{t}.arrow" for t in ("slices", "tracks", "flows", "counters", "instants", "memory")),
     }
-    for f in entry.glob("*.parquet"):
-        assert f.read_bytes()[:4] == b"PAR1"  # plain Parquet: nothing to unpickle
+    # Arrow IPC tables (memory-mapped on reopen) and Parquet args: nothing to unpickle.
+    assert all(f.read_bytes()[:6] == b"ARROW1" for f in entry.glob("*.arrow"))
+    assert (entry / "args.parquet").read_bytes()[:4] == b"PAR1"
     seen: list[str] = []
     again = explorer.load(p, store=tmp_path / "elsewhere", progress=lambda _f, m: seen.append(m))
     assert seen == ["loaded from cache"] and again.args(6) == {"External id": 6}
+
+
+def test_entries_of_another_reader_version_are_parsed_again(tmp_path: Path, monkeypatch) -> None:
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(_trace(9)))
+    explorer.load(p)
+    assert cache.load_cached(p) is not None
+    monkeypatch.setattr(cache, "CACHE_VERSION", cache.CACHE_VERSION + 1)  # a newer reader
+    assert cache.load_cached(p) is None
+    seen: list[str] = []
+    assert len(explorer.load(p, progress=lambda _f, m: seen.append(m)).slices) == 9
+    assert "loaded from cache" not in seen and cache.load_cached(p) is not None  # rewritten

@@ -36,3 +36,11 @@ def test_outputs_written_into_the_directory_do_not_change_what_it_means(
     # Named explicitly, an export is a trace like any other.
     again = explorer.load(tmp_path / "x.json", use_cache=False)
     assert len(again.slices) == len(explorer.load(trace, use_cache=False).slices)
+
+
+def test_traces_inside_hidden_folders_are_not_found(tmp_path: Path) -> None:
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / "run").mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz", tmp_path / ".cache" / "a.json.gz")
+    shutil.copyfile(SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz", tmp_path / "run" / "b.json.gz")
+    assert trace_files(tmp_path) == [tmp_path / "run" / "b.json.gz"]

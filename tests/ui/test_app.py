@@ -251,3 +251,19 @@ print(json.dumps(seen))
     saved = QSettings(str(tmp_path / "Explorer" / "explorer.conf"), QSettings.Format.IniFormat)
     assert saved.value("recent") == [str(small_trace_file)]
     assert saved.value("window_state") is not None
+
+
+def test_failed_analyses_show_in_one_dialog(window, open_trace, small_trace_file, qtbot) -> None:
+    """Two analyses failing: one dialog, one line per analysis, and the Findings panel
+    says why it is empty — nothing vanishes silently."""
+    open_trace(window, small_trace_file)
+    window.analysis_failed("findings", "ValueError: no steps")
+    box = window.error_box
+    assert box is not None and box.isVisible()
+    window.analysis_failed("dependency_graph", "KeyError: 'track'")
+    assert window.error_box is box
+    assert box.text().splitlines() == [
+        "findings failed: ValueError: no steps",
+        "dependency graph failed: KeyError: 'track'",
+    ]
+    assert "Findings failed" in window.findings.text.toPlainText()

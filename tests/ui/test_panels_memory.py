@@ -255,3 +255,25 @@ def test_alive_table_says_what_was_allocated_before_the_trace_began(qtbot):
     )
     assert "before the trace began" in p.live_note.text()
     assert p.plot.height() >= PLOT_MIN_H, "the plot is never squeezed to a few pixels"
+
+
+def test_peak_labels_stay_inside_the_plot(qtbot):
+    """Real runs (sample_traces/), including ones whose peak is near either end: every peak
+    label lies wholly inside the plot's drawing area."""
+    from pathlib import Path
+
+    samples = sorted((Path(__file__).resolve().parents[2] / "sample_traces").glob("*.json.gz"))
+    assert samples
+    for path in samples:
+        p = MemoryPanel()
+        qtbot.addWidget(p)
+        p.resize(700, 320)
+        p.show()
+        with qtbot.waitSignal(p.updated, timeout=20_000):
+            p.set_trace(explorer.load(path))
+        qtbot.wait(20)
+        area = p.plot.plotItem.vb.sceneBoundingRect()
+        assert p._peak_labels, path.name
+        for label in p._peak_labels:
+            box = label.mapRectToScene(label.boundingRect())
+            assert area.contains(box), f"{path.name}: {label.toPlainText()} clipped"

@@ -49,15 +49,9 @@ DEVICE_REASON_CATEGORY: dict[str, str] = {
 }
 
 
-def time_categories(
-    trace: TraceData,
-    arrays: SliceArrays,
-    owner: np.ndarray,
-    at_ns: np.ndarray,
-    launches: np.ndarray,
-) -> np.ndarray:
-    """Index into :data:`PATH_CATEGORIES` of the time slice ``owner[i]`` holds at instant
-    ``at_ns[i]``.
+class TimeCategories:
+    """What the time a slice holds at an instant is, as an index into
+    :data:`PATH_CATEGORIES`; prepared once per graph, asked for many edges at once.
 
     On a host thread it is the breakdown's reason for that instant on that thread: the
     highest-priority reason among the slices covering it there (:func:`sweep` over
@@ -67,46 +61,74 @@ def time_categories(
     it launched device work (a runtime call that did is launch overhead, one that did not
     is host runtime).
     """
-    owner = np.asarray(owner, np.int64)
-    at_ns = np.asarray(at_ns, np.int64)
-    host_compute = PATH_CATEGORIES.index("host_compute")
-    out = np.full(len(owner), host_compute, np.int64)
-    if len(owner) == 0 or arrays.n == 0:
+
+    def __init__(self, trace: TraceData, arrays: SliceArrays, launches: np.ndarray) -> None:
+        self.arrays = arrays
+        self.launches = launches
+        device_mode = bool(arrays.device.any())
+        self.table = DEVICE_REASONS if device_mode else HOST_REASONS
+        self.lookup = np.array(
+            [
+                PATH_CATEGORIES.index(HOST_REASON_CATEGORY.get(r, "host_compute"))
+                for r, _ in self.table
+            ]
+            # No reason (only a step span covers the instant): the breakdown's idle time.
+            + [PATH_CATEGORIES.index("idle_gap")],
+            np.int64,
+        )
+        code = host_slice_reasons(trace, device_mode)
+        coded = np.flatnonzero(code >= 0)
+        coded = coded[np.argsort(arrays.track[coded], kind="stable")]
+        self._coded, self._code = coded, code
+        self._track_of_coded = arrays.track[coded]
+        self._sweeps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # A host collective is communication in device traces too (the device's reasons
+        # rank host time without one), as it is in a CPU trace's breakdown.
+        self.comm = name_flags(trace, COLLECTIVE) | (arrays.kind == "collective")
+        dev_lookup = np.array(
+            [
+                PATH_CATEGORIES.index(DEVICE_REASON_CATEGORY.get(r, "device_compute"))
+                for r, _ in DEVICE_REASONS
+            ]
+            + [PATH_CATEGORIES.index("device_compute")],
+            np.int64,
+        )
+        self.device = dev_lookup[device_slice_reasons(trace)]
+
+    def _sweep(self, track: int) -> tuple[np.ndarray, np.ndarray]:
+        if track not in self._sweeps:
+            lo, hi = np.searchsorted(self._track_of_coded, [track, track + 1])
+            mine = self._coded[lo:hi]
+            a = self.arrays
+            self._sweeps[track] = sweep(a.ts[mine], a.end[mine], self._code[mine], len(self.table))
+        return self._sweeps[track]
+
+    def __call__(self, owner: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
+        """Category of the time ``owner[i]`` holds at ``at_ns[i]``."""
+        a = self.arrays
+        owner = np.asarray(owner, np.int64)
+        at_ns = np.asarray(at_ns, np.int64)
+        host_compute = PATH_CATEGORIES.index("host_compute")
+        out = np.full(len(owner), host_compute, np.int64)
+        if len(owner) == 0:
+            return out
+        on_host = a.host[owner]
+        track = a.track[owner]
+        for tr in np.unique(track[on_host]):
+            q = np.flatnonzero(on_host & (track == tr))
+            bounds, seg = self._sweep(int(tr))
+            i = np.searchsorted(bounds, at_ns[q], side="right") - 1
+            ok = (i >= 0) & (i < len(seg))
+            c = np.full(len(q), -1, np.int64)
+            c[ok] = seg[i[ok]]
+            out[q] = self.lookup[c]  # -1 -> the idle_gap appended above
+        out[on_host & self.comm[owner] & (out == host_compute)] = PATH_CATEGORIES.index(
+            "communication"
+        )
+        # Runtime calls doing plain host work: launch overhead when they launch, else runtime.
+        plain = on_host & (out == host_compute) & (a.kind[owner] == "runtime")
+        out[plain & self.launches[owner]] = PATH_CATEGORIES.index("launch_overhead")
+        out[plain & ~self.launches[owner]] = PATH_CATEGORIES.index("host_runtime")
+        on_device = a.device[owner]
+        out[on_device] = self.device[owner[on_device]]
         return out
-    device_mode = bool(arrays.device.any())
-    table = DEVICE_REASONS if device_mode else HOST_REASONS
-    lookup = np.array(
-        [PATH_CATEGORIES.index(HOST_REASON_CATEGORY.get(r, "host_compute")) for r, _ in table]
-        + [host_compute],
-        np.int64,
-    )
-    code = host_slice_reasons(trace, device_mode)
-    on_host = arrays.host[owner]
-    for track in np.unique(arrays.track[owner[on_host]]):
-        q = np.flatnonzero(on_host & (arrays.track[owner] == track))
-        mine = np.flatnonzero((arrays.track == track) & (code >= 0))
-        bounds, seg = sweep(arrays.ts[mine], arrays.end[mine], code[mine], len(table))
-        i = np.searchsorted(bounds, at_ns[q], side="right") - 1
-        ok = (i >= 0) & (i < len(seg))
-        c = np.full(len(q), -1, np.int64)
-        c[ok] = seg[i[ok]]
-        out[q] = lookup[c]  # -1 -> the host_compute appended above
-    # A host collective is communication in device traces too (the device's reasons rank
-    # host time without one), as it is in a CPU trace's breakdown.
-    comm = name_flags(trace, COLLECTIVE)[owner] | (arrays.kind[owner] == "collective")
-    out[on_host & comm & (out == host_compute)] = PATH_CATEGORIES.index("communication")
-    # Runtime calls doing plain host work: launch overhead when they launch, else runtime.
-    plain = on_host & (out == host_compute) & (arrays.kind[owner] == "runtime")
-    out[plain & launches[owner]] = PATH_CATEGORIES.index("launch_overhead")
-    out[plain & ~launches[owner]] = PATH_CATEGORIES.index("host_runtime")
-    dev_lookup = np.array(
-        [
-            PATH_CATEGORIES.index(DEVICE_REASON_CATEGORY.get(r, "device_compute"))
-            for r, _ in DEVICE_REASONS
-        ]
-        + [PATH_CATEGORIES.index("device_compute")],
-        np.int64,
-    )
-    on_device = arrays.device[owner]
-    out[on_device] = dev_lookup[device_slice_reasons(trace)[owner[on_device]]]
-    return out

@@ -3,13 +3,16 @@
 An edge joins two *points* in time: the start or the end of a slice. ``src -> dst`` means
 "``dst`` could not happen before ``src``". Its ``weight`` is the time that passes along it,
 ``t(dst point) - t(src point)``, never negative — so any path through the graph is contiguous
-in time and its length is exactly the time from its first point to its last. A slice's own
-duration is the ``duration`` edge from its start to its end (only leaf slices have one: a
-parent's time is spent along the edges through its children and its self time).
+in time and its length is exactly the time from its first point to its last. A host
+thread is one chain: an edge from each start or end on it to the next, typed by what the
+thread was in between (a leaf's ``duration``, a parent's time before, between or after its
+children, idle); each device op has its ``duration`` edge.
 
 What makes one path *critical* among paths of equal length is how much of it is waiting
 rather than work: :data:`WAIT_TYPES` edges (idle gaps, launch queueing, syncs) cost their
-weight when the critical path picks its route; work edges cost nothing.
+weight when the critical path picks its route, and so does the own time of a wait, of a
+call blocked on the device, and of an annotation or Python frame (see
+:func:`~explorer.analysis.critical_path.path_costs`); work costs nothing.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ END = np.int8(1)
 
 #: Every edge type, in the order of the ``type`` column's categories.
 EDGE_TYPES: tuple[str, ...] = (
-    "duration",  # a leaf slice's own start -> end
+    "duration",  # a leaf slice's own start -> end; a device op's start -> end
     "nest",  # parent start -> first child start; last child end -> parent end (self time)
-    "sibling",  # one child's end -> the next child's start inside the same parent (self time)
+    "sibling",  # one child's end -> the next child's start inside a parent (self time)
     "thread_order",  # one top-level op's end -> the next's start on a host thread (idle gap)
     "launch",  # runtime call start -> the device op it launched (launch delay)
     "stream_order",  # device op end -> next op start on the same stream/queue (device idle)

@@ -46,24 +46,6 @@ def track_types(trace: TraceData) -> np.ndarray:
     return out
 
 
-def containing_parent(parent: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Each slice's nearest ancestor that contains it in time (-1: none).
-
-    The graph joins a parent to its children's starts and ends; a "parent" the child
-    outlives would make an edge back in time (or, re-anchored, a shortcut past the child's
-    work). The trace's nesting should already guarantee containment; this keeps the graph
-    sound on traces where it does not. One vectorised step per level of nesting.
-    """
-    out = parent.copy()
-    while True:
-        has = np.flatnonzero(out >= 0)
-        p = out[has]
-        outside = (ts[has] < ts[p]) | (end[has] > end[p])
-        if not outside.any():
-            return out
-        out[has[outside]] = parent[p[outside]]
-
-
 def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> SliceArrays:
     """Columns of the slices table, with ``node`` true for the slices the graph includes.
 
@@ -98,7 +80,7 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
         end=end,
         kind=kind,
         track=track,
-        parent=containing_parent(s["parent"].to_numpy(np.int64), ts, end),
+        parent=s["parent"].to_numpy(np.int64),
         correlation=s["correlation"].to_numpy(np.int64),
         stream=s["stream"].to_numpy(np.int64),
         seq=s["seq"].to_numpy(np.int64),

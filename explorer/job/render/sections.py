@@ -133,7 +133,10 @@ def _matrix(doc: dict[str, Any]) -> Section:
 def _ranks(doc: dict[str, Any]) -> Section:
     sec = Section(
         "Ranks",
-        lines=["Clock offset: how much each rank's clock was shifted to align collective ends."],
+        lines=[
+            "Clock offset: how much each rank's clock was shifted to align collective ends "
+            "(ranks on one machine share its clock and are shifted together)."
+        ],
         header=["rank", "step time", "waits in collectives", "others wait for it",
                 "clock offset", "compute", "communication", "top finding"],
         numeric={1, 2, 3, 4, 5, 6},
