@@ -22,7 +22,7 @@ JOB_METRICS: tuple[str, ...] = ("straggler", "collective_wait", "step_time")
 def parse_job_rule(text: str) -> Rule:
     """Parse ``"straggler>10%"`` (the job's metrics); a :class:`UsageError` explains a
     malformed rule."""
-    return parse(text, JOB_METRICS, "'straggler>10%'")
+    return parse(text, JOB_METRICS, "'straggler>10%'", scope="a job")
 
 
 def evaluate_job(rules: list[Rule], doc: dict[str, Any]) -> list[str]:

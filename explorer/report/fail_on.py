@@ -49,9 +49,10 @@ def parse(
     text: str,
     metrics: tuple[str, ...] = METRICS,
     example: str = "'input_stall>10%' or 'sync_stall>5ms'",
+    scope: str = "",
 ) -> Rule:
-    """Parse ``"input_stall>10%"`` against ``metrics`` (a trace's, or a job's); a
-    :class:`UsageError` explains a malformed rule."""
+    """Parse ``"input_stall>10%"`` against ``metrics`` (a trace's, or for ``scope`` "a job"
+    a job's); a :class:`UsageError` explains a malformed rule."""
     m = _RULE.match(text)
     if not m:
         raise UsageError(
@@ -60,7 +61,9 @@ def parse(
     metric, op, value, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4)
     if metric not in metrics:
         raise UsageError(
-            f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(metrics)})"
+            f"--fail-on {text!r}: for {scope} the metric is one of {', '.join(metrics)}"
+            if scope
+            else f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(metrics)})"
         )
     if metric == "step_time" and (unit is None or unit == "%"):
         raise UsageError(f"--fail-on {text!r}: step_time needs a duration unit (ns, us, ms, s)")
