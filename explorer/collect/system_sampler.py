@@ -7,6 +7,8 @@ NVML, only when ``pynvml`` (nvidia-ml-py) imports and initialises — never requ
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 import threading
 from typing import Any
@@ -16,21 +18,31 @@ import psutil
 from explorer.collect.event_buffer import EventBuffer, now_ns
 
 
+def nvml_module() -> Any:
+    """The ``pynvml`` module when it is installed, else None — resolved on the caller's
+    thread. Importing on the sampler thread deadlocked: a DataLoader forking its workers
+    meanwhile takes the logging lock before the import lock (Python's at-fork handlers), while
+    the sampler, inside an import, waited for the logging lock."""
+    if importlib.util.find_spec("pynvml") is None:
+        return None
+    return importlib.import_module("pynvml")
+
+
 class _Nvml:
     """NVML handles for every visible GPU, or nothing when NVML is absent."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: Any) -> None:
         self.nvml: Any = None
         self.handles: list[Any] = []
+        if module is None:
+            return
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
+            module.nvmlInit()
+            self.nvml = module
             self.handles = [
-                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+                module.nvmlDeviceGetHandleByIndex(i) for i in range(module.nvmlDeviceGetCount())
             ]
-        except Exception:  # no library, no driver, no permission: sample the host only
+        except Exception:  # no driver, no permission: sample the host only
             self.nvml = None
             self.handles = []
 
@@ -69,6 +81,7 @@ class SystemSampler:
         self._thread: threading.Thread | None = None
         self._process = psutil.Process()
         self._nvml: _Nvml | None = None
+        self._nvml_module = nvml_module()  # here, not on the thread (see nvml_module)
 
     def start(self) -> None:
         """Start the thread. Every psutil/NVML call happens on it — none on the caller's
@@ -105,7 +118,7 @@ class SystemSampler:
         try:
             self._process.cpu_percent(None)  # the first call only sets the baseline
             psutil.cpu_percent(None)
-            self._nvml = _Nvml()
+            self._nvml = _Nvml(self._nvml_module)
             self.sample_once(cpu=False)  # a first sample at once, so short runs have a start
             while not self._stop.wait(self.interval_s):
                 self.sample_once()

@@ -290,7 +290,13 @@ class MainWindow(QMainWindow):
         self.results = {}
         self.analysis_errors = []
         self._update_title()
-        self.banner.setVisible(bool(trace.synthetic))
+        # Neither synthetic data nor a test backend's CPU timings may pass for measurements
+        # on real hardware: the banner says which it is.
+        if trace.synthetic:
+            self.banner.setText(BANNER)
+        elif trace.test_backend:
+            self.banner.setText(f"TEST BACKEND — {trace.test_backend}")
+        self.banner.setVisible(bool(trace.synthetic or trace.test_backend))
         self.timeline.set_trace(trace)
         self.timeline.set_steps(None)
         self.timeline.setFocus()  # W/A/S/D work right away
@@ -345,7 +351,13 @@ class MainWindow(QMainWindow):
         if t.rank >= 0 and world > 1:
             rank += f" of {world}"
         device = device_summary(t, self.results.get("breakdown"))
-        synthetic = " [synthetic]" if t.synthetic else ""
+        synthetic = (
+            " [synthetic]"
+            if t.synthetic
+            else " [test backend on the CPU]"
+            if t.test_backend
+            else ""
+        )
         self.setWindowTitle(f"{name} — {rank} — {device}{synthetic} — Explorer")
 
     # -- wiring between views -----------------------------------------------------------

@@ -74,6 +74,23 @@ def test_synthetic_traces_carry_a_visible_banner(window, open_trace, write_trace
     assert "[synthetic]" in window.windowTitle()
 
 
+def test_a_test_backend_trace_says_so_in_banner_and_title(
+    window, qtbot, open_trace, small_trace_file
+) -> None:
+    """The neuron sample was recorded on Explorer's test backend (a PrivateUse1 device on the
+    CPU): the viewer names the device as the trace does and says its timings are the CPU's."""
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "neuron_cnn.pt.trace.json.gz"
+    open_trace(window, sample)
+    assert window.banner.isVisible()
+    assert "TEST BACKEND" in window.banner.text() and "not Trainium" in window.banner.text()
+    title = window.windowTitle()
+    assert "neuron:0" in title and "[test backend on the CPU]" in title
+    window.open_path(str(small_trace_file))  # a real capture: no banner
+    qtbot.waitUntil(lambda: Path(window.trace.path).name == small_trace_file.name, timeout=30000)
+    assert not window.banner.isVisible()
+    assert "test backend" not in window.windowTitle()
+
+
 def test_drop_a_file_opens_it(window, qtbot, small_trace_file) -> None:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(small_trace_file))])
