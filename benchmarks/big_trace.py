@@ -1,13 +1,14 @@
 """Build a ≥1M-event trace for benchmarks by repeating a real trace in time.
 
 The base is a real NVIDIA training trace from ``../shared/traces`` (distributed rank with
-NCCL, memcpy, fwd/bwd flows) when that folder exists, else the largest trace in
-``sample_traces/``. Each copy is shifted past the previous one's end, and its correlation,
+NCCL, memcpy, fwd/bwd flows): the figures in ``benchmarks/README.md`` are measured on it.
+Without that folder the script stops with a clear message rather than silently measuring
+something else; ``--base TRACE`` builds from another real trace on purpose. Each copy is shifted past the previous one's end, and its correlation,
 External ids and flow ids are offset so launches and flows stay one-to-one, so the result
 has the structure of a real long capture. Nothing here is synthetic data presented as
 measured: the output's ``traceName`` says it is a repetition and of what.
 
-    python benchmarks/big_trace.py OUT.json [--events 1000000]
+    python benchmarks/big_trace.py OUT.json [--events 1000000] [--base TRACE]
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ _ID_ARGS = ("correlation", "External id", "Sequence number")
 
 
 def base_trace() -> Path:
-    if SHARED_BASE.exists():
-        return SHARED_BASE
-    samples = sorted((ROOT / "sample_traces").glob("*.json*"), key=lambda p: p.stat().st_size)
-    if not samples:
-        raise SystemExit("no base trace: ../shared/traces is absent and sample_traces/ is empty")
-    return samples[-1]
+    """The shared NVIDIA trace the README's figures are measured on, or a clear exit."""
+    if not SHARED_BASE.exists():
+        raise SystemExit(
+            f"benchmarks: the base trace {SHARED_BASE} is absent (../shared/traces is not part "
+            "of a clone); the README's figures are measured on it. Build from another real "
+            "trace on purpose with: python benchmarks/big_trace.py OUT.json --base TRACE"
+        )
+    return SHARED_BASE
 
 
 def make_big_trace(path: str | Path, n_events: int = 1_000_000, base: Path | None = None) -> Path:
@@ -94,6 +97,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--base", type=Path, default=None, help="a real trace to repeat instead")
     a = ap.parse_args()
-    p = make_big_trace(a.out, a.events)
+    p = make_big_trace(a.out, a.events, a.base)
     print(f"{p} ({p.stat().st_size / 1e6:.0f} MB)", file=sys.stderr)

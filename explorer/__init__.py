@@ -15,6 +15,8 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from os import PathLike
 
+    from explorer.analysis.diff import TraceDiff
+
     # For type checkers: calling the package is calling this function (same signature).
     from explorer.collect.session import collect as collect
 
@@ -61,11 +63,11 @@ def load_ranks(
     }
 
 
-def diff(a: Trace, b: Trace) -> Any:
+def diff(a: Trace, b: Trace) -> TraceDiff:
     """What changed between two runs (see :func:`explorer.analysis.diff.diff`)."""
     from explorer.analysis.diff import diff as _diff
 
-    return _diff(a, b)
+    return _diff(a.data, b.data)
 
 
 def __getattr__(name: str) -> Any:

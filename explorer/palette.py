@@ -68,6 +68,8 @@ CATEGORY_COLORS: dict[str, str] = {
 #: Colours of the critical path's categories (``explorer.analysis.critical_path``).
 CRITICAL_PATH_COLORS: dict[str, str] = {
     "host_compute": "#45a5a3",
+    "compile": _LILAC,
+    "host_runtime": _GREEN,
     "launch_overhead": "#f1c232",
     "device_compute": _BLUE,
     "data_movement": _ORANGE,

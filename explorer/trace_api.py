@@ -8,16 +8,21 @@ public member of the model read through (``trace.slices`` is ``trace.data.slices
 ``trace.args(i)`` is ``trace.data.args(i)``), so code written for the model works on a
 ``Trace`` unchanged; setting anything but ``data`` on a ``Trace`` is an error. The
 methods are thin: each calls the pure function in ``explorer.analysis`` that does the work
-(and memoises it on the model's ``cache``).
+(and keeps its result in the model's ``memo``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:
+    from explorer.analysis.critical_path import CriticalPath
+    from explorer.analysis.dependency_graph import DependencyGraph
+    from explorer.analysis.finding import Finding
 
 
 class Trace:
@@ -68,6 +73,14 @@ class Trace:
     def execution_trace(self) -> pd.DataFrame | None:
         return self.data.execution_trace
 
+    @property
+    def step_pattern(self) -> str | None:
+        return self.data.step_pattern
+
+    @step_pattern.setter
+    def step_pattern(self, pattern: str | None) -> None:
+        self.data.step_pattern = pattern
+
     def __len__(self) -> int:
         return len(self.data)
 
@@ -89,9 +102,7 @@ class Trace:
     def use_steps(self, pattern: str | None) -> None:
         """Take steps from host annotations matching ``pattern`` (a regex) in every
         analysis, instead of ``ProfilerStep#N``; ``None`` restores the default."""
-        from explorer.analysis.steps import set_step_pattern
-
-        set_step_pattern(self.data, pattern)
+        self.data.step_pattern = pattern
 
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""
@@ -99,7 +110,7 @@ class Trace:
 
         return breakdown(self.data, step=step)
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """Ranked findings (what costs time, why, which line, what to do)."""
         from explorer.analysis.findings import findings
 
@@ -118,13 +129,13 @@ class Trace:
 
         return by_source(self.data)
 
-    def dependency_graph(self, step: int | None = None) -> Any:
+    def dependency_graph(self, step: int | None = None) -> DependencyGraph:
         """What waited for what: a typed, weighted DAG over slices."""
         from explorer.analysis.dependency_graph import dependency_graph
 
         return dependency_graph(self.data, step=step)
 
-    def critical_path(self, step: int | None = None) -> Any:
+    def critical_path(self, step: int | None = None) -> CriticalPath:
         """The chain of work that set the step's time."""
         from explorer.analysis.critical_path import critical_path
 

@@ -11,5 +11,5 @@
 - :func:`~explorer.analysis.by_source.by_source` — cost per user line.
 
 None of them prints, imports Qt or torch, or reads anything but the trace; results are
-cached on ``trace.cache``.
+kept in ``trace.memo`` (:mod:`explorer.trace.memo`).
 """

@@ -23,28 +23,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 SOURCE_COLUMNS = ["file", "line", "function"]
 
 
+@memoised("frame_codes")
 def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     """(code per slice, frames table). ``frames.iloc[code]`` is the slice's user frame;
     code -1 means unknown. Cached on the trace."""
-    if "frame_codes" in trace.cache:
-        return trace.cache["frame_codes"]
     n = len(trace.slices)
     code, frames = _own_frames(trace, n)
-    s = trace.slices
-    parent = s["parent"].to_numpy()
-    depth = s["depth"].to_numpy()
     if n:
-        for d in range(1, int(depth.max()) + 1):
-            rows = np.flatnonzero((depth == d) & (code < 0) & (parent >= 0))
-            if len(rows):
-                code[rows] = code[parent[rows]]
+        code = trace.inherit_down(code, keep=code >= 0)
         _through_launches(trace, code)
-    trace.cache["frame_codes"] = (code, frames)
     return code, frames
 
 
@@ -70,14 +63,13 @@ def _own_frames(trace: TraceData, n: int) -> tuple[np.ndarray, pd.DataFrame]:
     return code, frames
 
 
+@memoised("launcher")
 def launcher(trace: TraceData) -> np.ndarray:
     """Per slice, the id of the host runtime call that launched it (-1 when none).
 
     From ``launch`` flows first, then from ``correlation`` ids shared with a host slice of
     kind ``runtime``/``sync``. Cached on the trace.
     """
-    if "launcher" in trace.cache:
-        return trace.cache["launcher"]
     s = trace.slices
     n = len(s)
     out = np.full(n, -1, np.int64)
@@ -89,20 +81,17 @@ def launcher(trace: TraceData) -> np.ndarray:
         ok = (dst >= 0) & (dst < n) & (src >= 0) & (src < n)
         out[dst[ok]] = src[ok]
     corr = s["correlation"].to_numpy(np.int64)
-    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
-    dev_track[trace.device_tracks()["id"].to_numpy()] = True
-    on_dev = dev_track[s["track"].to_numpy()] if n else np.zeros(0, bool)
+    on_dev = trace.on_device()
     need = np.flatnonzero(on_dev & (out < 0) & (corr >= 0))
     if len(need):
         kind = s["kind"].to_numpy().astype(object)
-        host_rt = np.flatnonzero(~on_dev & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
+        host_rt = np.flatnonzero(trace.on_host() & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
         if len(host_rt):
             by_corr = pd.Series(host_rt, index=corr[host_rt])
             by_corr = by_corr[~by_corr.index.duplicated(keep="first")]
             found = by_corr.reindex(corr[need]).to_numpy()
             hit = ~pd.isna(found)
             out[need[hit]] = found[hit].astype(np.int64)
-    trace.cache["launcher"] = out
     return out
 
 
@@ -113,10 +102,9 @@ def _through_launches(trace: TraceData, code: np.ndarray) -> None:
         code[rows] = code[src[rows]]
 
 
+@memoised("slice_sources")
 def slice_sources(trace: TraceData) -> pd.DataFrame:
     """``DataFrame(file, line, function)`` with one row per slice id ("" / -1 when unknown)."""
-    if "slice_sources" in trace.cache:
-        return trace.cache["slice_sources"]
     code, frames = frame_codes(trace)
     n = len(code)
     file = np.full(n, "", dtype=object)
@@ -128,7 +116,6 @@ def slice_sources(trace: TraceData) -> pd.DataFrame:
         line[known] = frames["line"].to_numpy(np.int64)[code[known]]
         func[known] = frames["function"].to_numpy(object)[code[known]]
     out = pd.DataFrame({"file": file, "line": line, "function": func})
-    trace.cache["slice_sources"] = out
     return out
 
 

@@ -51,7 +51,8 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.steps import select_steps
-from explorer.trace.kinds import COLLECTIVE
+from explorer.trace.kinds import COLLECTIVE, device_label, device_vendor, process_vendor
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 CATEGORIES: tuple[str, ...] = (
@@ -106,10 +107,10 @@ COMPILE_NAMES = re.compile(
 #: Device work that moves data although the profiler files it as a kernel (MTIA's
 #: ``dma_request`` command-processor events).
 DMA_NAMES = re.compile(r"^dma|_dma|dma_request", re.I)
-#: Whole-trace or whole-step annotations that say nothing about what the host was doing.
-SPAN_NAMES = re.compile(
-    r"^ProfilerStep#\d+$|^PyTorch Profiler|^Iteration Start|^PyTorch Profiler \(\d+\)$"
-)
+#: Whole-step annotations that say nothing about what the host was doing. (The profiler's
+#: own whole-trace span sits on a row of its own, which is not host work:
+#: :meth:`~explorer.trace.model.TraceData.on_host`.)
+SPAN_NAMES = re.compile(r"^ProfilerStep#\d+$|^Iteration Start")
 
 
 @dataclass
@@ -158,56 +159,30 @@ class ReasonTimeline:
         return out[out[:, 1] > out[:, 0]]
 
 
-def device_labels(trace: TraceData) -> dict[int, str]:
-    """Track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
-    is unknown)."""
+def track_device_labels(trace: TraceData) -> dict[int, str]:
+    """Device track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
+    is unknown; :func:`explorer.trace.kinds.device_label`)."""
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
-    vendor = _vendor(trace)
-    out: dict[int, str] = {}
-    for tid, dev, proc in zip(
-        tracks["id"].to_numpy(),
-        tracks["device"].to_numpy(),
-        tracks["process"].astype(str),
-        strict=True,
-    ):
-        v = vendor
-        m = re.match(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", proc, re.I)
-        if m and m.group(1).upper() != "GPU":
-            v = m.group(1).lower()
-        out[int(tid)] = f"{v}:{int(dev) if int(dev) >= 0 else 0}"
-    return out
-
-
-def _vendor(trace: TraceData) -> str:
-    cats = {str(c).lower() for c in trace.slices["cat"].cat.categories}
     backend = str(trace.metadata.get("privateuse1_backend", "") or "")
-    if any(c.startswith("mtia") for c in cats):
-        return "mtia"
-    if any(c.startswith("xpu") for c in cats):
-        return "xpu"
-    if any(c.startswith("privateuse1") for c in cats):
-        return backend or "gpu"
-    if "hip_runtime" in cats or any(
-        str(n).startswith("hip") for n in trace.slices["name"].cat.categories
-    ):
-        return "rocm"  # ROCm's profiler files HIP calls as cuda_runtime; the calls say hip*
-    if cats & {"cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy"}:
-        return "cuda"
-    return "gpu"
+    vendor = device_vendor(
+        trace.slices["cat"].cat.categories, trace.slices["name"].cat.categories, backend
+    )
+    return {
+        int(tid): device_label(process_vendor(proc, vendor), int(dev))
+        for tid, dev, proc in zip(
+            tracks["id"].to_numpy(),
+            tracks["device"].to_numpy(),
+            tracks["process"].astype(str),
+            strict=True,
+        )
+    }
 
 
 def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
-    """Per slice: does its name match ``rx``? One regex call per distinct name."""
-    names = trace.slices["name"]
-    cats = names.cat.categories.astype(str)
-    hit = np.fromiter((bool(rx.search(n)) for n in cats), bool, len(cats))
-    codes = names.cat.codes.to_numpy()
-    out = np.zeros(len(codes), bool)
-    ok = codes >= 0
-    out[ok] = hit[codes[ok]]
-    return out
+    """Per slice: does its name match ``rx``? (:meth:`TraceData.name_matches`)"""
+    return trace.name_matches(rx)
 
 
 def input_roots(trace: TraceData) -> np.ndarray:
@@ -219,16 +194,8 @@ def input_roots(trace: TraceData) -> np.ndarray:
 
 def _input_mask(trace: TraceData, candidate: np.ndarray) -> np.ndarray:
     """Input-pipeline slices and everything nested under one on the same track."""
-    s = trace.slices
-    marked = candidate & input_roots(trace)
-    parent = s["parent"].to_numpy()
-    depth = s["depth"].to_numpy()
-    # Children come after parents in id order; propagate level by level (loop per depth).
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        rows = np.flatnonzero((depth == d) & ~marked & (parent >= 0))
-        if len(rows) == 0:
-            continue
-        marked[rows] = marked[parent[rows]]
+    roots = candidate & input_roots(trace)
+    marked = trace.inherit_down(roots, keep=roots)
     return marked & candidate
 
 
@@ -252,10 +219,7 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     """
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
-    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1 if len(trace.tracks) else 1, bool)
-    dt = trace.device_tracks()
-    dev_track[dt["id"].to_numpy()] = True
-    host = ~dev_track[s["track"].to_numpy()] if len(s) else np.zeros(0, bool)
+    host = trace.on_host()
     kind = s["kind"].to_numpy().astype(object)
     span = name_flags(trace, SPAN_NAMES)
     host &= ~span & (kind != "other") & (kind != "device_annotation")
@@ -399,11 +363,10 @@ def _runs(bounds: np.ndarray, mask: np.ndarray, start: int | None, end: int | No
     return out[out[:, 1] > out[:, 0]]
 
 
+@memoised("reason_timelines")
 def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     """Per device label (or ``"host"``), the reason of every instant. Cached on the trace."""
-    if "reason_timelines" in trace.cache:
-        return trace.cache["reason_timelines"]
-    labels = device_labels(trace)
+    labels = track_device_labels(trace)
     out: dict[str, ReasonTimeline] = {}
     if not labels:
         hs, he, hc = host_reason_intervals(trace, device_mode=False)
@@ -426,7 +389,6 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
             _relabel_refill(bounds, seg, he[hc == _R["host_fallback"]], _R["fallback_refill"])
             _relabel_refill(bounds, seg, de[blocking], _R["copy_refill"])
             out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
-    trace.cache["reason_timelines"] = out
     return out
 
 
@@ -452,6 +414,7 @@ def _label_order(label: str) -> tuple[str, int]:
     return vendor, int(idx) if idx.lstrip("-").isdigit() else 0
 
 
+@memoised("breakdown")
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
     :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative.
@@ -459,9 +422,6 @@ def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     A step is its attributed window (:func:`explorer.analysis.steps.attributed_steps`):
     its host range plus the device work it launched, so each step is charged its own
     kernels, not the tail of the previous step's."""
-    key = ("breakdown", step)
-    if key in trace.cache:
-        return trace.cache[key]
     st = select_steps(trace, step, attributed=True)
     starts = st["start_ns"].to_numpy(np.int64)
     ends = st["end_ns"].to_numpy(np.int64)
@@ -492,7 +452,6 @@ def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     out = out.sort_values(["step", "device", "category"], kind="stable").reset_index(drop=True)
     out["ns"] = out["ns"].astype(np.int64)
     out["step"] = out["step"].astype(np.int64)
-    trace.cache[key] = out
     return out
 
 

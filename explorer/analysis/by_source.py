@@ -24,6 +24,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import SYNC_OPS, name_flags, sweep
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 BY_SOURCE_COLUMNS = [
@@ -32,23 +33,19 @@ BY_SOURCE_COLUMNS = [
 ]  # fmt: skip
 
 
+@memoised("by_source")
 def by_source(trace: TraceData) -> pd.DataFrame:
     """Per user line: host, device and stall time, copy bytes, fallbacks, syncs, op count."""
-    if "by_source" in trace.cache:
-        return trace.cache["by_source"]
     code, frames = frame_codes(trace)
     nf = len(frames)
     s = trace.slices
     if nf == 0:
-        out = pd.DataFrame({c: [] for c in BY_SOURCE_COLUMNS})
-        trace.cache["by_source"] = out
-        return out
+        return pd.DataFrame({c: [] for c in BY_SOURCE_COLUMNS})
     dur = s["dur"].to_numpy(np.int64)
     parent = s["parent"].to_numpy(np.int64)
     kind = s["kind"].to_numpy().astype(object)
-    dev_track = np.zeros(int(trace.tracks["id"].max()) + 1, bool)
-    dev_track[trace.device_tracks()["id"].to_numpy()] = True
-    on_dev = dev_track[s["track"].to_numpy()]
+    on_dev = trace.on_device()
+    host = trace.on_host()
     has_parent = parent >= 0
 
     def per_line(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -66,13 +63,10 @@ def by_source(trace: TraceData) -> pd.DataFrame:
         is_sync = (kind == "sync") | name_flags(trace, SYNC_OPS)
     # A sync inside another (aten::item under the collector's .item() event, with Python
     # frames between them) is the same wait: count the outermost only.
+    under_sync = trace.inherit_down(is_sync, keep=is_sync)  # a sync or inside one
     in_sync = np.zeros(len(s), bool)
-    depth = s["depth"].to_numpy()
-    for d in range(1, int(depth.max()) + 1 if len(s) else 0):
-        idx = np.flatnonzero((depth == d) & has_parent)
-        p = parent[idx]
-        in_sync[idx] = is_sync[p] | in_sync[p]
-    outer_sync = is_sync & ~on_dev & ~in_sync
+    in_sync[has_parent] = under_sync[parent[has_parent]]
+    outer_sync = is_sync & host & ~in_sync
     is_op = kind == "cpu_op"
     parent_op = np.zeros(len(s), bool)
     parent_op[has_parent] = is_op[parent[has_parent]]
@@ -81,27 +75,24 @@ def by_source(trace: TraceData) -> pd.DataFrame:
 
     out = frames.copy()
     out["line"] = out["line"].astype(np.int64)
-    out["host_ns"] = _exclusive_host_ns(trace, code, on_dev, nf)
+    out["host_ns"] = _exclusive_host_ns(trace, code, host, nf)
     out["device_ns"] = per_line(on_dev & work_kinds, dur)
     out["stall_ns"] = per_line(outer_sync, dur)
     out["copy_bytes"] = per_line(copy_bytes_src, nbytes)
     out["fallback_count"] = per_line(kind == "fallback")
     out["sync_count"] = per_line(outer_sync)
-    out["count"] = per_line(is_op & ~parent_op & ~on_dev)
+    out["count"] = per_line(is_op & ~parent_op & host)
     out = out.iloc[np.argsort(-(out["host_ns"] + out["device_ns"]).to_numpy(), kind="stable")]
     out = out.reset_index(drop=True)[BY_SOURCE_COLUMNS]
-    trace.cache["by_source"] = out
     return out
 
 
-def _exclusive_host_ns(
-    trace: TraceData, code: np.ndarray, on_dev: np.ndarray, nf: int
-) -> np.ndarray:
+def _exclusive_host_ns(trace: TraceData, code: np.ndarray, host: np.ndarray, nf: int) -> np.ndarray:
     """Per frame code, host time during which a slice of that line was the deepest running
     on its thread. One sweep over all host tracks (shifted apart in time), one pass per
     nesting depth to find which slice of that depth holds each segment."""
     s = trace.slices
-    ids = np.flatnonzero(~on_dev)
+    ids = np.flatnonzero(host)
     out = np.zeros(nf, np.int64)
     if len(ids) == 0:
         return out

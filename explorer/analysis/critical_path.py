@@ -41,6 +41,7 @@ from explorer.analysis.graph.edges import (
 )
 from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
 from explorer.analysis.graph.thread_edges import WAITER_KINDS
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 #: How many ops and source lines the result keeps (ranked by path time).
@@ -106,21 +107,18 @@ class CriticalPath:
         }
 
 
+@memoised("critical_path")
 def critical_path(
     trace: TraceData, step: int | None = None, all_steps: bool = False
 ) -> CriticalPath:
     """The critical path of one step (``None``: the whole trace, or with ``all_steps``
-    the span of every step — what a report covers). Cached per scope."""
-    key = ("critical_path", step, all_steps and step is None)
-    if key in trace.cache:
-        return trace.cache[key]
+    the span of every step — what a report covers). Kept in the memo per scope."""
     graph = dependency_graph(trace, step, all_steps)
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
     path_edges = graph.edges.iloc[at]
     result = _describe(trace, graph, points, path_edges, costs.categories)
     result.scope = scope_label(trace, step, all_steps)
-    trace.cache[key] = result
     return result
 
 
@@ -151,6 +149,7 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     sp = edges["src_point"].to_numpy()
     owner = np.full(len(edges), -1, np.int64)
     along = np.isin(etype, ["duration", "nest", "sibling", "thread_order"])
+    assert graph.owner_after is not None  # dependency_graph always fills it
     owner[along] = stretch_owner(graph.owner_after, src[along], sp[along] == 1)
     for t, who in (
         ("launch", src),

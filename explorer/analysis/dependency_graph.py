@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import launcher as launched_by
 from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges, thread_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
-from explorer.errors import UsageError
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 
@@ -73,18 +74,15 @@ def step_window(
     """The ``[start, end)`` of a step; for ``None``, the whole trace (None) or, with
     ``all_steps``, the span of all the trace's steps (``ProfilerStep#N`` or the user's
     ``--steps`` pattern — still the whole trace when it has none)."""
-    from explorer.analysis.steps import steps
+    from explorer.analysis.steps import select_steps, steps
 
+    if step is not None:
+        row = select_steps(trace, step)
+        return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
     table = steps(trace)
-    if step is None:
-        if not all_steps or len(table) == 0 or (table["slice"] < 0).any():
-            return None
-        return int(table["start_ns"].min()), int(table["end_ns"].max())
-    row = table[table["step"] == step]
-    if len(row) == 0:
-        have = ", ".join(str(s) for s in table["step"].tolist()[:10])
-        raise UsageError(f"step {step} is not in {trace.path or 'the trace'} (steps: {have})")
-    return int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
+    if not all_steps or len(table) == 0 or (table["slice"] < 0).any():
+        return None
+    return int(table["start_ns"].min()), int(table["end_ns"].max())
 
 
 def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> str:
@@ -101,20 +99,18 @@ def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> 
     return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
 
 
+@memoised("dependency_graph")
 def dependency_graph(
     trace: TraceData, step: int | None = None, all_steps: bool = False
 ) -> DependencyGraph:
     """The dependency graph of one step (``None``: the whole trace, or with ``all_steps``
-    every step, see :func:`step_window`). Cached per scope."""
-    key = ("dependency_graph", step, all_steps and step is None)
-    if key in trace.cache:
-        return trace.cache[key]
+    every step, see :func:`step_window`). Kept in the memo per scope."""
     window = step_window(trace, step, all_steps)
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
     flows = trace.flows
     owner_after = host_edges.thread_chains(edges, arrays, None if window is None else window[1])
-    launcher = device_edges.launcher_of(arrays, flows)
+    launcher = launched_by(trace)
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
     work = device_edges.device_work_mask(arrays)
@@ -140,5 +136,4 @@ def dependency_graph(
         arrays=arrays,
         owner_after=owner_after,
     )
-    trace.cache[key] = graph
     return graph

@@ -22,9 +22,8 @@ from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.findings import findings
-from explorer.analysis.graph.nodes import track_types
 from explorer.analysis.steps import steps as step_table
-from explorer.trace.model import TraceData
+from explorer.trace.model import PROFILER_STEP, TraceData
 
 #: Kinds compared in the op table (host ops and user annotations such as the DataLoader's
 #: ``enumerate(DataLoader)#...``) and the kernel table (device).
@@ -140,9 +139,9 @@ def diff(a: TraceData, b: TraceData) -> TraceDiff:
 
 def _devices(trace: TraceData) -> list[str]:
     """Device labels (``cuda:0``, ``mtia:17``) of the device tracks that carry slices."""
-    from explorer.analysis.breakdown import device_labels
+    from explorer.analysis.breakdown import track_device_labels
 
-    labels = device_labels(trace)
+    labels = track_device_labels(trace)
     return sorted(set(labels.values())) if labels else []
 
 
@@ -208,16 +207,10 @@ def _per_name(trace: TraceData, kinds: tuple[str, ...]) -> pd.DataFrame:
     s = trace.slices
     mask = s["kind"].isin(kinds).to_numpy().copy()
     # Step markers are numbered (ProfilerStep#7): the step table compares them, not this one.
-    step_names = np.asarray(
-        s["name"].cat.categories.astype(str).str.match(r"^ProfilerStep#\d+$"), bool
-    )
-    codes = s["name"].cat.codes.to_numpy()
-    mask &= ~np.append(step_names, False)[codes]
+    mask &= ~trace.name_matches(PROFILER_STEP)
     # Annotations count on host threads only: the profiler's own "PyTorch Profiler (0)" span
     # and the device copies of user annotations are not the user's ops.
-    types = track_types(trace)
-    on_host = types[s["track"].to_numpy()] == "host_thread" if len(types) else np.ones(len(s), bool)
-    mask &= on_host | (s["kind"].to_numpy() != "annotation")
+    mask &= trace.on_host() | (s["kind"].to_numpy() != "annotation")
     if not mask.any():
         return pd.DataFrame({"name": [], "kind": [], "count": [], "ns": []})
     df = pd.DataFrame(
@@ -283,9 +276,7 @@ def line_entries(trace: TraceData) -> pd.DataFrame:
     s = trace.slices
     parent = s["parent"].to_numpy(np.int64)
     parent_code = np.where(parent >= 0, code[np.maximum(parent, 0)], -1)
-    types = track_types(trace)
-    host = types[s["track"].to_numpy()] != "device_stream" if len(types) else np.ones(len(s), bool)
-    entry = (code >= 0) & (parent_code != code) & host
+    entry = (code >= 0) & (parent_code != code) & trace.on_host()
     out = frames.copy()
     out["line"] = out["line"].astype(np.int64)
     out["entries"] = np.bincount(code[entry], minlength=len(frames)).astype(np.int64)

@@ -9,17 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Every kind a detector can report, in the order reports list kinds with equal time lost.
-FINDING_KINDS: tuple[str, ...] = (
-    "input_stall",
-    "memcpy_stall",
-    "sync_stall",
-    "cpu_fallback",
-    "launch_bound",
-    "compile",
-    "communication",
-    "memory",
-)
+import numpy as np
 
 
 @dataclass
@@ -68,6 +58,6 @@ def _plain(v: Any) -> Any:
         return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
-    if hasattr(v, "item") and callable(v.item):  # numpy scalar
+    if isinstance(v, np.generic):  # numpy scalar
         return v.item()
     return v

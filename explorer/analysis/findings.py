@@ -6,15 +6,16 @@ reason timeline and reports it only when it costs at least
 launch-bound detector asks for 5% and short kernels, an input stall on a CPU-only trace for
 10%; memory findings need steady growth): :func:`thresholds` lists them per trace.
 A healthy trace therefore has no finding. Ties in time lost keep the order of
-:data:`~explorer.analysis.finding.FINDING_KINDS`.
+:data:`~explorer.analysis.detectors.DETECTORS`.
 """
 
 from __future__ import annotations
 
-from explorer.analysis.breakdown import device_labels
-from explorer.analysis.detectors import DETECTORS, Context, input_stall, launch_bound
+from explorer.analysis.breakdown import track_device_labels
+from explorer.analysis.detectors import DETECTORS, FINDING_KINDS, Context, input_stall, launch_bound
 from explorer.analysis.detectors.context import MIN_SHARE
-from explorer.analysis.finding import FINDING_KINDS, Finding
+from explorer.analysis.finding import Finding
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 
@@ -23,8 +24,8 @@ def thresholds(trace: TraceData) -> dict[str, float]:
     this trace (memory findings are about growth, not time, and are not listed).
 
     The detectors' own constants, so what the report says it looked for is what they did."""
-    out = {kind: MIN_SHARE for kind in DETECTORS if kind != "memory"}
-    if device_labels(trace):
+    out = {kind: MIN_SHARE for kind in FINDING_KINDS if kind != "memory"}
+    if track_device_labels(trace):
         out["launch_bound"] = max(MIN_SHARE, launch_bound.MIN_LAUNCH_SHARE)
     else:  # CPU-only: no launches to wait for; loading data is the host's work, not idle
         del out["launch_bound"]
@@ -44,16 +45,18 @@ def no_finding_sentence(trace: TraceData) -> str:
 
 
 def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Finding]:
-    """Ranked findings (largest ``time_lost_ns`` first). Cached on the trace."""
-    key = ("findings", kinds)
-    if key in trace.cache:
-        return list(trace.cache[key])
+    """Ranked findings (largest ``time_lost_ns`` first), a fresh list over the kept ones."""
+    return list(_ranked(trace, kinds))
+
+
+@memoised("findings")
+def _ranked(trace: TraceData, kinds: tuple[str, ...] | None) -> list[Finding]:
     ctx = Context(trace)
     out: list[Finding] = []
-    for kind, detect in DETECTORS.items():
-        if kinds is None or kind in kinds:
-            out.extend(detect(ctx))
+    for detector in DETECTORS:
+        if kinds is None or detector.kind in kinds:
+            with ctx.reading(detector.reasons):
+                out.extend(detector.detect(ctx))
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     out.sort(key=lambda f: (-f.time_lost_ns, order.get(f.kind, len(order))))
-    trace.cache[key] = out
-    return list(out)
+    return out

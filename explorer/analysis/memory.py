@@ -19,7 +19,7 @@ The op of an allocation is the innermost host op enclosing its event, skipping a
 primitives (``aten::empty``, ``aten::empty_strided``...) so the answer is the op a person
 wrote (``aten::linear``, ``aten::to``); its line is that op's innermost user frame
 (:func:`explorer.trace.source.user_frames`). All work is vectorised (sorts, ``searchsorted``
-and group-bys); results are cached on ``trace.cache``.
+and group-bys); results are kept in ``trace.memo``.
 """
 
 from __future__ import annotations
@@ -27,14 +27,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.kinds import DEVICE_TYPES, device_label
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
-
-#: torch's ``c10::DeviceType`` numbers as written in ``[memory]`` events.
-DEVICE_TYPES: dict[int, str] = {
-    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
-    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
-    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
-}  # fmt: skip
 
 #: Ops that only carve out memory for the op that called them: an allocation made inside one
 #: is credited to its caller.
@@ -63,7 +58,7 @@ LIVE_COLUMNS = [
 ]
 
 
-def device_labels(memory: pd.DataFrame) -> np.ndarray:
+def memory_device_labels(memory: pd.DataFrame) -> np.ndarray:
     """``"cuda:0"``-style label of every memory event (``"cpu"`` for host memory). One label
     is built per distinct (device type, index) pair, then broadcast."""
     if len(memory) == 0:
@@ -74,11 +69,11 @@ def device_labels(memory: pd.DataFrame) -> np.ndarray:
     uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
     names = []
     for t, d in uniq.tolist():  # one iteration per distinct device
-        base = DEVICE_TYPES.get(int(t), f"device{t}")
-        names.append(base if base == "cpu" or d < 0 else f"{base}:{d}")
+        names.append(device_label(DEVICE_TYPES.get(int(t), f"device{t}"), d))
     return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
 
 
+@memoised("memory_timeline")
 def memory_timeline(trace: TraceData) -> pd.DataFrame:
     """``[device, ts, allocated, reserved]``: the totals after every memory event, per device,
     sorted by time (ties keep file order).
@@ -88,9 +83,6 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
     device (so it starts at 0: memory allocated before profiling is not visible) and
     ``reserved`` falls back to ``allocated`` (the least the allocator can have reserved).
     """
-    cached = trace.cache.get("memory_timeline")
-    if cached is not None:
-        return cached
     m = trace.memory
     if m is None or len(m) == 0:
         out = pd.DataFrame(
@@ -101,9 +93,8 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
                 "reserved": np.empty(0, np.int64),
             }
         )
-        trace.cache["memory_timeline"] = out
         return out
-    labels = device_labels(m)
+    labels = memory_device_labels(m)
     ts = m["ts"].to_numpy(np.int64)
     order = np.argsort(ts, kind="stable")
     nbytes = m["bytes"].to_numpy(np.int64)[order]
@@ -116,7 +107,6 @@ def memory_timeline(trace: TraceData) -> pd.DataFrame:
     out = pd.DataFrame(
         {"device": labels[order], "ts": ts[order], "allocated": allocated, "reserved": reserved}
     )
-    trace.cache["memory_timeline"] = out
     return out
 
 
@@ -146,6 +136,7 @@ def peaks(trace: TraceData) -> pd.DataFrame:
     return out.sort_values(["peak_bytes", "device"], ascending=[False, True], ignore_index=True)
 
 
+@memoised("memory_allocations")
 def allocations(trace: TraceData) -> pd.DataFrame:
     """One row per allocation seen in the trace, paired with its free:
     ``device, addr, bytes, alloc_ts, free_ts`` (-1: never freed), ``op, file, line, function``
@@ -157,15 +148,10 @@ def allocations(trace: TraceData) -> pd.DataFrame:
     free in between (a lost event) ends the earlier allocation at the re-allocation. Frees of
     memory allocated before profiling started have no allocation and are not listed.
     """
-    cached = trace.cache.get("memory_allocations")
-    if cached is not None:
-        return cached
     m = trace.memory
     if m is None or len(m) == 0:
-        out = pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
-        trace.cache["memory_allocations"] = out
-        return out
-    labels = device_labels(m)
+        return pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
+    labels = memory_device_labels(m)
     codes = pd.Categorical(labels).codes.astype(np.int64)
     addr = m["addr"].to_numpy(np.int64)
     ts = m["ts"].to_numpy(np.int64)
@@ -189,7 +175,6 @@ def allocations(trace: TraceData) -> pd.DataFrame:
         "slice": slice_id, "step": _step_of(trace, ts[rows]),
     })  # fmt: skip
     out = out.sort_values(["alloc_ts", "device", "addr"], kind="stable", ignore_index=True)
-    trace.cache["memory_allocations"] = out
     return out
 
 
@@ -329,9 +314,9 @@ def _op_slices(trace: TraceData, slice_id: np.ndarray) -> np.ndarray:
     if len(s) == 0 or len(out) == 0:
         return out
     names = s["name"]
-    cats = names.cat.categories.astype(str) if hasattr(names, "cat") else None
-    if cats is None:
+    if not isinstance(names.dtype, pd.CategoricalDtype):
         return out
+    cats = names.cat.categories.astype(str)
     prim_code = np.isin(np.asarray(cats, dtype=object), list(ALLOCATOR_OPS))
     codes = names.cat.codes.to_numpy()
     is_prim = np.zeros(len(s), bool)

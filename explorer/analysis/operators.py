@@ -11,16 +11,14 @@ time (a loop over depths, never over events). An op nested in itself (``aten::di
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from explorer.trace.model import DEVICE_KINDS
+from explorer.trace.model import DEVICE_KINDS, TraceData
 from explorer.trace.nesting import segmented_running_max
 
-#: Kinds that run on a device, for the device-side share (collectives run on streams too).
-DEVICE_SIDE: frozenset[str] = DEVICE_KINDS | {"collective"}
+#: Kinds that run on a device, for the device-side share.
+DEVICE_SIDE: frozenset[str] = DEVICE_KINDS
 
 #: Columns of :func:`operator_stats`.
 COLUMNS = [
@@ -39,35 +37,20 @@ COLUMNS = [
 SIDES: tuple[str, ...] = ("host", "device", "other")
 
 
-def slice_sides(trace: Any) -> np.ndarray:
+def slice_sides(trace: TraceData) -> np.ndarray:
     """Where each slice runs: 0 host thread, 1 device stream (so CUDA's "Event Sync" rows
-    on a device count as device time), 2 any other track (the profiler's own "PyTorch
-    Profiler (0)" span, which is not work). Traces whose tracks are not typed are split
-    by kind."""
-    s = trace.slices
-    tracks = trace.tracks
-    if len(tracks) and "type" in tracks:
-        kinds = tracks["type"].astype(str).to_numpy()
-        if np.isin(kinds, ["host_thread", "device_stream"]).any():
-            codes = np.full(int(tracks["id"].max()) + 1, 2, np.int8)
-            codes[tracks["id"].to_numpy()] = np.select(
-                [kinds == "host_thread", kinds == "device_stream"], [0, 1], 2
-            )
-            track = s["track"].to_numpy(np.int64)
-            ok = (track >= 0) & (track < len(codes))
-            out = np.full(len(s), 2, np.int8)
-            out[ok] = codes[track[ok]]
-            return out
-    return s["kind"].astype(str).isin(DEVICE_SIDE).to_numpy().astype(np.int8)
+    on a device count as device time), 2 any other row (the profiler's own span, which is
+    not work). See :meth:`~explorer.trace.model.TraceData.sides`."""
+    return trace.sides()
 
 
-def device_rows(trace: Any) -> np.ndarray:
+def device_rows(trace: TraceData) -> np.ndarray:
     """Whether each slice runs on a device (see :func:`slice_sides`)."""
     return slice_sides(trace) == 1
 
 
 def operator_stats(
-    trace: Any, start_ns: int | None = None, end_ns: int | None = None
+    trace: TraceData, start_ns: int | None = None, end_ns: int | None = None
 ) -> pd.DataFrame:
     """Per slice name: ``name, kind, side, count, total_ns, self_ns, avg_ns, device_ns,
     self_share``.

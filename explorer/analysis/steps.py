@@ -30,73 +30,32 @@ import pandas as pd
 
 from explorer.analysis.attribution import launcher
 from explorer.errors import UsageError
-from explorer.trace.model import TraceData
+from explorer.trace.memo import memoised
+from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
 
 STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice"]
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def set_step_pattern(trace: TraceData, pattern: str | None) -> None:
-    """Make ``pattern`` the trace's steps for every analysis (``None``: the default rules).
-
-    Analyses call :func:`steps` without a pattern; this is how a user's own step
-    annotation (``explorer report --steps 'train_step'``) reaches all of them. Results
-    cached under the previous steps are dropped.
-    """
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(
-                f"step pattern {pattern!r} is not a valid regular expression: {exc}"
-            ) from None
-    if trace.cache.get("step_pattern") == pattern:
-        return
-    keep = {k: v for k, v in trace.cache.items() if k == "user_frames"}
-    trace.cache.clear()
-    trace.cache.update(keep)
-    trace.cache["step_pattern"] = pattern
-
-
+@memoised("steps")
 def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice`` (see module doc).
 
-    Without ``pattern``, the trace's own (:func:`set_step_pattern`) applies. Cached on
-    ``trace.cache`` per pattern, since every analysis starts here.
+    Without ``pattern``, the trace's own (``trace.step_pattern``) applies. Kept in the
+    trace's memo per pattern, since every analysis starts here.
     """
     if pattern is None:
-        pattern = trace.cache.get("step_pattern")
-    key = ("steps", pattern)
-    if key in trace.cache:
-        return trace.cache[key]
+        pattern = trace.step_pattern
     if pattern is not None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(
-                f"step pattern {pattern!r} is not a valid regular expression: {exc}"
-            ) from None
-        out = _matching_steps(trace, rx, numbered_by_name=False)
+        out = _matching_steps(trace, step_regex(pattern), numbered_by_name=False)
         if out is None:
             raise UsageError(
                 f"no host annotation in {trace.path or 'the trace'} matches {pattern!r}"
             )
     else:
-        out = _matching_steps(trace, _PROFILER_STEP, numbered_by_name=True)
+        out = _matching_steps(trace, PROFILER_STEP, numbered_by_name=True)
         if out is None:
             out = _whole_trace(trace)
-    trace.cache[key] = out
     return out
-
-
-def _host_mask(trace: TraceData) -> np.ndarray:
-    """True for slices on host tracks (or tracks of unknown type, which are host-like)."""
-    tracks = trace.tracks
-    host_track = np.zeros(int(tracks["id"].max()) + 1 if len(tracks) else 0, bool)
-    if len(tracks):
-        host_track[tracks["id"].to_numpy()] = tracks["type"].to_numpy() != "device_stream"
-    tr = trace.slices["track"].to_numpy()
-    return host_track[tr] if len(host_track) else np.ones(len(tr), bool)
 
 
 def _matching_steps(
@@ -105,13 +64,7 @@ def _matching_steps(
     s = trace.slices
     if len(s) == 0:
         return None
-    names = s["name"].cat.categories.astype(str)
-    hit = np.fromiter((bool(rx.search(n)) for n in names), bool, len(names))
-    codes = s["name"].cat.codes.to_numpy()
-    row_hit = np.zeros(len(s), bool)
-    valid = codes >= 0
-    row_hit[valid] = hit[codes[valid]]
-    row_hit &= _host_mask(trace)
+    row_hit = trace.name_matches(rx) & trace.on_host()
     row_hit &= s["kind"].to_numpy() != "device_annotation"
     ids = np.flatnonzero(row_hit)
     if len(ids) == 0:
@@ -158,6 +111,7 @@ def _whole_trace(trace: TraceData) -> pd.DataFrame:
     )
 
 
+@memoised("attributed_steps")
 def attributed_steps(trace: TraceData) -> pd.DataFrame:
     """The steps table with each step's window widened to the device work it launched.
 
@@ -174,12 +128,9 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
     - ``end_N = max(h1, d1, start_N)`` (device work on an in-order queue ends in order; a
       running maximum keeps windows ordered when it does not).
 
-    Without device work (CPU traces) the windows are the host ranges. Cached on the trace.
+    Without device work (CPU traces) the windows are the host ranges. Kept in the memo.
     """
     st = steps(trace)
-    key = ("attributed_steps", trace.cache.get("step_pattern"))
-    if key in trace.cache:
-        return trace.cache[key]
     h0 = st["start_ns"].to_numpy(np.int64)
     h1 = st["end_ns"].to_numpy(np.int64)
     d1, before = _launched_device_end(trace, h0, h1)
@@ -192,7 +143,6 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
     out["dur_ns"] = end - start
     out["host_start_ns"] = h0
     out["host_end_ns"] = h1
-    trace.cache[key] = out
     return out
 
 

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     print_load_warnings(a)
     b = explorer.load(args.b, use_cache=not args.no_cache)
     print_load_warnings(b)
-    text = render_diff(diff(a, b), args.format, top=args.top)
+    text = render_diff(diff(a.data, b.data), args.format, top=args.top)
     if args.output is not None:
         sources = [t.metadata.get("source", "") for t in (a, b)]
         out = atomic_write(

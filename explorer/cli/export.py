@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     summaries = []
     out = atomic_write(
         args.output,
-        lambda tmp: summaries.append(export(trace, tmp, format=fmt, **options)),
+        lambda tmp: summaries.append(export(trace.data, tmp, format=fmt, **options)),
         inputs=[*inputs, trace.metadata.get("source", args.trace)],
         force=args.force,
     )

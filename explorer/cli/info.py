@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
@@ -12,10 +11,8 @@ import numpy as np
 
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.cli.progress import terminal_progress
-from explorer.trace.model import TraceData
+from explorer.trace.model import PROFILER_STEP, TraceData
 from explorer.units import fmt_ns
-
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -33,7 +30,9 @@ def summarise(trace: TraceData) -> dict[str, Any]:
     s = trace.slices
     meta = trace.metadata
     names = s["name"].astype(str)
-    step_mask = np.asarray(names.str.match(_STEP.pattern)) & np.asarray(s["kind"] == "annotation")
+    step_mask = np.asarray(names.str.match(PROFILER_STEP.pattern)) & np.asarray(
+        s["kind"] == "annotation"
+    )
     steps = s[step_mask].sort_values("ts")
     tracks = trace.tracks
     devices = sorted(
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     import explorer
 
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=terminal_progress())
-    info = summarise(trace)
+    info = summarise(trace.data)
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")

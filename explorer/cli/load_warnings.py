@@ -4,10 +4,11 @@ never silent, whatever the output format or destination."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+from explorer.trace_api import Trace
 
 
-def print_load_warnings(trace: Any) -> None:
+def print_load_warnings(trace: Trace) -> None:
     """``explorer: warning: ...`` on stderr, one line per reader warning of ``trace``."""
     for w in trace.metadata.get("warnings", []) or []:
         print(f"explorer: warning: {w}", file=sys.stderr)

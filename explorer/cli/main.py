@@ -1,24 +1,37 @@
 """Entry point of the ``explorer`` command.
 
 Thin by design: each verb lives in its own module (``explorer/cli/<verb>.py``) exposing
-``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``. This module
-parses, dispatches, and turns :class:`~explorer.errors.ExplorerError` into one line on stderr
+``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``, and is listed
+once in :data:`COMMANDS` (an explicit registry of static imports, like memray's
+``_COMMANDS``: a verb module that fails to import is an error, never a silently missing
+verb). Verb modules import their heavy dependencies inside ``run``. This module parses,
+dispatches, and turns :class:`~explorer.errors.ExplorerError` into one line on stderr
 and exit status 2 — a user never sees a traceback for a problem they can fix.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from explorer import __version__
+from explorer.cli import demo, diff, export, info, report, sql, view
 from explorer.errors import ExplorerError
 
-#: Verbs in the order ``--help`` lists them.
-VERBS: tuple[str, ...] = ("demo", "info", "report", "diff", "export", "view", "sql")
+#: Every verb and its module, in the order ``--help`` lists them.
+COMMANDS: dict[str, ModuleType] = {
+    "demo": demo,
+    "info": info,
+    "report": report,
+    "diff": diff,
+    "export": export,
+    "view": view,
+    "sql": sql,
+}
+VERBS: tuple[str, ...] = tuple(COMMANDS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,13 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"explorer {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for verb in VERBS:
-        try:
-            module = importlib.import_module(f"explorer.cli.{verb}")
-        except ModuleNotFoundError as exc:  # a verb whose module is not there yet
-            if exc.name == f"explorer.cli.{verb}":
-                continue
-            raise
+    for module in COMMANDS.values():
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
     return parser
@@ -48,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["view", *argv]
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
+    if args.verb is None:
         parser.print_help()
         return 0
     try:

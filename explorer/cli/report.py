@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.safe_write import atomic_write, check_target
 from explorer.trace.loading import input_files
+from explorer.trace.model import step_regex
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -85,12 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return run_job(args)
     rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
     if args.steps is not None:
-        try:
-            re.compile(args.steps)
-        except re.error as exc:
-            raise UsageError(
-                f"--steps {args.steps!r} is not a valid regular expression: {exc}"
-            ) from None
+        step_regex(args.steps)  # a bad pattern fails before the (slow) load
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     inputs = input_files(args.trace)
@@ -107,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         and sys.stdout.isatty()
         and "NO_COLOR" not in os.environ
     )
-    text = render(trace, format=args.format, step=args.step, top=args.top, color=color)
+    text = render(trace.data, format=args.format, step=args.step, top=args.top, color=color)
     if to_file:
         out = atomic_write(
             args.output,
@@ -121,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     if not rules:
         return 0
-    fired = evaluate(rules, document(trace, step=args.step, top=args.top))
+    fired = evaluate(rules, document(trace.data, step=args.step, top=args.top))
     for msg in fired:
         print(f"explorer: FAIL {msg}", file=sys.stderr)
     return 1 if fired else 0
@@ -163,8 +158,6 @@ def run_job(args: argparse.Namespace) -> int:
 
 def _progress() -> Any:
     """The lead's terminal progress bar when attached to a TTY, else nothing."""
-    try:
-        from explorer.cli.progress import terminal_progress
-    except ModuleNotFoundError:
-        return None
+    from explorer.cli.progress import terminal_progress
+
     return terminal_progress()

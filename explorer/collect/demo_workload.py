@@ -130,6 +130,7 @@ def main(out_dir: str, steps: int = 8, device: str = "auto", batch_size: int = 3
             print(f"step {c.steps}: loss {loss.item():.3f}")  # .item() waits for the device
             c.step()
     print(f"trained {c.steps} steps on {dev} in {time.perf_counter() - t0:.1f} s")
+    assert c.trace_path is not None  # the collector wrote it when the with block ended
     return c.trace_path
 
 

@@ -85,9 +85,11 @@ def devices() -> list[dict[str, Any]]:
     if kind is None:
         return []
     mod = getattr(torch, kind, None)
-    out = []
+    out: list[dict[str, Any]] = []
+    if mod is None:
+        return out
     try:
-        count = int(mod.device_count()) if mod is not None else 0
+        count = int(mod.device_count())
     except Exception:
         count = 0
     for i in range(count):
@@ -123,7 +125,7 @@ def device_problem(device: str) -> str:
 
 def driver_version() -> str:
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         v = pynvml.nvmlSystemGetDriverVersion()

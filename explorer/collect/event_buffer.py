@@ -66,7 +66,7 @@ def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:
     Falls back to the innermost frame outside this package when the whole stack is library
     code (e.g. a library calling ``.item()`` from a thread), and to ``("", -1, "")``.
     """
-    f = frame if frame is not None else sys._getframe(1)
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
     fallback: FrameType | None = None
     classes = _CODE_CLASS
     while f is not None:

@@ -149,5 +149,5 @@ def _other_handlers(name: str, ours: logging.Handler) -> bool:
             return True
         if not lg.propagate:
             return False
-        lg = lg.parent  # type: ignore[assignment]
+        lg = lg.parent
     return False

@@ -157,7 +157,7 @@ def _strided_view(
     extent = host.storage_offset() + sum(
         (n - 1) * st for n, st in zip(host.shape, host.stride(), strict=True)
     )
-    memory = torch.arange(extent + 1)
+    memory = torch.arange(int(extent) + 1)
     position = memory.as_strided(host.shape, host.stride(), host.storage_offset()).reshape(-1)
     wanted = position.as_strided(size, stride, offset)
     if wanted.numel() == 0:
@@ -347,7 +347,7 @@ def _cpu_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     for i, a in enumerate(op._schema.arguments):
         if a.alias_info is None or not a.alias_info.is_write:
             continue
-        orig = args[i] if i < len(args) else kwargs.get(a.name)
+        orig: Any = args[i] if i < len(args) else kwargs.get(a.name)
         if is_test_backend_tensor(orig):
             _aten.copy_.default(orig, to_cpu[id(orig)])  # the copy back in
             written[id(to_cpu[id(orig)])] = orig

@@ -180,11 +180,11 @@ class RuntimeHooks:
     def install(self) -> None:
         T = torch.Tensor
         for name, reason in (("item", ".item()"), ("tolist", ".tolist()"), ("nonzero", "nonzero")):
-            self._patch(T, name, lambda o, r=reason: self._wrap_sync(o, r))
+            self._patch(T, name, functools.partial(self._wrap_sync, reason=reason))
         self._patch(T, "__repr__", lambda o: self._wrap_sync(o, "print(tensor)"))
         self._patch(torch, "nonzero", lambda o: self._wrap_sync(o, "nonzero"))
         for call in ("to", "cpu", "cuda"):
-            self._patch(T, call, lambda o, c=call: self._wrap_copy(o, f".{c}()"))
+            self._patch(T, call, functools.partial(self._wrap_copy, call=f".{call}()"))
         self._patch(T, "copy_", self._wrap_copy_)
         for mod_name in ("cuda", "accelerator", "xpu", "mtia"):
             mod = getattr(torch, mod_name, None)
@@ -208,7 +208,7 @@ _MISSING = object()
 
 def wrapper_codes() -> list[Any]:
     """Code objects of the wrappers above (so dynamo can be told not to compile them)."""
-    codes = []
+    codes: list[Any] = []
     for factory in (RuntimeHooks._wrap_sync, RuntimeHooks._wrap_copy, RuntimeHooks._wrap_copy_):
         codes.extend(c for c in factory.__code__.co_consts if hasattr(c, "co_code"))
     return codes

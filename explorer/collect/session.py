@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.profiler import ProfilerAction
@@ -204,7 +204,7 @@ class Collector:
             if self._compile.try_install():
                 self._compile.harvest()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         self._exiting = True
         self._inside = False
         self._defer_sigint()

@@ -9,10 +9,14 @@ as rows of their own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.errors import UsageError
 from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:
+    from explorer.export.chrome import ChromeExport
+    from explorer.export.perfetto import PerfettoExport
 
 #: Output formats and the file name endings that select them.
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -34,21 +38,23 @@ def format_for_path(path: str | Path) -> str:
     )
 
 
-def to_perfetto(trace: TraceData, path: str | Path, **options: Any) -> Any:
+def to_perfetto(trace: TraceData, path: str | Path, **options: Any) -> PerfettoExport:
     """Write ``trace`` as a Perfetto protobuf trace; returns a summary of what was written."""
     from explorer.export.perfetto import to_perfetto as write
 
     return write(trace, path, **options)
 
 
-def to_chrome(trace: TraceData, path: str | Path, **options: Any) -> Any:
+def to_chrome(trace: TraceData, path: str | Path, **options: Any) -> ChromeExport:
     """Write ``trace`` as Chrome trace JSON (gzip when ``path`` ends in ``.gz``)."""
     from explorer.export.chrome import to_chrome as write
 
     return write(trace, path, **options)
 
 
-def export(trace: TraceData, path: str | Path, format: str | None = None, **options: Any) -> Any:
+def export(
+    trace: TraceData, path: str | Path, format: str | None = None, **options: Any
+) -> PerfettoExport | ChromeExport:
     """Write ``trace`` in ``format`` (default: from the file name)."""
     fmt = format or format_for_path(path)
     if fmt == "perfetto":

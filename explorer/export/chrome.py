@@ -22,9 +22,10 @@ written in chunks, so memory holds one chunk's text at a time.
 from __future__ import annotations
 
 import gzip
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -79,14 +80,14 @@ def to_chrome(
     path = Path(path)
     if results is None:
         results = explorer_results(trace)
-    summary = ChromeExport(path=path, notes=list(results.notes))
+    summary = ChromeExport(path=path)
     # Times are written relative to the trace's start, which goes to baseTimeNanoseconds:
     # epoch microseconds do not fit a double to the nanosecond, small offsets do.
     origin = 0
     where = _track_json(trace.tracks)
     if path.name.lower().endswith(".gz"):
         # zlib's default level: gzip's 9 is several times slower for a few % smaller
-        stream: IO[bytes] = gzip.open(path, "wb", compresslevel=6)
+        stream: io.BufferedIOBase = gzip.GzipFile(path, "wb", compresslevel=6)
     else:
         stream = open(path, "wb")  # closed by the with below
     with stream as f:
@@ -125,7 +126,7 @@ def to_chrome(
 class _Lines:
     """Writes event lines separated by commas, chunk by chunk."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: io.BufferedIOBase) -> None:
         self.f = f
         self.first = True
 
@@ -295,6 +296,12 @@ def _counter_lines(trace: TraceData, origin: int) -> np.ndarray:
     )
 
 
+def _placed(track: pd.Series, where: np.ndarray) -> np.ndarray:
+    """The ``"pid":..,"tid":..`` text of each row's track (the last entry: no track)."""
+    t = track.to_numpy(np.int64)
+    return where[np.where(t >= 0, t, len(where) - 1)]
+
+
 def _memory_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarray:
     """The allocator's events as Kineto writes them (``[memory]`` instants)."""
     m = trace.memory
@@ -304,11 +311,9 @@ def _memory_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarra
     def num(col: str) -> np.ndarray:
         return m[col].to_numpy(np.int64).astype("S20").astype(object)
 
-    track = m["track"].to_numpy(np.int64)
-    track = np.where(track >= 0, track, len(where) - 1)
     return (
         b'{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]"'
-        + where[track]
+        + _placed(m["track"], where)
         + b',"ts":'
         + _us(m["ts"].to_numpy(np.int64) + origin)
         + b',"args":{"Device Type":'
@@ -334,14 +339,12 @@ def _instant_lines(trace: TraceData, origin: int, where: np.ndarray) -> np.ndarr
     names, name_code = _category_json(i["name"])
     cats, cat_code = _category_json(i["cat"])
     scopes, scope_code = _category_json(i["scope"].astype(str).replace("", "t"))
-    track = i["track"].to_numpy(np.int64)
-    track = np.where(track >= 0, track, len(where) - 1)
     return (
         b'{"ph":"i","cat":'
         + cats[cat_code]
         + b',"name":'
         + names[name_code]
-        + where[track]
+        + _placed(i["track"], where)
         + b',"ts":'
         + _us(i["ts"].to_numpy(np.int64) + origin)
         + b',"s":'

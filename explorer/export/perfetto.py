@@ -84,12 +84,11 @@ def to_perfetto(
 ) -> PerfettoExport:
     """Write ``trace`` to ``path`` as a Perfetto protobuf trace and say what was written.
 
-    ``results`` defaults to Explorer's findings and critical path of the trace (left out
-    when those analyses are not available).
+    ``results`` defaults to Explorer's findings, critical path and dependency flows of the
+    trace (:func:`~explorer.export.results.explorer_results`).
     """
     path = Path(path)
     sl = trace.slices
-    n = len(sl)
     ts = sl["ts"].to_numpy(np.int64)
     dur = sl["dur"].to_numpy(np.int64)
     track = sl["track"].to_numpy()
@@ -102,52 +101,16 @@ def to_perfetto(
     rows = layout_result_rows(layout, results, trace)
 
     strings = StringTable()
-    annotations = slice_annotations(trace, strings)
     names = _Interned()
     cats = _Interned()
-    slice_name_iid = names.codes(sl["name"]) if n else np.zeros(0, np.int64)
-    slice_cat_iid = cats.codes(sl["cat"]) if n else np.zeros(0, np.int64)
-    inst_name_iid = names.codes(instants["name"]) if len(instants) else np.zeros(0, np.int64)
-    inst_cat_iid = cats.codes(instants["cat"]) if len(instants) else np.zeros(0, np.int64)
-
     flows = flow_table(trace, results)
-    start_ns = int(trace.metadata.get("start_ns", 0) or 0)
-    inst_uuid = np.where(
-        inst_track >= 0,
-        layout.track_uuid[np.clip(inst_track, 0, None)] if len(layout.track_uuid) else 0,
-        layout.group_uuid.get("instants", 0),
-    )
-    tables = EventTables(
-        start_ns=start_ns,
-        ts=ts,
-        dur=dur,
-        slice_uuid=layout.slice_uuid,
-        slice_name_iid=slice_name_iid,
-        slice_cat_iid=slice_cat_iid,
-        annotations=annotations,
-        flow_csr=flows.by_slice(n),
-        inst_ts=instants["ts"].to_numpy(np.int64) if len(instants) else np.zeros(0, np.int64),
-        inst_uuid=inst_uuid,
-        inst_name_iid=inst_name_iid,
-        inst_cat_iid=inst_cat_iid,
-        counters=counter_rows(trace, layout),
-    )
+    tables = _event_tables(trace, layout, instants, inst_track, flows, names, cats, strings)
+    start_ns = tables.start_ns
     path_tables = critical_path_tables(trace, results, rows, tables, cats, strings)
 
-    summary = PerfettoExport(path=path, notes=list(results.notes))
+    summary = PerfettoExport(path=path)
     with open(path, "wb") as f:
-        head = pb.TracePacket(
-            trusted_packet_sequence_id=SEQUENCE_ID,
-            sequence_flags=CLEARED,
-            first_packet_on_sequence=True,
-        )
-        names.fill(head.interned_data.event_names, pb.EventName)
-        cats.fill(head.interned_data.event_categories, pb.EventCategory)
-        for i, name in enumerate(annotations.names, start=1):
-            head.interned_data.debug_annotation_names.add(iid=i, name=name)
-        for i, value in enumerate(strings.values, start=1):
-            head.interned_data.debug_annotation_string_values.add(iid=i, str=value.encode())
-        write_packet(f, head)
+        write_packet(f, _interned_head(names, cats, tables.annotations.names, strings))
         for desc in layout.descriptors:
             write_packet(
                 f, pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=desc)
@@ -167,6 +130,65 @@ def to_perfetto(
     summary.result_slices = results.count
     summary.lane_tracks = layout.lane_tracks
     return summary
+
+
+def _event_tables(
+    trace: TraceData,
+    layout: Any,
+    instants: pd.DataFrame,
+    inst_track: np.ndarray,
+    flows: Any,
+    names: _Interned,
+    cats: _Interned,
+    strings: StringTable,
+) -> EventTables:
+    """The trace's slices, instants and counters as the columns the encoder writes."""
+    sl = trace.slices
+    n = len(sl)
+    none = np.zeros(0, np.int64)
+    annotations = slice_annotations(trace, strings)
+    slice_name_iid = names.codes(sl["name"]) if n else none
+    slice_cat_iid = cats.codes(sl["cat"]) if n else none
+    inst_name_iid = names.codes(instants["name"]) if len(instants) else none
+    inst_cat_iid = cats.codes(instants["cat"]) if len(instants) else none
+    inst_uuid = np.where(
+        inst_track >= 0,
+        layout.track_uuid[np.clip(inst_track, 0, None)] if len(layout.track_uuid) else 0,
+        layout.group_uuid.get("instants", 0),
+    )
+    return EventTables(
+        start_ns=int(trace.metadata.get("start_ns", 0) or 0),
+        ts=sl["ts"].to_numpy(np.int64),
+        dur=sl["dur"].to_numpy(np.int64),
+        slice_uuid=layout.slice_uuid,
+        slice_name_iid=slice_name_iid,
+        slice_cat_iid=slice_cat_iid,
+        annotations=annotations,
+        flow_csr=flows.by_slice(n),
+        inst_ts=instants["ts"].to_numpy(np.int64) if len(instants) else none,
+        inst_uuid=inst_uuid,
+        inst_name_iid=inst_name_iid,
+        inst_cat_iid=inst_cat_iid,
+        counters=counter_rows(trace, layout),
+    )
+
+
+def _interned_head(
+    names: _Interned, cats: _Interned, arg_names: list[str], strings: StringTable
+) -> pb.TracePacket:
+    """The first packet: every interned name, category and annotation string."""
+    head = pb.TracePacket(
+        trusted_packet_sequence_id=SEQUENCE_ID,
+        sequence_flags=CLEARED,
+        first_packet_on_sequence=True,
+    )
+    names.fill(head.interned_data.event_names, pb.EventName)
+    cats.fill(head.interned_data.event_categories, pb.EventCategory)
+    for i, name in enumerate(arg_names, start=1):
+        head.interned_data.debug_annotation_names.add(iid=i, name=name)
+    for i, value in enumerate(strings.values, start=1):
+        head.interned_data.debug_annotation_string_values.add(iid=i, str=value.encode())
+    return head
 
 
 # -- interning -------------------------------------------------------------------------------
@@ -199,5 +221,5 @@ def _write_events(f: Any, tables: EventTables) -> tuple[np.ndarray, np.ndarray, 
     for lo in range(0, len(ev_kind), CHUNK_EVENTS):
         hi = min(lo + CHUNK_EVENTS, len(ev_kind))
         data = encode_chunk(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])
-        f.write(memoryview(data))
+        f.write(data.data)  # the array's own buffer: no copy
     return src_kind, src_idx, ev_kind

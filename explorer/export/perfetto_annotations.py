@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.attribution import slice_sources
 from explorer.export import protowire as w
 from explorer.trace.model import TraceData
 
@@ -156,28 +157,8 @@ def _source_lines(trace: TraceData) -> pd.Series | None:
 
     Formatted once per distinct frame, then spread over the slices by group code.
     """
-    fn = _optional_function("explorer.analysis.attribution", "slice_sources")
-    if fn is None:
-        fn = _optional_function("explorer.trace.source", "user_frames")
-    if fn is None:
-        return None
-    frames = fn(trace)
-    if frames is None or len(frames) != len(trace.slices):
-        return None
-    frames = frames[["file", "line", "function"]].reset_index(drop=True)
+    frames = slice_sources(trace)[["file", "line", "function"]].reset_index(drop=True)
     return _per_distinct(frames, lambda f, ln, fn_: f"{f}:{int(ln)} ({fn_})" if str(f) else None)
-
-
-def _optional_function(module: str, attr: str) -> Callable[..., pd.DataFrame] | None:
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            return None
-        raise
-    return getattr(mod, attr, None)
 
 
 def _shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
@@ -253,4 +234,5 @@ _ShapeArgs = msgspec.defstruct(
     ],
     gc=False,
 )
-_ARGS_DECODER = msgspec.json.Decoder(list[_ShapeArgs])
+# A struct made at run time (its fields come from SHAPE_ARGS) is not a static type.
+_ARGS_DECODER = msgspec.json.Decoder(list[_ShapeArgs])  # type: ignore[valid-type]

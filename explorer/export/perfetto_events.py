@@ -224,10 +224,7 @@ def encode_chunk(
     t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
 ) -> np.ndarray:
     """The framed bytes of one run of packets (as listed by :func:`event_order`)."""
-    start_ns, ts, dur, counters = t.start_ns, t.ts, t.dur, t.counters
-    slice_uuid, slice_name_iid, slice_cat_iid = t.slice_uuid, t.slice_name_iid, t.slice_cat_iid
-    inst_uuid, inst_name_iid, inst_cat_iid = t.inst_uuid, t.inst_name_iid, t.inst_cat_iid
-    annotations, flow_csr = t.annotations, t.flow_csr
+    counters, annotations, flow_csr = t.counters, t.annotations, t.flow_csr
     m = len(ev_kind)
     is_slice = src_kind == FROM_SLICE
     is_inst = src_kind == FROM_INSTANT
@@ -237,43 +234,16 @@ def encode_chunk(
     sid = np.where(is_slice, src_idx, 0)
     iidx = np.where(is_inst, src_idx, 0)
     cidx = np.where(is_ctr, src_idx, 0)
-
-    time = np.zeros(m, np.int64)
-    if is_slice.any():
-        start = ts[sid]
-        time = np.where(is_slice, start + np.where(ev_kind == END, dur[sid], 0), time)
-    if is_inst.any():
-        time = np.where(is_inst, t.inst_ts[iidx], time)
-    if is_ctr.any():
-        time = np.where(is_ctr, counters.ts[cidx], time)
-    time = time + start_ns
-
+    time = _packet_times(t, is_slice, is_inst, is_ctr, sid, iidx, cidx, ev_kind)
     ev_type = np.select(
         [ev_kind == BEGIN, ev_kind == END, is_ctr],
         [TYPE_BEGIN, TYPE_END, TYPE_COUNTER],
         TYPE_INSTANT,
     )
-    uuid = np.select(
-        [is_slice, is_inst],
-        [slice_uuid[sid] if len(slice_uuid) else 0, inst_uuid[iidx] if len(inst_uuid) else 0],
-        counters.uuid[cidx] if len(counters) else 0,
-    )
-    name_iid = np.select(
-        [is_slice, is_inst],
-        [
-            slice_name_iid[sid] if len(slice_name_iid) else 0,
-            inst_name_iid[iidx] if len(inst_name_iid) else 0,
-        ],
-        0,
-    )
-    cat_iid = np.select(
-        [is_slice, is_inst],
-        [
-            slice_cat_iid[sid] if len(slice_cat_iid) else 0,
-            inst_cat_iid[iidx] if len(inst_cat_iid) else 0,
-        ],
-        0,
-    )
+    ctr_uuid = counters.uuid[cidx] if len(counters) else 0
+    uuid = _pick(is_slice, t.slice_uuid, sid, is_inst, t.inst_uuid, iidx, ctr_uuid)
+    name_iid = _pick(is_slice, t.slice_name_iid, sid, is_inst, t.inst_name_iid, iidx, 0)
+    cat_iid = _pick(is_slice, t.slice_cat_iid, sid, is_inst, t.inst_cat_iid, iidx, 0)
     # every type fits in the one byte after its tag
     type_and_track = w.with_column(w.field_varint(11, uuid, prefix=_TYPE_TAG), 1, ev_type)
     inner = w.Block([type_and_track])
@@ -298,6 +268,45 @@ def encode_chunk(
     flat, lens = packet.flat(), packet.lens
     flat = w.interleave(flat, lens, tail, tail_lens)
     return w.frame_ragged(flat, lens + tail_lens)
+
+
+def _pick(
+    is_slice: np.ndarray,
+    of_slice: np.ndarray,
+    sid: np.ndarray,
+    is_inst: np.ndarray,
+    of_inst: np.ndarray,
+    iidx: np.ndarray,
+    other: np.ndarray | int,
+) -> np.ndarray:
+    """Per packet: the slice's value, the instant's, or ``other`` (a counter's)."""
+    return np.select(
+        [is_slice, is_inst],
+        [of_slice[sid] if len(of_slice) else 0, of_inst[iidx] if len(of_inst) else 0],
+        other,
+    )
+
+
+def _packet_times(
+    t: EventTables,
+    is_slice: np.ndarray,
+    is_inst: np.ndarray,
+    is_ctr: np.ndarray,
+    sid: np.ndarray,
+    iidx: np.ndarray,
+    cidx: np.ndarray,
+    ev_kind: np.ndarray,
+) -> np.ndarray:
+    """Absolute ns of each packet: a slice's begin or end, an instant's or a sample's time."""
+    time = np.zeros(len(ev_kind), np.int64)
+    if is_slice.any():
+        end = np.where(ev_kind == END, t.dur[sid], 0)
+        time = np.where(is_slice, t.ts[sid] + end, time)
+    if is_inst.any():
+        time = np.where(is_inst, t.inst_ts[iidx], time)
+    if is_ctr.any():
+        time = np.where(is_ctr, t.counters.ts[cidx], time)
+    return time + t.start_ns
 
 
 #: Up to this many flow ids per packet are laid out as fixed columns; more fall back to the

@@ -17,10 +17,12 @@ every packet. Everything here is one loop per track, never per event.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from explorer.trace.kinds import DEVICE_TYPES
 from explorer.trace.model import TraceData
 
 EXPLICIT = pb.TrackDescriptor.ChildTracksOrdering.EXPLICIT
@@ -76,103 +78,115 @@ def _as_int(text: str) -> int | None:
         return None
 
 
-def build_layout(trace: TraceData, lanes: np.ndarray, *, has_global_instants: bool) -> TrackLayout:
-    """Lay out every track of ``trace``; ``lanes`` is each slice's lane (0 = own row)."""
-    layout = TrackLayout()
-    tracks = trace.tracks
-    n_tracks = len(tracks)
-    layout.track_uuid = np.zeros(n_tracks, np.int64)
-    slice_track = trace.slices["track"].to_numpy()
-    lane_count = np.ones(n_tracks, np.int64)
-    if len(slice_track):
-        np.maximum.at(lane_count, slice_track, lanes.astype(np.int64) + 1)
-    lane_uuid: dict[int, list[int]] = {}
+class _Groups:
+    """The process and device groups of a layout, made on first use."""
 
-    ordered = tracks.sort_values("order", kind="stable")
-    process_uuid: dict[str, int] = {}
-    process_pid: dict[str, int] = {}
-    device_uuid: dict[int, int] = {}
-    synthetic = iter(range(_SYNTHETIC_ID_BASE, _SYNTHETIC_ID_BASE + 10 * n_tracks + 10))
-    rank = trace.rank
+    def __init__(self, trace: TraceData, layout: TrackLayout) -> None:
+        self.layout = layout
+        self.rank = trace.rank
+        self.device_names = _device_names(trace)
+        self.process_uuid: dict[str, int] = {}
+        self.process_pid: dict[str, int] = {}
+        self.device_uuid: dict[int, int] = {}
+        n = len(trace.tracks)
+        self.synthetic = iter(range(_SYNTHETIC_ID_BASE, _SYNTHETIC_ID_BASE + 10 * n + 10))
 
-    def process_for(pid: str, label: str, track_rank: int) -> int:
-        if pid not in process_uuid:
+    def process(self, pid: str, label: str, track_rank: int) -> int:
+        if pid not in self.process_uuid:
             num = _as_int(pid)
-            num = next(synthetic) if num is None else num
-            r = track_rank if track_rank >= 0 else rank
+            num = next(self.synthetic) if num is None else num
+            r = track_rank if track_rank >= 0 else self.rank
             name = label + (f" [rank {r}]" if r >= 0 else "")
             desc = pb.ProcessDescriptor(pid=num, process_name=name)
             if r >= 0:
                 desc.process_labels.append(f"rank {r}")
-            process_uuid[pid] = layout.add(process=desc, child_ordering=EXPLICIT)
-            process_pid[pid] = num
-        return process_uuid[pid]
+            self.process_uuid[pid] = self.layout.add(process=desc, child_ordering=EXPLICIT)
+            self.process_pid[pid] = num
+        return self.process_uuid[pid]
 
-    device_names = _device_names(trace)
-
-    def device_group(device: int, label: str) -> int:
-        if device not in device_uuid:
+    def device(self, device: int, label: str) -> int:
+        if device not in self.device_uuid:
             # the device as the trace names it ("GPU 0", "MTIA 17", "Neuron 0")
             name = label or (f"Device {device}" if device >= 0 else "Device")
-            if device in device_names:
-                name += f" ({device_names[device]})"
-            if rank >= 0:
-                name += f" [rank {rank}]"
-            device_uuid[device] = layout.add(name=name, child_ordering=EXPLICIT)
-        return device_uuid[device]
+            if device in self.device_names:
+                name += f" ({self.device_names[device]})"
+            if self.rank >= 0:
+                name += f" [rank {self.rank}]"
+            self.device_uuid[device] = self.layout.add(name=name, child_ordering=EXPLICIT)
+        return self.device_uuid[device]
 
-    for row in ordered.itertuples(index=False):
-        tid = int(row.id)
-        order = int(row.order)
-        if row.type == "device_stream":
-            group = device_group(int(row.device), str(row.process))
-            uuids = layout.add_lanes(group, str(row.thread), int(lane_count[tid]), order)
-        elif row.type == "counter":
-            continue  # after the slice rows, so they can sit beside their process or device
-        else:
-            parent = process_for(str(row.pid), str(row.process), int(row.rank))
-            count = int(lane_count[tid])
-            num_tid = _as_int(row.tid)
-            thread = pb.ThreadDescriptor(
-                pid=process_pid[str(row.pid)],
-                tid=next(synthetic) if num_tid is None else num_tid,
-                thread_name=str(row.thread),
-            )
-            first = layout.add(parent_uuid=parent, thread=thread, sibling_order_rank=order * 64)
-            uuids = [first, *layout.add_lanes(parent, str(row.thread), count, order, start=1)]
-        lane_uuid[tid] = uuids
-        layout.track_uuid[tid] = uuids[0]
 
-    for row in ordered[ordered["type"] == "counter"].itertuples(index=False):
-        tid = int(row.id)
-        if int(row.device) >= 0 and int(row.device) in device_uuid:
-            parent = device_uuid[int(row.device)]
-        elif str(row.pid) in process_uuid:
-            parent = process_uuid[str(row.pid)]
-        else:
-            parent = process_for(str(row.pid), str(row.process), int(row.rank))
-        layout.track_uuid[tid] = layout.add(
-            parent_uuid=parent,
-            name=str(row.thread) or str(row.label),
-            counter=pb.CounterDescriptor(),
-            sibling_order_rank=int(row.order) * 64,
-        )
-        lane_uuid[tid] = [int(layout.track_uuid[tid])]
-
-    _memory_tracks(trace, layout, process_uuid, device_uuid, device_group)
-
+def build_layout(trace: TraceData, lanes: np.ndarray, *, has_global_instants: bool) -> TrackLayout:
+    """Lay out every track of ``trace``; ``lanes`` is each slice's lane (0 = own row)."""
+    layout = TrackLayout()
+    tracks = trace.tracks
+    layout.track_uuid = np.zeros(len(tracks), np.int64)
+    slice_track = trace.slices["track"].to_numpy()
+    lane_count = np.ones(len(tracks), np.int64)
+    if len(slice_track):
+        np.maximum.at(lane_count, slice_track, lanes.astype(np.int64) + 1)
+    groups = _Groups(trace, layout)
+    ordered = tracks.sort_values("order", kind="stable")
+    lane_uuid = _slice_rows(ordered, groups, lane_count)
+    # counters after the slice rows, so they can sit beside their process or device
+    lane_uuid |= _counter_rows(ordered[ordered["type"] == "counter"], groups)
+    _memory_tracks(trace, layout, groups)
     layout.slice_uuid = np.zeros(len(slice_track), np.int64)
     for tid, uuids in lane_uuid.items():
+        layout.track_uuid[tid] = uuids[0]
         sel = slice_track == tid
-        if not sel.any():
-            continue
-        layout.slice_uuid[sel] = np.asarray(uuids, np.int64)[lanes[sel]]
+        if sel.any():
+            layout.slice_uuid[sel] = np.asarray(uuids, np.int64)[lanes[sel]]
     if has_global_instants:
         layout.group_uuid["instants"] = layout.add(name="Global instants")
     return layout
 
 
-def _memory_tracks(trace, layout, process_uuid, device_uuid, device_group) -> None:
+def _slice_rows(ordered: Any, groups: _Groups, lane_count: np.ndarray) -> dict[int, list[int]]:
+    """Each thread or stream's row and its overlap lanes: track id → lane uuids."""
+    layout = groups.layout
+    out: dict[int, list[int]] = {}
+    for row in ordered.itertuples(index=False):
+        tid, order = int(row.id), int(row.order)
+        if row.type == "device_stream":
+            group = groups.device(int(row.device), str(row.process))
+            out[tid] = layout.add_lanes(group, str(row.thread), int(lane_count[tid]), order)
+        elif row.type != "counter":
+            parent = groups.process(str(row.pid), str(row.process), int(row.rank))
+            num_tid = _as_int(row.tid)
+            thread = pb.ThreadDescriptor(
+                pid=groups.process_pid[str(row.pid)],
+                tid=next(groups.synthetic) if num_tid is None else num_tid,
+                thread_name=str(row.thread),
+            )
+            first = layout.add(parent_uuid=parent, thread=thread, sibling_order_rank=order * 64)
+            rest = layout.add_lanes(parent, str(row.thread), int(lane_count[tid]), order, start=1)
+            out[tid] = [first, *rest]
+    return out
+
+
+def _counter_rows(counters: Any, groups: _Groups) -> dict[int, list[int]]:
+    """Counter tracks beside their device, else their process: track id → [uuid]."""
+    out: dict[int, list[int]] = {}
+    for row in counters.itertuples(index=False):
+        if int(row.device) >= 0 and int(row.device) in groups.device_uuid:
+            parent = groups.device_uuid[int(row.device)]
+        elif str(row.pid) in groups.process_uuid:
+            parent = groups.process_uuid[str(row.pid)]
+        else:
+            parent = groups.process(str(row.pid), str(row.process), int(row.rank))
+        out[int(row.id)] = [
+            groups.layout.add(
+                parent_uuid=parent,
+                name=str(row.thread) or str(row.label),
+                counter=pb.CounterDescriptor(),
+                sibling_order_rank=int(row.order) * 64,
+            )
+        ]
+    return out
+
+
+def _memory_tracks(trace: TraceData, layout: TrackLayout, groups: _Groups) -> None:
     """Counter rows for the allocator's running totals, one pair per device."""
     mem = trace.memory
     if mem is None or len(mem) == 0:
@@ -184,11 +198,11 @@ def _memory_tracks(trace, layout, process_uuid, device_uuid, device_group) -> No
             first = mem[(mem["device_type"] == 0)]
             track = int(first["track"].iat[0]) if len(first) else -1
             pid = str(trace.tracks["pid"].iat[track]) if track >= 0 else ""
-            parent = process_uuid.get(pid) or next(iter(process_uuid.values()), None)
+            parent = groups.process_uuid.get(pid) or next(iter(groups.process_uuid.values()), None)
             label = "CPU memory"
         else:
-            parent = device_uuid.get(dev) or device_group(dev, f"device {dev}")
-            label = f"{_device_type_name(dtype)}:{dev} memory"
+            parent = groups.device_uuid.get(dev) or groups.device(dev, f"device {dev}")
+            label = f"{DEVICE_TYPES.get(dtype, f'device_type{dtype}')}:{dev} memory"
         for what in ("allocated", "reserved"):
             kw = {"parent_uuid": parent} if parent else {}
             layout.memory_uuids[(dtype, dev, what)] = layout.add(
@@ -197,34 +211,6 @@ def _memory_tracks(trace, layout, process_uuid, device_uuid, device_group) -> No
                 sibling_order_rank=-2 if what == "allocated" else -1,
                 **kw,
             )
-
-
-def _device_type_name(device_type: int) -> str:
-    """torch's DeviceType numbers as Kineto writes them into ``[memory]`` events."""
-    names = {
-        0: "cpu",
-        1: "cuda",
-        2: "mkldnn",
-        3: "opengl",
-        4: "opencl",
-        5: "ideep",
-        6: "hip",
-        7: "fpga",
-        8: "maia",
-        9: "xla",
-        10: "vulkan",
-        11: "metal",
-        12: "xpu",
-        13: "mps",
-        14: "meta",
-        15: "hpu",
-        16: "ve",
-        17: "lazy",
-        18: "ipu",
-        19: "mtia",
-        20: "privateuse1",
-    }
-    return names.get(device_type, f"device_type{device_type}")
 
 
 def _device_names(trace: TraceData) -> dict[int, str]:

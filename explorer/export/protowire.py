@@ -148,7 +148,7 @@ def _all(n: int) -> np.ndarray:
 
 
 def _headed(
-    head: bytes, width: int, present: np.ndarray, body: Callable[[np.ndarray], None]
+    head: bytes, width: int, present: np.ndarray, body: Callable[[np.ndarray], object]
 ) -> Part:
     """A part of ``head`` followed by ``width`` bytes written by ``body``."""
     h = np.frombuffer(head, np.uint8)

@@ -3,21 +3,22 @@ per finding over the time it covers, a "Critical path" row repeating the slices 
 the step's time with flows along the path's edges between the original slices, and flows
 for the dependency graph's cross-track waits (cross-stream events, host syncs).
 
-The analyses live in other modules (and may not exist in every checkout), so they are
-imported lazily; when one is missing its row is simply left out. When one fails on a
-trace, the export still succeeds without that row and says why in a warning — a file a
-user can share beats a traceback.
+The analyses are imported statically: a missing module or a failing analysis is an error
+that surfaces, never a silently missing row.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from explorer.analysis import critical_path as path_analysis
+from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
+from explorer.analysis.finding import Finding
+from explorer.analysis.findings import findings as ranked_findings
 from explorer.trace.model import TraceData
 
 FINDINGS_ROW = "Findings"
@@ -53,7 +54,6 @@ class Results:
             {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "type": []}
         )
     )
-    notes: list[str] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -66,19 +66,6 @@ class Results:
         if len(self.path):
             rows.append(CRITICAL_PATH_ROW)
         return rows
-
-
-def _optional(module: str, attr: str) -> Any:
-    """The analysis function, or None when its module is not in this checkout."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            return None
-        raise
-    return getattr(mod, attr, None)
 
 
 def explorer_results(
@@ -94,17 +81,11 @@ def explorer_results(
     if len(trace.slices) == 0:
         return out
     if findings:
-        fn = _optional("explorer.analysis.findings", "findings")
-        if fn is not None:
-            _run(out, "findings", lambda: _finding_slices(trace, fn(trace)))
+        out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
     if critical_path:
-        fn = _optional("explorer.analysis.critical_path", "critical_path")
-        if fn is not None:
-            _run(out, "critical path", lambda: _critical_path(trace, fn(trace), out))
+        _critical_path(trace, path_analysis.critical_path(trace), out)
     if dependencies:
-        fn = _optional("explorer.analysis.dependency_graph", "dependency_graph")
-        if fn is not None:
-            _run(out, "dependency flows", lambda: _dependency_flows(fn(trace), out))
+        _dependency_flows(dependency_graph(trace), out)
     return out
 
 
@@ -112,7 +93,7 @@ def explorer_results(
 DEPENDENCY_FLOW_TYPES: frozenset[str] = frozenset({"cross_stream", "sync", "queue"})
 
 
-def _dependency_flows(graph: Any, out: Results) -> list[ResultSlice]:
+def _dependency_flows(graph: DependencyGraph, out: Results) -> None:
     """Flows for the edges where one stream or thread waited on another (cross-stream
     events, host syncs, a full launch queue); no slices of their own."""
     e = graph.edges
@@ -122,22 +103,9 @@ def _dependency_flows(graph: Any, out: Results) -> list[ResultSlice]:
     flows = e.loc[keep, ["src", "dst", "type"]].astype({"type": str})
     flows = flows.drop_duplicates(["src", "dst"])
     out.flows = pd.concat([out.flows, flows], ignore_index=True)
-    return []
 
 
-def _run(out: Results, what: str, produce: Any) -> None:
-    try:
-        extra = produce()
-    except Exception as exc:  # an analysis bug must not make the trace unexportable
-        note = f"the {what} row was left out: {type(exc).__name__}: {exc}"
-        out.notes.append(note)
-        warnings.warn(note, RuntimeWarning, stacklevel=3)
-        return
-    if extra:
-        out.slices.extend(extra)
-
-
-def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
+def _finding_slices(trace: TraceData, found: list[Finding]) -> list[ResultSlice]:
     """One slice per finding over the hull of its ranges (or its steps' span)."""
     out = []
     span = trace.span_ns
@@ -159,7 +127,7 @@ def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
             "steps": ", ".join(str(int(s)) for s in f.steps),
             "ranges": len(ranges),
         }
-        if getattr(f, "device", ""):
+        if f.device:
             args["device"] = str(f.device)
         for k, (file, line, function) in enumerate(list(f.source_lines)[:5]):
             args[f"source {k + 1}"] = f"{file}:{int(line)} ({function})"
@@ -168,16 +136,16 @@ def _finding_slices(trace: TraceData, found: list[Any]) -> list[ResultSlice]:
     return out
 
 
-def _critical_path(trace: TraceData, cp: Any, out: Results) -> list[ResultSlice]:
+def _critical_path(trace: TraceData, cp: path_analysis.CriticalPath, out: Results) -> None:
     """The critical path's slices (copied onto their own row by the exporters), and flows
     along the path's edges between the original slices."""
-    ids = np.asarray(getattr(cp, "slices", np.zeros(0)), np.int64)
+    ids = np.asarray(cp.slices, np.int64)
     ids = ids[(ids >= 0) & (ids < len(trace.slices))]
     if len(ids) == 0:
-        return []
+        return
     out.path = ids
-    edges = getattr(cp, "edges", None)
-    if edges is not None and len(edges):
+    edges = cp.edges
+    if len(edges):
         keep = edges["src"].to_numpy() != edges["dst"].to_numpy()
         pairs = edges.loc[keep, ["src", "dst"]]
     else:  # no edge list: link the path's slices in order
@@ -185,4 +153,3 @@ def _critical_path(trace: TraceData, cp: Any, out: Results) -> list[ResultSlice]
         pairs = pairs[pairs["src"] != pairs["dst"]]
     pairs = pairs.drop_duplicates().assign(type="critical_path")
     out.flows = pd.concat([out.flows, pairs], ignore_index=True)
-    return []

@@ -74,9 +74,8 @@ def job_document(
         coll = reduce.matched_collectives(con, world)
         wait = reduce.wait_by_rank_step(con)
         straggler = find_straggler(con, wait, coll)
-        unmatched = int(
-            con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()[0]
-        )
+        row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
+        unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
         breakdown = con.execute(
             "SELECT rank, category, sum(ns)::BIGINT AS ns FROM breakdown GROUP BY rank, category"
         ).df()

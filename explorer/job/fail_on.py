@@ -14,28 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from explorer.errors import UsageError
-from explorer.report.fail_on import _OPS, _RULE, _UNIT_NS, Rule
+from explorer.report.fail_on import _OPS, Rule, parse
 
 JOB_METRICS: tuple[str, ...] = ("straggler", "collective_wait", "step_time")
 
 
 def parse_job_rule(text: str) -> Rule:
-    """Parse ``"straggler>10%"``; a :class:`UsageError` explains a malformed rule."""
-    m = _RULE.match(text)
-    if not m:
-        raise UsageError(
-            f"cannot parse --fail-on {text!r}: expected METRIC OP VALUE, e.g. 'straggler>10%'"
-        )
-    metric, op, value, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4)
-    if metric not in JOB_METRICS:
-        raise UsageError(
-            f"--fail-on {text!r}: for a job the metric is one of {', '.join(JOB_METRICS)}"
-        )
-    percent = unit in (None, "%")
-    if metric == "step_time" and percent:
-        raise UsageError(f"--fail-on {text!r}: step_time needs a duration unit (ns, us, ms, s)")
-    return Rule(text.strip(), metric, op, value if percent else value * _UNIT_NS[unit], percent)
+    """Parse ``"straggler>10%"`` (the job's metrics); a :class:`UsageError` explains a
+    malformed rule."""
+    return parse(text, JOB_METRICS, "'straggler>10%'", scope="a job")
 
 
 def evaluate_job(rules: list[Rule], doc: dict[str, Any]) -> list[str]:

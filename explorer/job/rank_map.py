@@ -30,7 +30,7 @@ import pandas as pd
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.findings import findings
-from explorer.analysis.steps import set_step_pattern, steps
+from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.job.collectives import rank_collectives
 from explorer.store import write_trace
@@ -150,13 +150,16 @@ def _analyse(
 ) -> RankSummary:
     trace = load_trace(source, use_cache=use_cache)
     if step_pattern is not None:
-        set_step_pattern(trace, step_pattern)
+        trace.step_pattern = step_pattern
     tables = rank_tables(trace, rank)
     out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
     meta = trace.metadata
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-    mine = meta.get("explorer") if isinstance(meta.get("explorer"), dict) else {}
-    env = mine.get("environment") if isinstance(mine.get("environment"), dict) else {}
+    info = meta.get("distributedInfo")
+    dist: dict[str, Any] = info if isinstance(info, dict) else {}
+    ours = meta.get("explorer")
+    mine: dict[str, Any] = ours if isinstance(ours, dict) else {}
+    found = mine.get("environment")
+    env: dict[str, Any] = found if isinstance(found, dict) else {}
     return RankSummary(
         rank=rank,
         source=str(source),

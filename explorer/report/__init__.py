@@ -9,7 +9,6 @@ agree with each other and with ``trace.findings()``/``trace.breakdown()``.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 from typing import Any
 
@@ -17,13 +16,16 @@ import numpy as np
 
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
+from explorer.analysis.critical_path import critical_path
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import select_steps
 from explorer.errors import UsageError
+from explorer.report import critical_path_section as cps
+from explorer.report import html, json_report, markdown, text
 from explorer.trace.model import TraceData
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMATS: tuple[str, ...] = ("text", "markdown", "json", "html")
 #: Memory curves are thinned to at most this many points per device for the report.
 MEMORY_POINTS = 600
@@ -131,7 +133,7 @@ def _trace_info(trace: TraceData) -> dict[str, Any]:
         "format": str(meta.get("format", "")),
         "rank": _int_or(meta.get("rank"), -1),  # -1: unknown (rank 0 is a rank)
         "world_size": _int_or(meta.get("world_size"), -1),
-        "events": len(trace.slices),
+        "slices": len(trace.slices),
         "span_ns": int(trace.span_ns),
         "warnings": [str(w) for w in meta.get("warnings", []) or []],
     }
@@ -187,32 +189,6 @@ def _memory(trace: TraceData) -> dict[str, Any]:
     }
 
 
-def critical_path_sections(trace: TraceData, step: int | None) -> tuple[Any, str | None]:
-    """(critical path object, error) — (None, None) when that analysis is not installed.
-
-    The critical path is another module's analysis; a failure there is reported in the
-    report (as the section's text) rather than hiding the rest of the report.
-    """
-    try:
-        importlib.import_module("explorer.report.critical_path_section")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("explorer.report.critical_path_section", "explorer.analysis.critical_path"):
-            return None, None
-        raise
-    key = ("report_critical_path", step)
-    if key not in trace.cache:  # one computation for every format rendered from this trace
-        try:
-            from explorer.analysis.critical_path import critical_path
-
-            # Without --step, the steps the rest of the report covers (--steps REGEX or
-            # ProfilerStep#N), not the whole file.
-            cp = critical_path(trace, step, all_steps=True)
-            trace.cache[key] = (cp, None)
-        except Exception as exc:  # another analysis' bug must not hide ours
-            trace.cache[key] = (None, f"critical path unavailable: {type(exc).__name__}: {exc}")
-    return trace.cache[key]
-
-
 def render(
     trace: TraceData,
     format: str = "text",
@@ -224,39 +200,17 @@ def render(
     if format not in FORMATS:
         raise UsageError(f"unknown report format {format!r} (choose from {', '.join(FORMATS)})")
     doc = document(trace, step=step, top=top)
-    cp, cp_error = critical_path_sections(trace, step)
-    section: str | None = cp_error
-    if cp is not None:
-        from explorer.report import critical_path_section as cps
-
-        doc["critical_path"] = cps.to_dict(cp)
-        section = {
-            "text": cps.render_text,
-            "markdown": cps.render_markdown,
-            "html": cps.render_html,
-            "json": lambda _cp: None,
-        }[format](cp)
-    elif cp_error:
-        doc["critical_path"] = {"error": cp_error}
-        if format == "html":
-            import html as _html
-
-            section = f"<p class='note'>{_html.escape(cp_error)}</p>"
+    # Without --step, the steps the rest of the report covers (--steps REGEX or
+    # ProfilerStep#N), not the whole file. Memoised: every format rendered shares it.
+    cp = critical_path(trace, step, all_steps=True)
+    doc["critical_path"] = cps.to_dict(cp)
     if format == "text":
-        from explorer.report import text
-
-        return text.render(doc, color=color, critical_path=section)
+        return text.render(doc, color=color, critical_path=cps.render_text(cp))
     if format == "markdown":
-        from explorer.report import markdown
-
-        return markdown.render(doc, critical_path=section)
+        return markdown.render(doc, critical_path=cps.render_markdown(cp))
     if format == "json":
-        from explorer.report import json_report
-
         return json_report.render(doc)
-    from explorer.report import html
-
-    return html.render(doc, critical_path=section)
+    return html.render(doc, critical_path=cps.render_html(cp))
 
 
 __all__ = ["FORMATS", "SCHEMA_VERSION", "document", "render"]

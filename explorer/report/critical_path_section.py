@@ -10,7 +10,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from explorer.report.text import fmt_ns, pct
+from explorer.palette import CRITICAL_PATH_COLORS
+from explorer.report.sections import pct
+from explorer.units import fmt_ns
 
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
@@ -24,17 +26,7 @@ LABELS: dict[str, str] = {
     "sync_wait": "sync wait",
     "idle_gap": "idle gaps",
 }
-COLOURS: dict[str, str] = {
-    "host_compute": "#f07f1d",
-    "compile": "#c06c84",
-    "host_runtime": "#f2a65a",
-    "launch_overhead": "#e6cf3a",
-    "device_compute": "#2e9d4f",
-    "data_movement": "#d9a400",
-    "communication": "#8e5ccf",
-    "sync_wait": "#d8342b",
-    "idle_gap": "#b7b7b7",
-}
+COLOURS: dict[str, str] = CRITICAL_PATH_COLORS  # the one palette (explorer/palette.py)
 #: Rows of the ops, lines and segment tables each format shows.
 TOP = 10
 BAR = 30

@@ -10,7 +10,8 @@ from html import escape
 from typing import Any
 
 from explorer.errors import UsageError
-from explorer.report.text import LABELS, fmt_ns
+from explorer.report.sections import LABELS
+from explorer.units import fmt_ns
 
 FORMATS = ("text", "markdown", "json", "html")
 #: Rows each table shows (the JSON keeps everything).
@@ -35,97 +36,99 @@ def _signed(ns: float) -> str:
     return ("+" if ns > 0 else "-" if ns < 0 else "±") + fmt_ns(abs(ns))
 
 
-def _sections(d: Any, top: int) -> list[tuple[str, list[str], list[list[str]]]]:
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def _sections(d: Any, top: int) -> list[Table]:
     """(title, header, rows) for every table, already formatted as strings."""
-    out = []
-    st = d.steps
-    out.append(
-        (
-            "Step time (median over steps, spread = interquartile range)",
-            ["", "trace", "devices", "steps", "median", "spread"],
-            [
-                [
-                    r.side,
-                    str(r.path),
-                    str(r.devices),
-                    str(r.steps),
-                    fmt_ns(r.median_ns),
-                    fmt_ns(r.spread_ns),
-                ]
-                for r in st.itertuples()
-            ],
-        )
-    )
-    bd = d.breakdown
-    out.append(
-        (
-            "Where step time went (median per step, ± half the interquartile range)",
-            ["category", "a", "b", "delta"],
-            [
-                [
-                    LABELS.get(r.category, r.category),
-                    f"{fmt_ns(r.a_ns)} ±{fmt_ns(r.a_spread_ns / 2)}",
-                    f"{fmt_ns(r.b_ns)} ±{fmt_ns(r.b_spread_ns / 2)}",
-                    _signed(r.delta_ns),
-                ]
-                for r in bd.itertuples()
-            ],
-        )
-    )
-    fd = d.findings
-    if len(fd):
-        out.append(
-            (
-                "Findings",
-                ["status", "kind", "a lost", "b lost", "title"],
-                [
-                    [
-                        r.status,
-                        r.kind,
-                        f"{fmt_ns(r.a_time_lost_ns)} ({r.a_share:.0%})",
-                        f"{fmt_ns(r.b_time_lost_ns)} ({r.b_share:.0%})",
-                        str(r.title),
-                    ]
-                    for r in fd.itertuples()
-                ],
-            )
-        )
+    out = [_step_table(d), _breakdown_table(d)]
+    if len(d.findings):
+        out.append(_findings_table(d))
     for title, df, key in (
         ("Operators (time per step)", d.ops, "name"),
         ("Kernels and copies (time per step)", d.kernels, "name"),
         ("Source lines (host + device time per step)", d.lines, "line"),
     ):
         changed = df[df["status"] != "same"]
-        if len(changed) == 0:
-            continue
-        rows = []
-        for r in changed.head(top).itertuples():
-            name = f"{r.file}:{r.line} ({r.function})" if key == "line" else str(r.name)
-            rows.append(
-                [
-                    r.status,
-                    name[:80],
-                    f"{r.a_count}",
-                    f"{r.b_count}",
-                    fmt_ns(r.a_ns_per_step),
-                    fmt_ns(r.b_ns_per_step),
-                    _signed(r.delta_ns),
-                ]
-            )
-        more = len(changed) - len(rows)
-        if more > 0:
-            rows.append(["", f"... {more} more", "", "", "", "", ""])
-        out.append(
-            (
-                title,
-                ["status", "name" if key != "line" else "line", "a n", "b n", "a", "b", "delta"],
-                rows,
-            )
-        )
+        if len(changed):
+            out.append(_changed_table(title, changed, key, top))
     return out
 
 
-def _text(d: Any, sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
+def _step_table(d: Any) -> Table:
+    rows = [
+        [
+            r.side,
+            str(r.path),
+            str(r.devices),
+            str(r.steps),
+            fmt_ns(r.median_ns),
+            fmt_ns(r.spread_ns),
+        ]
+        for r in d.steps.itertuples()
+    ]
+    return (
+        "Step time (median over steps, spread = interquartile range)",
+        ["", "trace", "devices", "steps", "median", "spread"],
+        rows,
+    )
+
+
+def _breakdown_table(d: Any) -> Table:
+    rows = [
+        [
+            LABELS.get(r.category, r.category),
+            f"{fmt_ns(r.a_ns)} ±{fmt_ns(r.a_spread_ns / 2)}",
+            f"{fmt_ns(r.b_ns)} ±{fmt_ns(r.b_spread_ns / 2)}",
+            _signed(r.delta_ns),
+        ]
+        for r in d.breakdown.itertuples()
+    ]
+    return (
+        "Where step time went (median per step, ± half the interquartile range)",
+        ["category", "a", "b", "delta"],
+        rows,
+    )
+
+
+def _findings_table(d: Any) -> Table:
+    rows = [
+        [
+            r.status,
+            r.kind,
+            f"{fmt_ns(r.a_time_lost_ns)} ({r.a_share:.0%})",
+            f"{fmt_ns(r.b_time_lost_ns)} ({r.b_share:.0%})",
+            str(r.title),
+        ]
+        for r in d.findings.itertuples()
+    ]
+    return ("Findings", ["status", "kind", "a lost", "b lost", "title"], rows)
+
+
+def _changed_table(title: str, changed: Any, key: str, top: int) -> Table:
+    """The ``top`` changed ops, kernels or lines, and how many more changed."""
+    rows = []
+    for r in changed.head(top).itertuples():
+        name = f"{r.file}:{r.line} ({r.function})" if key == "line" else str(r.name)
+        rows.append(
+            [
+                r.status,
+                name[:80],
+                f"{r.a_count}",
+                f"{r.b_count}",
+                fmt_ns(r.a_ns_per_step),
+                fmt_ns(r.b_ns_per_step),
+                _signed(r.delta_ns),
+            ]
+        )
+    more = len(changed) - len(rows)
+    if more > 0:
+        rows.append(["", f"... {more} more", "", "", "", "", ""])
+    header = ["status", "name" if key != "line" else "line", "a n", "b n", "a", "b", "delta"]
+    return (title, header, rows)
+
+
+def _text(d: Any, sections: list[Table]) -> str:
     out = [f"explorer diff\n  a: {d.a_path}\n  b: {d.b_path}", ""]
     out += [f"  {n}" for n in d.notes]
     for title, header, rows in sections:
@@ -148,7 +151,7 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown(d: Any, sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
+def _markdown(d: Any, sections: list[Table]) -> str:
     out = ["# explorer diff", "", f"- a: `{d.a_path}`", f"- b: `{d.b_path}`", ""]
     out += [f"> {n}" for n in d.notes]
     for title, header, rows in sections:
@@ -157,7 +160,7 @@ def _markdown(d: Any, sections: list[tuple[str, list[str], list[list[str]]]]) ->
     return "\n".join(out) + "\n"
 
 
-def _html(d: Any, sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
+def _html(d: Any, sections: list[Table]) -> str:
     css = (
         "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}"
         "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;border-bottom:1px solid #eee;"

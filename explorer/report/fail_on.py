@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer.analysis.breakdown import CATEGORIES
-from explorer.analysis.finding import FINDING_KINDS
+from explorer.analysis.detectors import FINDING_KINDS
 from explorer.errors import UsageError
 
 _RULE = re.compile(r"^\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([0-9]*\.?[0-9]+)\s*(%|ns|us|µs|ms|s)?\s*$")
@@ -45,17 +45,25 @@ class Rule:
     percent: bool
 
 
-def parse(text: str) -> Rule:
-    """Parse ``"input_stall>10%"``; a :class:`UsageError` explains a malformed rule."""
+def parse(
+    text: str,
+    metrics: tuple[str, ...] = METRICS,
+    example: str = "'input_stall>10%' or 'sync_stall>5ms'",
+    scope: str = "",
+) -> Rule:
+    """Parse ``"input_stall>10%"`` against ``metrics`` (a trace's, or for ``scope`` "a job"
+    a job's); a :class:`UsageError` explains a malformed rule."""
     m = _RULE.match(text)
     if not m:
         raise UsageError(
-            f"cannot parse --fail-on {text!r}: expected METRIC OP VALUE, e.g. 'input_stall>10%' or 'sync_stall>5ms'"
+            f"cannot parse --fail-on {text!r}: expected METRIC OP VALUE, e.g. {example}"
         )
     metric, op, value, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4)
-    if metric not in METRICS:
+    if metric not in metrics:
         raise UsageError(
-            f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(METRICS)})"
+            f"--fail-on {text!r}: for {scope} the metric is one of {', '.join(metrics)}"
+            if scope
+            else f"--fail-on {text!r}: unknown metric {metric!r} (one of {', '.join(metrics)})"
         )
     if metric == "step_time" and (unit is None or unit == "%"):
         raise UsageError(f"--fail-on {text!r}: step_time needs a duration unit (ns, us, ms, s)")

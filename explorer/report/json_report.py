@@ -1,12 +1,13 @@
 """The JSON report: the report document itself, serialised. Versioned schema below.
 
-Schema version 1 (``schema_version: 1``; a field is only ever added within a version)::
+Schema version 2 (``schema_version: 2``; a field is only ever added within a version;
+version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it always counted)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "explorer_version": "0.1.0",
       "trace": {"path": str, "format": str, "rank": int, "world_size": int,
-                "events": int, "span_ns": int, "warnings": [str]},
+                "slices": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
       "test_backend": str,            # "" or what the test backend was (neuron on the CPU)
       "selected_step": int | null,    # --step N, else null
@@ -41,6 +42,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 
 def render(doc: dict[str, Any]) -> str:
     """The document as indented JSON (numpy scalars, if any slipped in, become numbers)."""
@@ -48,8 +51,6 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def _default(v: Any) -> Any:
-    if hasattr(v, "item"):
-        return v.item()
-    if hasattr(v, "tolist"):
-        return v.tolist()
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()  # a numpy scalar's tolist() is its Python number
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")

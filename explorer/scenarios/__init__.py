@@ -27,6 +27,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from explorer.errors import UsageError
 from explorer.scenarios.catalog import CATALOG, Scenario
 from explorer.scenarios.document import ORIGIN_NS, kineto_document
@@ -110,15 +112,8 @@ def generate(
 
 
 def dumps(doc: dict[str, Any]) -> bytes:
-    """The document as JSON bytes (orjson when available: it is several times faster)."""
-    try:
-        import orjson
-
-        return orjson.dumps(doc)
-    except ImportError:  # pragma: no cover - orjson is a dependency of the dev environment
-        import json
-
-        return json.dumps(doc).encode()
+    """The document as JSON bytes (msgspec: several times faster than json)."""
+    return msgspec.json.encode(doc)
 
 
 def write(name: str, path: str | PathLike[str], **kw: Any) -> Path:

@@ -51,7 +51,9 @@ class DeviceBusy:
             np.where(k >= 0, self.before[kk] + inside, 0) if len(self.starts) else np.zeros_like(t)
         )
 
-    def idle_within(self, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    def idle_within(
+        self, a: np.ndarray | list[int] | int, b: np.ndarray | list[int] | int
+    ) -> np.ndarray:
         """Idle ns of the device inside each window [a, b)."""
         a = np.asarray(a, np.int64)
         b = np.asarray(b, np.int64)
@@ -80,7 +82,7 @@ def _entry(
     kind: str,
     per_step: dict[int, int],
     ranges: list[tuple[int, int]],
-    definition: str,
+    definition: str | None,
     **extra: Any,
 ) -> dict[str, Any]:
     steps = sorted(s for s, v in per_step.items() if v > 0)

@@ -50,7 +50,7 @@ _CBID = {
 _DEVICE_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 
 
-def us(ns: int) -> float:
+def us(ns: float) -> float:
     """ns → the µs float Kineto writes (three decimals, exact after a round trip)."""
     return int(ns) / 1000.0
 
@@ -260,7 +260,6 @@ class Simulator:
         heapq.heappush(self._pending, dev_end)
         if blocking:
             self.t = max(self.t, dev_end + self.dur(2_000))
-        rt_args = {"External id": ext, "cbid": _CBID.get(runtime, 0), "correlation": corr}
         self._emit(
             {
                 "ph": "X",
@@ -270,35 +269,10 @@ class Simulator:
                 "tid": MAIN_TID,
                 "ts": us(rt_start),
                 "dur": us(self.t - rt_start),
-                "args": rt_args,
+                "args": {"External id": ext, "cbid": _CBID.get(runtime, 0), "correlation": corr},
             }
         )
-        dev_args: dict[str, Any] = {
-            "External id": ext,
-            "device": DEVICE,
-            "context": 1,
-            "stream": stream,
-            "correlation": corr,
-        }
-        if kind == "kernel":
-            dev_args.update(
-                {
-                    "queued": 0,
-                    "registers per thread": 32,
-                    "shared memory": 0,
-                    "blocks per SM": 4.0,
-                    "warps per SM": 32.0,
-                    "grid": [432, 1, 1],
-                    "block": [256, 1, 1],
-                    "est. achieved occupancy %": 50,
-                }
-            )
-            dev_args.update(kernel_args or {})
-        else:
-            dev_args["bytes"] = int(nbytes or 0)
-            dev_args["memory bandwidth (GB/s)"] = round(
-                int(nbytes or 0) / max(dev_end - dev_start, 1), 3
-            )
+        dev_args = _device_args(ext, stream, corr, kind, kernel_args, nbytes, dev_end - dev_start)
         self._emit(
             {
                 "ph": "X",
@@ -311,32 +285,20 @@ class Simulator:
                 "args": dev_args,
             }
         )
-        self._emit(
-            {
-                "ph": "s",
-                "id": corr,
-                "pid": HOST_PID,
-                "tid": MAIN_TID,
-                "ts": us(rt_start),
-                "cat": "ac2g",
-                "name": "ac2g",
-            }
-        )
-        self._emit(
-            {
-                "ph": "f",
-                "id": corr,
-                "pid": DEVICE,
-                "tid": stream,
-                "ts": us(dev_start),
-                "cat": "ac2g",
-                "name": "ac2g",
-                "bp": "e",
-            }
-        )
+        self._emit_launch_flow(corr, stream, rt_start, dev_start)
         op = DeviceOp(name, kind, stream, dev_start, dev_end, self.step, self.tag, src_mem)
         self.device_ops.append(op)
         return op
+
+    def _emit_launch_flow(self, corr: int, stream: int, call_ts: float, op_ts: float) -> None:
+        """The ``ac2g`` flow from the runtime call to the device op it launched."""
+        ends: tuple[tuple[str, int, int, float, dict[str, str]], ...] = (
+            ("s", HOST_PID, MAIN_TID, call_ts, {}),
+            ("f", DEVICE, stream, op_ts, {"bp": "e"}),
+        )
+        for ph, pid, tid, ts, extra in ends:
+            self._emit({"ph": ph, "id": corr, "pid": pid, "tid": tid, "ts": us(ts), "cat": "ac2g",
+                        "name": "ac2g", **extra})  # fmt: skip
 
     def _emit_runtime(self, name: str, start: float) -> None:
         """A host runtime call from ``start`` to now, with its own correlation id."""
@@ -465,3 +427,40 @@ class Simulator:
 
 def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
+
+
+def _device_args(
+    ext: int,
+    stream: int,
+    corr: int,
+    kind: str,
+    kernel_args: dict[str, Any] | None,
+    nbytes: int | None,
+    dur_ns: float,
+) -> dict[str, Any]:
+    """The args Kineto writes on a device op: a kernel's launch shape, a copy's bytes."""
+    args: dict[str, Any] = {
+        "External id": ext,
+        "device": DEVICE,
+        "context": 1,
+        "stream": stream,
+        "correlation": corr,
+    }
+    if kind == "kernel":
+        args.update(
+            {
+                "queued": 0,
+                "registers per thread": 32,
+                "shared memory": 0,
+                "blocks per SM": 4.0,
+                "warps per SM": 32.0,
+                "grid": [432, 1, 1],
+                "block": [256, 1, 1],
+                "est. achieved occupancy %": 50,
+            }
+        )
+        args.update(kernel_args or {})
+    else:
+        args["bytes"] = int(nbytes or 0)
+        args["memory bandwidth (GB/s)"] = round(int(nbytes or 0) / max(dur_ns, 1), 3)
+    return args

@@ -18,6 +18,7 @@ from explorer.scenarios.simulator import (
     COMPUTE_STREAM,
     COPY_STREAM,
     DEVICE_TYPE_CPU,
+    DEVICE_TYPE_CUDA,
     Simulator,
 )
 
@@ -268,36 +269,15 @@ class TrainingLoop:
         }
         with self.py("augment"), self._collector(FALLBACK_OP, "explorer_fallback", args):
             with sim.op(FALLBACK_OP):
-                with sim.op("aten::to"), sim.op("aten::_to_copy"):
-                    with sim.op("aten::empty_strided"):
-                        host_in = sim.alloc(z.fallback_bytes, DEVICE_TYPE_CPU)
-                    with sim.op("aten::copy_"):
-                        sim.launch(
-                            "Memcpy DtoH (Device -> Pageable)",
-                            z.fallback_bytes / PAGEABLE_GBPS,
-                            kind="memcpy",
-                            runtime="cudaMemcpyAsync",
-                            nbytes=z.fallback_bytes,
-                            src_mem="Device",
-                            blocking=True,
-                        )
+                host_in = _blocking_to(sim, z.fallback_bytes, "DtoH (Device -> Pageable)", "Device",
+                                       DEVICE_TYPE_CPU)  # fmt: skip
                 with sim.op("aten::_linalg_eig"):
                     host_out = sim.alloc(z.fallback_bytes, DEVICE_TYPE_CPU)
                     sim.work(z.fallback_cpu_ns)
                 sim.free(host_in)
-                with sim.op("aten::to"), sim.op("aten::_to_copy"):
-                    with sim.op("aten::empty_strided"):
-                        self._fallback_out = sim.alloc(z.fallback_bytes)
-                    with sim.op("aten::copy_"):
-                        sim.launch(
-                            "Memcpy HtoD (Pageable -> Device)",
-                            z.fallback_bytes / PAGEABLE_GBPS,
-                            kind="memcpy",
-                            runtime="cudaMemcpyAsync",
-                            nbytes=z.fallback_bytes,
-                            src_mem="Pageable",
-                            blocking=True,
-                        )
+                self._fallback_out = _blocking_to(
+                    sim, z.fallback_bytes, "HtoD (Pageable -> Device)", "Pageable", DEVICE_TYPE_CUDA
+                )
                 sim.free(host_out)
         sim.tag = "forward"
 
@@ -438,3 +418,24 @@ class TrainingLoop:
         with self.py("remember"), sim.op("aten::clone"):
             sim.alloc(self.p.leak_bytes_per_step)
             sim.launch(_COPY_KERNEL, 60_000)
+
+
+def _blocking_to(
+    sim: Simulator, nbytes: int, direction: str, src_mem: str, device_type: int
+) -> int:
+    """``tensor.to(...)`` through pageable memory: allocate on ``device_type``, then a
+    synchronous ``cudaMemcpyAsync`` (``Memcpy <direction>``). Returns the allocation."""
+    with sim.op("aten::to"), sim.op("aten::_to_copy"):
+        with sim.op("aten::empty_strided"):
+            out = sim.alloc(nbytes, device_type)
+        with sim.op("aten::copy_"):
+            sim.launch(
+                f"Memcpy {direction}",
+                nbytes / PAGEABLE_GBPS,
+                kind="memcpy",
+                runtime="cudaMemcpyAsync",
+                nbytes=nbytes,
+                src_mem=src_mem,
+                blocking=True,
+            )
+    return out

@@ -27,7 +27,7 @@ class ArgsStore:
     def __init__(
         self,
         *,
-        blob: bytes | None = None,
+        blob: bytes | bytearray | None = None,
         offsets: np.ndarray | None = None,
         index: np.ndarray | None = None,
         load: Callable[[], tuple[bytes, np.ndarray, np.ndarray]] | None = None,
@@ -59,7 +59,7 @@ class ArgsStore:
         self._load()
         return 0 if self._index is None else len(self._index)
 
-    def raw(self, i: int) -> bytes:
+    def raw(self, i: int) -> bytes | bytearray:
         self._load()
         if self._blob is None or self._index is None or self._offsets is None:
             return b"{}"

@@ -34,7 +34,7 @@ from explorer.trace.events import (
     absolute_start,
     decode_columns,
 )
-from explorer.trace.flows import build_flows
+from explorer.trace.flows import FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
 from explorer.trace.model import KINDS, SLICE_COLUMNS, TraceData
 from explorer.trace.nesting import enclosing, nest
@@ -59,33 +59,94 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
 
 
 def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
-    """The tables for one decoded file."""
+    """The tables for one decoded file: times, slices and tracks, flows, instants, memory and
+    counters, then the metadata that describes them."""
     ev = decode_columns(path, decoded.chunks, progress)
     meta = dict(decoded.metadata)
     warnings = list(decoded.warnings) + ev.warnings
     ph = ev.ph
-    is_x, is_b, is_e, is_i, is_c = ph == PH_X, ph == PH_B, ph == PH_E, ph == PH_I, ph == PH_C
-    is_flow = (ph == PH_S) | (ph == PH_T) | (ph == PH_F)
-    is_m = ph == PH_M
     n_async = int(np.isin(ph, PH_ASYNC).sum())
     if n_async:
         warnings.append(f"{n_async} async events (ph b/e/n) are not shown as slices")
+    rel_ns, t0_us, last_ns = _relative_times(ev, path)
+    keys = TrackKeys(ev)
+    s_idx, s_ts, s_dur = _duration_events(ev, rel_ns, last_ns, keys, path, warnings)
+    if progress:
+        progress(0.6, "building tables")
+    slices, tracks, s_args, known = _slices(ev, keys, s_idx, s_ts, s_dur, meta)
+    if progress:
+        progress(0.75, "linking flows")
+    ends = slices["ts"].to_numpy() + slices["dur"].to_numpy()
+    f_idx = ev.flow_rows
+    flows = build_flows(
+        FlowEvents(
+            is_start=ph[f_idx] == PH_S,
+            is_end=ph[f_idx] == PH_F,
+            cat_code=ev.cat[f_idx],
+            cat_values=ev.cats.values,
+            ids=ev.flow_id,
+            bp_e=ev.flow_bp,
+            track=keys.track_of_events(f_idx),
+            ts=rel_ns[f_idx].astype(np.int64),
+        ),
+        slices,
+        ends,
+    )
+    instants = _instants(ev, rel_ns, keys)
+    memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
+    counters, tracks = _counters(ev, rel_ns, keys, tracks)
+    _describe(meta, t0_us, ends, warnings, path)
+    meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
+    meta["event_counts"] = {
+        "duration": int(len(slices)),
+        "flow": int(len(f_idx)),
+        "instant": int((ph == PH_I).sum()),
+        "counter": int((ph == PH_C).sum()),
+        "metadata": int((ph == PH_M).sum()),
+    }
+    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
+    _copy_bytes_from_launch(slices, flows, store)
+    return TraceData(
+        slices=slices,
+        tracks=tracks,
+        flows=flows,
+        counters=counters,
+        instants=instants,
+        memory=memory,
+        metadata=meta,
+        args_store=store,
+    )
 
+
+def _relative_times(ev: EventColumns, path: object) -> tuple[np.ndarray, float, float]:
+    """Every event's time in ns after the first timed event (whole µs), that start, and the
+    last timed event's time."""
+    ph = ev.ph
+    timed = np.isin(ph, [PH_X, PH_B, PH_E, PH_I, PH_C, PH_S, PH_T, PH_F])
     ts_us = ev.ts
-    needs_ts = is_x | is_b | is_e | is_i | is_c | is_flow
-    missing = needs_ts & np.isnan(ts_us)
+    missing = timed & np.isnan(ts_us)
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
         raise TraceError(
             path, f"{ev.where(i)} has no timestamp ('ts')", "the file is damaged; re-capture it"
         )
-    timed = needs_ts
     t0_us = float(np.floor(ts_us[timed].min())) if timed.any() else 0.0
     rel_ns = np.rint((ts_us - t0_us) * 1000.0)
+    last_ns = float(rel_ns[timed].max()) if timed.any() else 0.0
+    return rel_ns, t0_us, last_ns
 
-    # -- duration events: X, and B/E pairs ---------------------------------------------------
-    keys = TrackKeys(ev)
-    x_idx = np.flatnonzero(is_x)
+
+def _duration_events(
+    ev: EventColumns,
+    rel_ns: np.ndarray,
+    last_ns: float,
+    keys: TrackKeys,
+    path: object,
+    warnings: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(event row, start ns, duration ns) of every slice: X events, and B/E pairs."""
+    ph = ev.ph
+    x_idx = np.flatnonzero(ph == PH_X)
     dur_us = np.where(ev.dur_missing[x_idx], 0.0, ev.dur[x_idx])  # absent: zero-length
     bad = np.flatnonzero(np.isnan(dur_us))
     if len(bad):
@@ -105,11 +166,10 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     s_idx = x_idx
     s_ts = rel_ns[x_idx]
     s_dur = np.rint(dur_us * 1000.0)
-    be_idx = np.flatnonzero(is_b | is_e)
+    is_b = ph == PH_B
+    be_idx = np.flatnonzero(is_b | (ph == PH_E))
     if len(be_idx):
-        end_of_trace = max(
-            float(rel_ns[timed].max()), float((s_ts + s_dur).max()) if len(s_ts) else 0.0
-        )
+        end_of_trace = max(last_ns, float((s_ts + s_dur).max()) if len(s_ts) else 0.0)
         b_rows, b_ts, b_dur, n_open, n_orphan = _pair_begin_end(
             be_idx, is_b[be_idx], keys.event_track(be_idx), rel_ns[be_idx], end_of_trace
         )
@@ -122,23 +182,27 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
             )
         if n_orphan:
             warnings.append(f"{n_orphan} 'E' events had no matching 'B' and were ignored")
-    if progress:
-        progress(0.6, "building tables")
-    s_ts, s_dur = s_ts.astype(np.int64), s_dur.astype(np.int64)
+    return s_idx, s_ts.astype(np.int64), s_dur.astype(np.int64)
 
+
+def _slices(
+    ev: EventColumns,
+    keys: TrackKeys,
+    s_idx: np.ndarray,
+    s_ts: np.ndarray,
+    s_dur: np.ndarray,
+    meta: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
+    """(slices, tracks, each slice's args row, the args columns every slice has): names,
+    kinds and tracks, then the final order ``(track, ts, -dur, file order)`` and nesting."""
     # Args rows (X and B events, file order) ↔ slices.
     s_args = np.searchsorted(ev.args_rows, s_idx)
-
-    name_codes = ev.name[s_idx]
-    cat_codes = ev.cat[s_idx]
-    name_cat = _categorical(name_codes, ev.names.values)
-    cat_cat = _categorical(cat_codes, ev.cats.values)
+    name_cat = _categorical(ev.name[s_idx], ev.names.values)
+    cat_cat = _categorical(ev.cat[s_idx], ev.cats.values)
     kind = kinds_for(cat_cat, name_cat)
     device, stream = ev.slice_args["device"][s_args], ev.slice_args["stream"][s_args]
-
-    # -- tracks, then the final slice order: (track, ts, -dur, file order) -----------------------
     tracks, slice_track = build_tracks(
-        keys, s_idx, cat_cat, device, stream, np.flatnonzero(is_i), ev, meta
+        keys, s_idx, cat_cat, device, stream, np.flatnonzero(ev.ph == PH_I), ev, meta
     )
     order = np.lexsort((s_idx, -s_dur, s_ts, slice_track))
     s_idx, s_ts, s_dur, slice_track = s_idx[order], s_ts[order], s_dur[order], slice_track[order]
@@ -146,7 +210,6 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     s_args = s_args[order]
     known = {k: v[s_args] for k, v in ev.slice_args.items()}  # one gather per column
     ev.slice_args = {}
-    device, stream = known["device"], known["stream"]
     del order
 
     depth, parent = nest(slice_track, s_ts, s_dur)
@@ -165,8 +228,8 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
             "parent": parent,
             "correlation": known["correlation"],
             "external_id": np.where(ext >= 0, ext, ext_old),
-            "stream": stream,
-            "device": device,
+            "stream": known["stream"],
+            "device": known["device"],
             "bytes": np.where(nbytes >= 0, nbytes, nbytes2),
             "seq": known["seq"],
             "copy_kind": pd.Categorical(copy_kind),
@@ -175,28 +238,12 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
         },
         copy=False,
     )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
-    if progress:
-        progress(0.75, "linking flows")
-    ends = s_ts + s_dur
+    return slices, tracks, s_args, known
 
-    # -- flows ----------------------------------------------------------------------------------
-    f_idx = ev.flow_rows
-    flows = build_flows(
-        ph[f_idx] == PH_S,
-        ph[f_idx] == PH_F,
-        ev.cat[f_idx],
-        ev.cats.values,
-        ev.flow_id,
-        ev.flow_bp,
-        keys.track_of_events(f_idx),
-        rel_ns[f_idx].astype(np.int64),
-        slices,
-        ends,
-    )
 
-    # -- instants, memory, counters ----------------------------------------------------------
+def _instants(ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys) -> pd.DataFrame:
     inst_idx = ev.instant_rows
-    instants = pd.DataFrame(
+    return pd.DataFrame(
         {
             "ts": rel_ns[inst_idx].astype(np.int64),
             "name": _categorical(ev.name[inst_idx], ev.names.values),
@@ -205,10 +252,12 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
             "scope": pd.Categorical(ev.instant_scope),
         }
     )
-    memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
-    counters, tracks = _counters(ev, rel_ns, keys, tracks)
 
-    # -- metadata -----------------------------------------------------------------------------
+
+def _describe(
+    meta: dict[str, Any], t0_us: float, ends: np.ndarray, warnings: list[str], path: object
+) -> None:
+    """The metadata every trace has: absolute start and end, rank, format, warnings."""
     base_ns = meta.get("baseTimeNanoseconds")
     base_ns = (
         int(base_ns) if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else 0
@@ -220,31 +269,11 @@ def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
     if isinstance(dist, dict):
         meta.setdefault("rank", dist.get("rank", -1))
         meta.setdefault("world_size", dist.get("world_size", -1))
-    meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
     meta["synthetic"] = bool(meta.get("synthetic", False))
     meta["warnings"] = warnings
     meta["source"] = str(path)
     meta.setdefault(
         "format", "kineto" if "schemaVersion" in meta or "deviceProperties" in meta else "chrome"
-    )
-    meta["event_counts"] = {
-        "duration": int(len(slices)),
-        "flow": int(len(f_idx)),
-        "instant": int(is_i.sum()),
-        "counter": int(is_c.sum()),
-        "metadata": int(is_m.sum()),
-    }
-    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
-    _copy_bytes_from_launch(slices, flows, store)
-    return TraceData(
-        slices=slices,
-        tracks=tracks,
-        flows=flows,
-        counters=counters,
-        instants=instants,
-        memory=memory,
-        metadata=meta,
-        args_store=store,
     )
 
 
@@ -264,8 +293,8 @@ def _copy_bytes_from_launch(slices: pd.DataFrame, flows: pd.DataFrame, store: Ar
         a = store.get(int(src))
         v = a.get("bytes", a.get("size", a.get("Bytes")))
         try:
-            fixed[d] = int(v, 0) if isinstance(v, str) else int(v)
-        except (TypeError, ValueError):
+            fixed[d] = int(v, 0) if isinstance(v, str) else int(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # None or not a number: that copy keeps no size
             continue
     slices["bytes"] = fixed
 

@@ -9,10 +9,12 @@ first value that cannot.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from explorer.errors import TraceError
 
@@ -45,13 +47,13 @@ def floats(
 
 
 def ints(
-    values: Sequence[Any], *, path: object, what: str, where: Callable[[int], str]
+    values: Sequence[Any] | np.ndarray, *, path: object, what: str, where: Callable[[int], str]
 ) -> np.ndarray:
     """int64 column; None or unparseable strings → -1; hex strings parsed; beyond int64 is an
     error (it cannot be an id any tool wrote, and silently wrapping it would link wrong events)."""
     obj = np.array(values, dtype=object) if not isinstance(values, np.ndarray) else values
     if obj.ndim == 1:
-        none = np.equal(obj, None)
+        none = np.equal(obj, np.array(None))
         if none.all():
             return np.full(len(obj), -1, np.int64)
         try:
@@ -101,3 +103,13 @@ def num_str(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
+
+
+def category_matches(values: pd.Categorical | pd.Series, rx: re.Pattern[str]) -> np.ndarray:
+    """Per row of a categorical column: does its value match ``rx`` (``search``)? The regex
+    runs once per distinct value, then the answers are spread through the codes; a missing
+    value never matches."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    names = cat.categories.astype(str)
+    hit = np.fromiter((bool(rx.search(n)) for n in names), bool, len(names))
+    return np.append(hit, False)[cat.codes]

@@ -203,7 +203,7 @@ def _escape_field(m: re.Match[bytes]) -> bytes:
         return m.group(1) + fixed[1:-1] + m.group(3)
 
 
-def repair_unescaped_strings(raw: bytes) -> bytes:
+def repair_unescaped_strings(raw: bytes | bytearray) -> bytes | bytearray:
     """Kineto writes some event names unescaped: a Python frame whose "function" is a module
     docstring (``torch/profiler/x.py(0):     \"\"\"``) yields invalid JSON. Kineto puts each
     field on its own line, so we re-escape the names that do not parse, line by line."""
@@ -308,7 +308,9 @@ def _decode_document(path: Path, data: bytes | bytearray) -> Decoded:
     return _check_array(path, top["traceEvents"], metadata)
 
 
-def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, Any]) -> Decoded:
+def _check_array(
+    path: Path, events: bytes | bytearray | msgspec.Raw, metadata: dict[str, Any]
+) -> Decoded:
     """The event array as is when it is well-formed; recovered or re-encoded when not."""
     try:
         return Decoded(EventChunks.of(events), metadata)
@@ -327,7 +329,9 @@ def _check_array(path: Path, events: bytes | msgspec.Raw, metadata: dict[str, An
         ) from None
 
 
-def _decode_generic(path: Path, data: bytes, metadata: dict[str, Any] | None = None) -> Decoded:
+def _decode_generic(
+    path: Path, data: bytes | bytearray, metadata: dict[str, Any] | None = None
+) -> Decoded:
     """Files with NaN/Infinity literals (Python's json writes them): parse with json, refuse
     NaN where it matters (durations, timestamps), and re-encode the rest for the fast path."""
     try:
@@ -381,7 +385,7 @@ def _truncation_warning(n: int) -> str:
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
+def _recover_truncated_document(path: Path, data: bytes | bytearray) -> Decoded:
     """Keep the metadata that precedes ``traceEvents`` and every complete event."""
     m = _EVENTS_KEY.search(data)
     if not m:
@@ -395,7 +399,7 @@ def _recover_truncated_document(path: Path, data: bytes) -> Decoded:
     return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
 
 
-def _recover_events(array: bytes) -> EventChunks:
+def _recover_events(array: bytes | bytearray) -> EventChunks:
     """The events of the longest prefix of a truncated JSON array that decodes.
 
     One vectorised pass finds the last ``}`` that closes an event (a brace outside strings

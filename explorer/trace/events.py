@@ -196,10 +196,15 @@ def _dict(raw: msgspec.Raw) -> dict[str, Any]:
     return a if isinstance(a, dict) else {}
 
 
+def _field_names(spec: type) -> list[str]:
+    """The attribute names of a msgspec struct type."""
+    return [f.name for f in msgspec.structs.fields(spec)]
+
+
 def _struct_columns(
     decoder: msgspec.json.Decoder, spec: type, raws: list[Any]
 ) -> dict[str, np.ndarray]:
-    fields = spec.__struct_fields__
+    fields = _field_names(spec)
     if not raws:
         return {f: np.empty(0, object) for f in fields}
     try:
@@ -241,6 +246,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
     mem_cols: list[dict[str, np.ndarray]] = []
     n_no_ph = 0
     for start, chunk in chunks:
+        evs: list[Any]
         try:  # any decode of this chunk may meet nesting too deep for the decoder
             try:
                 try:
@@ -252,9 +258,9 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
                     )  # odd types somewhere: the general path
             except msgspec.ValidationError as exc:
                 k = _index_in_message(str(exc))
-                where = f"event {start + k}" if k is not None else "an event"
+                which = f"event {start + k}" if k is not None else "an event"
                 raise TraceError(
-                    path, f"{where} is not an object", "the file is damaged or is not a trace"
+                    path, f"{which} is not an object", "the file is damaged or is not a trace"
                 ) from None
             phs = list(map(attrgetter("ph"), evs))
             _check_scalars(path, phs, "ph", start, text_only=True)
@@ -290,7 +296,7 @@ def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColu
                     )
                 )
                 durs = list(map(attrgetter("dur"), evs))
-                parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), None))
+                parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), np.array(None)))
                 parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
             # Slices' args.
             rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
@@ -526,26 +532,25 @@ def _slice_arg_columns(
         parsed = _SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
         out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
         out["has_call_stack"] = np.not_equal(
-            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), None
+            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), np.array(None)
         )
         return out
     except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
         pass
     cols = _struct_columns(_SLICE_ARGS, SliceArgs, raws)
-    out = {
-        f: columns.ints(
-            cols[f], path=path, what=_ARG_WHAT[f], where=lambda k, f=f: ev.where(int(rows[k]))
-        )
-        for f in SLICE_INT_ARGS
-    }
-    out["has_call_stack"] = np.not_equal(cols["call_stack"], None)
+
+    def at(k: int) -> str:
+        return ev.where(int(rows[k]))
+
+    out = {f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=at) for f in SLICE_INT_ARGS}
+    out["has_call_stack"] = np.not_equal(cols["call_stack"], np.array(None))
     return out
 
 
 def _concat_struct_columns(parts: list[dict[str, np.ndarray]], spec: type) -> dict[str, np.ndarray]:
     return {
         f: (np.concatenate([p[f] for p in parts]) if parts else np.empty(0, object))
-        for f in spec.__struct_fields__
+        for f in _field_names(spec)
     }
 
 

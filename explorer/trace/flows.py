@@ -10,14 +10,15 @@ from correlation ids, which every profiler era writes even when it omits the flo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from explorer.trace.kinds import FLOW_CATEGORY_TYPES
 from explorer.trace.nesting import after, enclosing
 
 FLOW_TYPES = ["launch", "fwdbwd", "other"]
-_LAUNCH_CATS = {"ac2g", "async_gpu", "async_cpu_to_gpu"}
 _HOST_LAUNCH_KINDS = ("runtime", "sync")
 
 
@@ -32,72 +33,83 @@ def empty_flows() -> pd.DataFrame:
     )
 
 
-def build_flows(
-    is_start: np.ndarray,
-    is_end: np.ndarray,
-    cat_code: np.ndarray,
-    cat_values: Sequence[str],
-    ids: np.ndarray,
-    bp_e: np.ndarray,
-    track: np.ndarray,
-    ts: np.ndarray,
-    slices: pd.DataFrame,
-    ends: np.ndarray,
-) -> pd.DataFrame:
+@dataclass
+class FlowEvents:
+    """The file's flow events (``s``, ``t``, ``f``), one entry per event."""
+
+    is_start: np.ndarray
+    is_end: np.ndarray
+    cat_code: np.ndarray
+    cat_values: Sequence[str]
+    ids: np.ndarray
+    bp_e: np.ndarray
+    """An ``f`` with ``bp: "e"`` binds to the slice that encloses it, not the next one."""
+    track: np.ndarray
+    ts: np.ndarray
+
+
+def build_flows(events: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> pd.DataFrame:
     """The flows table: explicit flows from the file plus launches from correlation ids.
 
     Flow events are ``s`` (start), ``t`` (step) and ``f`` (end); a flow is the events that
     share a (category, id). Each start pairs with every later event of its flow.
     """
-    s_track = slices["track"].to_numpy()
-    s_ts = slices["ts"].to_numpy()
-    parent = slices["parent"].to_numpy()
-    parts = []
-    if len(ids):
-        bound = np.full(len(ids), -1, np.int64)
-        ok = track >= 0
-        enc_q = ok & (~is_end | bp_e)
-        bound[enc_q] = enclosing(s_track, s_ts, ends, parent, track[enc_q], ts[enc_q])
-        aft_q = ok & is_end & ~bp_e
-        bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
-        # One integer key per (category, id).
-        id_code, id_uniq = pd.factorize(ids)
-        key = cat_code.astype(np.int64) * max(len(id_uniq), 1) + id_code
-        has = bound >= 0
-        src_rows = np.flatnonzero(has & is_start)
-        # The first start of each flow.
-        first_key, first_at = np.unique(key[src_rows], return_index=True)
-        src_rows = src_rows[first_at]
-        dst_rows = np.flatnonzero(has & ~is_start)
-        pos = np.searchsorted(first_key, key[dst_rows])
-        pos_ok = pos < len(first_key)
-        matched = np.zeros(len(dst_rows), bool)
-        matched[pos_ok] = first_key[pos[pos_ok]] == key[dst_rows[pos_ok]]
-        dst_rows = dst_rows[matched]
-        src_of = src_rows[pos[matched]]
-        src_slice, dst_slice = bound[src_of], bound[dst_rows]
-        keep = src_slice != dst_slice
-        if keep.any():
-            cats = np.array([str(c).lower() for c in cat_values] + [""], dtype=object)
-            cat_text = cats[cat_code[src_of[keep]]]
-            launch = np.isin(cat_text, list(_LAUNCH_CATS))
-            ftype = np.where(launch, "launch", np.where(cat_text == "fwdbwd", "fwdbwd", "other"))
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "src": src_slice[keep],
-                        "dst": dst_slice[keep],
-                        "type": ftype,
-                        "flow_id": ids[src_of[keep]],
-                    }
-                )
-            )
-    parts.append(_launches_from_correlation(slices))
-    flows = pd.concat(parts, ignore_index=True) if parts else empty_flows()
+    parts = [_launches_from_correlation(slices)]
+    if len(events.ids):
+        explicit = _explicit_flows(events, slices, ends)
+        if len(explicit):  # the file's own flows win over derived ones for the same pair
+            parts.insert(0, explicit)
+    flows = pd.concat(parts, ignore_index=True)
     flows = flows.drop_duplicates(["src", "dst"], keep="first")
     flows = flows.sort_values(["src", "dst"], kind="stable", ignore_index=True)
     flows["type"] = pd.Categorical(flows["type"].astype(str), categories=FLOW_TYPES)
     return flows
+
+
+def _explicit_flows(ev: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> pd.DataFrame:
+    """The file's own flows: each flow's first start paired with its later events, each
+    event bound to the slice that encloses it (or, for an ``f`` without ``bp: e``, the
+    next slice that starts after it)."""
+    is_start, is_end, cat_code, ids, bp_e, track, ts = (
+        ev.is_start, ev.is_end, ev.cat_code, ev.ids, ev.bp_e, ev.track, ev.ts
+    )  # fmt: skip
+    cat_values = ev.cat_values
+    s_track = slices["track"].to_numpy()
+    s_ts = slices["ts"].to_numpy()
+    parent = slices["parent"].to_numpy()
+    bound = np.full(len(ids), -1, np.int64)
+    ok = track >= 0
+    enc_q = ok & (~is_end | bp_e)
+    bound[enc_q] = enclosing(s_track, s_ts, ends, parent, track[enc_q], ts[enc_q])
+    aft_q = ok & is_end & ~bp_e
+    bound[aft_q] = after(s_track, s_ts, track[aft_q], ts[aft_q])
+    # One integer key per (category, id).
+    id_code, id_uniq = pd.factorize(ids)
+    key = cat_code.astype(np.int64) * max(len(id_uniq), 1) + id_code
+    has = bound >= 0
+    src_rows = np.flatnonzero(has & is_start)
+    # The first start of each flow.
+    first_key, first_at = np.unique(key[src_rows], return_index=True)
+    src_rows = src_rows[first_at]
+    dst_rows = np.flatnonzero(has & ~is_start)
+    pos = np.searchsorted(first_key, key[dst_rows])
+    pos_ok = pos < len(first_key)
+    matched = np.zeros(len(dst_rows), bool)
+    matched[pos_ok] = first_key[pos[pos_ok]] == key[dst_rows[pos_ok]]
+    dst_rows = dst_rows[matched]
+    src_of = src_rows[pos[matched]]
+    src_slice, dst_slice = bound[src_of], bound[dst_rows]
+    keep = src_slice != dst_slice
+    types = [FLOW_CATEGORY_TYPES.get(str(c).lower(), "other") for c in cat_values]
+    ftype = np.array([*types, "other"], dtype=object)[cat_code[src_of[keep]]]
+    return pd.DataFrame(
+        {
+            "src": src_slice[keep],
+            "dst": dst_slice[keep],
+            "type": ftype,
+            "flow_id": ids[src_of[keep]],
+        }
+    )
 
 
 def _launches_from_correlation(slices: pd.DataFrame) -> pd.DataFrame:

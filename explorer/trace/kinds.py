@@ -24,9 +24,12 @@ explorer_system      (counter events, ``ph: "C"``): process/system CPU %, RSS, d
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
+
+from explorer.trace.columns import category_matches
 
 #: category (lower-cased) → kind
 CATEGORY_KINDS: dict[str, str] = {
@@ -94,6 +97,72 @@ _MEM_KINDS = {
 }
 
 
+#: Categories whose events run on a device (the track they sit on is a device stream).
+DEVICE_CATEGORIES: frozenset[str] = frozenset(
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "cuda_sync",
+        "mtia_ccp_events",
+        "memcpy",
+        "memset",
+        "cuda_profiler_range",
+        "gpu_kernel",
+    }
+)
+
+#: Flow categories (lower-cased) → flow type; any other category is an ``other`` flow.
+FLOW_CATEGORY_TYPES: dict[str, str] = {
+    "ac2g": "launch",
+    "async_gpu": "launch",
+    "async_cpu_to_gpu": "launch",
+    "fwdbwd": "fwdbwd",
+}
+
+#: torch's ``c10::DeviceType`` numbers, as ``[memory]`` events write them.
+DEVICE_TYPES: dict[int, str] = {
+    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
+    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
+    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1",
+}  # fmt: skip
+
+#: Device processes named for their hardware ("MTIA 17", "Neuron 0") rather than "GPU N".
+_DEVICE_PROCESS = re.compile(r"^\s*(MTIA|XPU|HPU|NPU|Neuron|GPU)\b", re.I)
+
+
+def device_vendor(
+    categories: Iterable[str], names: Iterable[str], privateuse1_backend: str = ""
+) -> str:
+    """The device family a trace's categories and names speak of: ``mtia``, ``xpu``, the
+    PrivateUse1 backend's name, ``rocm`` (ROCm's profiler files HIP calls as
+    ``cuda_runtime``; the calls say ``hip*``), ``cuda``, else ``gpu``."""
+    cats = {str(c).lower() for c in categories}
+    if any(c.startswith("mtia") for c in cats):
+        return "mtia"
+    if any(c.startswith("xpu") for c in cats):
+        return "xpu"
+    if any(c.startswith("privateuse1") for c in cats):
+        return privateuse1_backend or "gpu"
+    if "hip_runtime" in cats or any(str(n).startswith("hip") for n in names):
+        return "rocm"
+    if cats & {"cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy"}:
+        return "cuda"
+    return "gpu"
+
+
+def process_vendor(process: str, default: str) -> str:
+    """The vendor a device process's name gives (``"MTIA 17"`` → ``mtia``), else ``default``."""
+    m = _DEVICE_PROCESS.match(process)
+    return m.group(1).lower() if m and m.group(1).upper() != "GPU" else default
+
+
+def device_label(vendor: str, index: int) -> str:
+    """What reports call a device: ``cuda:0``, ``mtia:17``; ``cpu`` for host memory."""
+    return "cpu" if vendor == "cpu" else f"{vendor}:{max(int(index), 0)}"
+
+
 def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
     """Kind of every slice from its category and name; vectorised over the categories.
 
@@ -105,18 +174,9 @@ def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
         dtype=object,
     )
     kind = cat_kind[cats.codes]  # code -1 (missing) → "other"
-    name_cats = names.categories.astype(str)
-    is_sync = np.fromiter((bool(SYNC_CALL.search(n)) for n in name_cats), bool, len(name_cats))
-    is_coll = np.fromiter((bool(COLLECTIVE.search(n)) for n in name_cats), bool, len(name_cats))
-    is_wait = np.fromiter((bool(DEVICE_WAIT.search(n)) for n in name_cats), bool, len(name_cats))
-    codes = names.codes
-    valid = codes >= 0
-    sync_row = np.zeros(len(kind), bool)
-    sync_row[valid] = is_sync[codes[valid]]
-    coll_row = np.zeros(len(kind), bool)
-    coll_row[valid] = is_coll[codes[valid]]
-    wait_row = np.zeros(len(kind), bool)
-    wait_row[valid] = is_wait[codes[valid]]
+    sync_row = category_matches(names, SYNC_CALL)
+    coll_row = category_matches(names, COLLECTIVE)
+    wait_row = category_matches(names, DEVICE_WAIT)
     kind = kind.astype(object)
     kind[(kind == "runtime") & sync_row] = "sync"
     kind[(kind == "kernel") & coll_row] = "collective"
@@ -139,7 +199,9 @@ def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.
     for n in cats:
         m = _COPY.search(n)
         if not m:
-            d.append(""), s.append(""), t.append("")
+            d.append("")
+            s.append("")
+            t.append("")
             continue
         direction = m.group(1)
         direction = direction[0].upper() + "to" + direction[-1].upper()

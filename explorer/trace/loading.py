@@ -24,6 +24,7 @@ import gzip
 import re
 import zlib
 from collections.abc import Callable
+from os import PathLike
 from pathlib import Path
 
 from explorer.errors import TraceError
@@ -140,12 +141,12 @@ def _read_one(
 
 
 def load_trace(
-    path: str | Path,
+    path: str | PathLike[str],
     *,
     use_cache: bool = True,
     progress: Progress | None = None,
-    execution_trace: str | Path | None = None,
-    store: str | Path | None = None,
+    execution_trace: str | PathLike[str] | None = None,
+    store: str | PathLike[str] | None = None,
 ) -> TraceData:
     """One trace from a file or directory (the lowest rank of a rank directory).
 
@@ -193,7 +194,7 @@ def load_trace(
 
 
 def load_rank_traces(
-    path: str | Path, *, use_cache: bool = True, store: str | Path | None = None
+    path: str | PathLike[str], *, use_cache: bool = True, store: str | PathLike[str] | None = None
 ) -> dict[int, TraceData]:
     """Every rank's trace in a directory, keyed by rank (file order when ranks are unknown)."""
     p = Path(path)

@@ -64,11 +64,16 @@ allocated, int32), ``slice`` (the innermost host slice enclosing the event, -1 f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from explorer.errors import UsageError
+from explorer.trace.columns import category_matches
+from explorer.trace.memo import Memo, memoised
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -90,57 +95,52 @@ KINDS: tuple[str, ...] = (
 )
 
 #: Kinds that run on a device (their rows sit on device tracks).
-DEVICE_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "device_annotation"})
+DEVICE_KINDS: frozenset[str] = frozenset(
+    {"kernel", "collective", "memcpy", "memset", "device_annotation"}
+)
 
 TRACK_TYPES: tuple[str, ...] = ("host_thread", "device_stream", "counter", "other")
 
+#: Where a slice runs (:meth:`TraceData.sides`): a host thread, a device stream or queue, or
+#: another row — the profiler's own span ("PyTorch Profiler (0)" on Kineto's ``Spans``
+#: process), which is neither host work nor device work.
+HOST, DEVICE, OTHER = 0, 1, 2
+SIDES: tuple[str, ...] = ("host", "device", "other")
+
 NO_ID = -1
+
+#: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def step_regex(pattern: str) -> re.Pattern[str]:
+    """A user's step pattern compiled, or a :class:`UsageError` that says why it is not one."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(
+            f"step pattern {pattern!r} is not a valid regular expression: {exc}"
+        ) from None
+
+
+#: Every column of ``slices``, in order, with its dtype ("category": categorical).
+SLICE_DTYPES: dict[str, str] = {
+    "ts": "int64", "dur": "int64", "name": "category", "cat": "category", "kind": "category",
+    "track": "int32", "depth": "int16", "parent": "int64", "correlation": "int64",
+    "external_id": "int64", "stream": "int64", "device": "int64", "bytes": "int64",
+    "seq": "int64", "copy_kind": "category", "src_mem": "category", "dst_mem": "category",
+}  # fmt: skip
+SLICE_COLUMNS: list[str] = list(SLICE_DTYPES)
 
 
 def empty_slices() -> pd.DataFrame:
     """A slices table with no rows and every column typed, for traces without events."""
-    ints = {
-        c: np.empty(0, np.int64)
-        for c in (
-            "ts",
-            "dur",
-            "parent",
-            "correlation",
-            "external_id",
-            "stream",
-            "device",
-            "bytes",
-            "seq",
-        )
+    columns: dict[str, Any] = {
+        c: pd.Categorical([]) if d == "category" else np.empty(0, d)
+        for c, d in SLICE_DTYPES.items()
     }
-    df = pd.DataFrame(ints)
-    df["track"] = np.empty(0, np.int32)
-    df["depth"] = np.empty(0, np.int16)
-    for c in ("name", "cat", "copy_kind", "src_mem", "dst_mem"):
-        df[c] = pd.Categorical([])
-    df["kind"] = pd.Categorical([], categories=list(KINDS))
-    return df[SLICE_COLUMNS]
-
-
-SLICE_COLUMNS: list[str] = [
-    "ts",
-    "dur",
-    "name",
-    "cat",
-    "kind",
-    "track",
-    "depth",
-    "parent",
-    "correlation",
-    "external_id",
-    "stream",
-    "device",
-    "bytes",
-    "seq",
-    "copy_kind",
-    "src_mem",
-    "dst_mem",
-]
+    columns["kind"] = pd.Categorical([], categories=list(KINDS))
+    return pd.DataFrame(columns)
 
 
 @dataclass
@@ -148,8 +148,10 @@ class TraceData:
     """The tables of one trace (one rank). See the module docstring for every column.
 
     ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
-    ``cache`` is where analyses memoise their results for this trace (keyed by analysis
-    name and options); it is never written to disk.
+    ``memo`` keeps the analyses' results for this trace under declared names
+    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_pattern`` is the
+    user's step annotation regex (None: ``ProfilerStep#N``); setting it drops the results
+    that depend on the steps.
     """
 
     slices: pd.DataFrame
@@ -161,7 +163,22 @@ class TraceData:
     metadata: dict[str, Any]
     args_store: Any = None
     execution_trace: pd.DataFrame | None = None
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    _step_pattern: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    # -- settings ------------------------------------------------------------------------
+    @property
+    def step_pattern(self) -> str | None:
+        """The regex that names this trace's steps for every analysis (None: the default)."""
+        return self._step_pattern
+
+    @step_pattern.setter
+    def step_pattern(self, pattern: str | None) -> None:
+        if pattern is not None:
+            step_regex(pattern)
+        if pattern != self._step_pattern:
+            self._step_pattern = pattern
+            self.memo.invalidate("step_pattern")
 
     # -- sizes and identity -------------------------------------------------------------
     def __len__(self) -> int:
@@ -207,7 +224,7 @@ class TraceData:
         """One arg for many slices (None where missing). Decodes those slices' args."""
         if ids is None:
             ids = np.arange(len(self.slices))
-        return [self.args(i).get(key) for i in ids]
+        return [self.args(int(i)).get(key) for i in ids]
 
     # -- source frames ------------------------------------------------------------------
     def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
@@ -215,6 +232,57 @@ class TraceData:
         from explorer.trace.source import stack_of
 
         return stack_of(self, int(slice_id))
+
+    # -- where slices run, and what encloses them ------------------------------------------
+    @memoised("slice_sides")
+    def sides(self) -> np.ndarray:
+        """Per slice, where it runs: :data:`HOST`, :data:`DEVICE` or :data:`OTHER` (int8,
+        read-only), from its track's type. A trace whose tracks are not typed at all (no
+        host thread, no device stream) is split by kind (:data:`DEVICE_KINDS` on a device)."""
+        s = self.slices
+        types = self.tracks["type"].astype(str).to_numpy() if len(self.tracks) else np.zeros(0)
+        if np.isin(types, ["host_thread", "device_stream"]).any():
+            codes = np.full(int(self.tracks["id"].max()) + 1, OTHER, np.int8)
+            codes[self.tracks["id"].to_numpy()] = np.select(
+                [types == "host_thread", types == "device_stream"], [HOST, DEVICE], OTHER
+            )
+            track = s["track"].to_numpy(np.int64)
+            ok = (track >= 0) & (track < len(codes))
+            out = np.full(len(s), OTHER, np.int8)
+            out[ok] = codes[track[ok]]
+        else:
+            out = np.where(s["kind"].astype(str).isin(DEVICE_KINDS), DEVICE, HOST).astype(np.int8)
+        out.flags.writeable = False
+        return out
+
+    def on_device(self) -> np.ndarray:
+        """Per slice: does it run on a device stream or queue? (see :meth:`sides`)"""
+        return self.sides() == DEVICE
+
+    def on_host(self) -> np.ndarray:
+        """Per slice: does it run on a host thread? (not the profiler's own span row)"""
+        return self.sides() == HOST
+
+    def inherit_down(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """A copy of ``values`` in which every slice whose ``keep`` is False takes its
+        parent's value, shallowest first, so a value flows down any number of levels
+        (a user line to the ops under it, "inside the data loader" to its children).
+
+        One vectorised step per nesting depth, never a walk per slice.
+        """
+        out = values.copy()
+        parent = self.slices["parent"].to_numpy(np.int64)
+        depth = self.slices["depth"].to_numpy(np.int64)
+        rows = np.flatnonzero(~keep & (parent >= 0))
+        rows = rows[np.argsort(depth[rows], kind="stable")]
+        cuts = np.flatnonzero(np.diff(depth[rows])) + 1
+        for level in np.split(rows, cuts):
+            out[level] = out[parent[level]]
+        return out
+
+    def name_matches(self, rx: re.Pattern[str]) -> np.ndarray:
+        """Per slice: does its name match ``rx``? One regex call per distinct name."""
+        return category_matches(self.slices["name"], rx)
 
     # -- convenience for views and analyses -----------------------------------------------
     def device_tracks(self) -> pd.DataFrame:

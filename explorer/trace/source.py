@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
@@ -157,6 +158,7 @@ def is_user_file(path: str) -> bool:
     return not (top in _STDLIB and (_STDLIB_DIR / p).exists())
 
 
+@memoised("user_frames")
 def user_frames(trace: TraceData) -> pd.DataFrame:
     """For every slice, its innermost user frame: columns ``file``, ``line``, ``function``
     ('' / -1 when the trace holds no stack for it). Cached on the trace.
@@ -165,9 +167,6 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     ``source_file``) uses it; any other slice inherits its nearest ancestor's. Propagation
     runs one depth level at a time, so the cost is a few numpy passes, not a walk per slice.
     """
-    cached = trace.cache.get("user_frames")
-    if cached is not None:
-        return cached
     s = trace.slices
     n = len(s)
     files = [""]
@@ -182,7 +181,9 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         for k, nm in enumerate(names):
             f = parse_frame(str(nm))
             if f and is_user_file(f[0]):
-                files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                files.append(f[0])
+                lines.append(f[1])
+                funcs.append(f[2])
                 frame_of_name[k] = len(files) - 1
         codes = s["name"].cat.codes.to_numpy()
         own[is_py] = frame_of_name[codes[is_py]]
@@ -193,7 +194,9 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         a = trace.args(int(i))
         f, ln = a.get("source_file"), a.get("source_line")
         if f and isinstance(ln, int):
-            files.append(str(f)), lines.append(ln), funcs.append(str(a.get("source_function", "")))
+            files.append(str(f))
+            lines.append(ln)
+            funcs.append(str(a.get("source_function", "")))
             own[i] = len(files) - 1
     if trace.metadata.get("has_call_stack_args"):
         for i in np.flatnonzero(own == 0):
@@ -203,18 +206,14 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
             for frame_text in str(cs).split(";"):
                 f = parse_frame(frame_text.strip())
                 if f and is_user_file(f[0]):
-                    files.append(f[0]), lines.append(f[1]), funcs.append(f[2])
+                    files.append(f[0])
+                    lines.append(f[1])
+                    funcs.append(f[2])
                     own[i] = len(files) - 1
                     break
     files = _unify_spellings(files)
     # 3) Inherit from the parent, shallowest first.
-    frame = own.copy()
-    depth = s["depth"].to_numpy()
-    parent = s["parent"].to_numpy()
-    for d in range(1, int(depth.max()) + 1 if n else 0):
-        sel = np.flatnonzero((depth == d) & (frame == 0) & (parent >= 0))
-        if len(sel):
-            frame[sel] = frame[parent[sel]]
+    frame = trace.inherit_down(own, keep=own != 0)
     out = pd.DataFrame(
         {
             "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
@@ -222,7 +221,6 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
             "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
         }
     )
-    trace.cache["user_frames"] = out
     return out
 
 

@@ -8,6 +8,7 @@ and ``*_sort_index`` metadata events when the file has them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,22 +16,7 @@ import pandas as pd
 
 from explorer.trace.columns import strings
 from explorer.trace.events import EventColumns
-
-#: Categories whose events run on a device (the track they sit on is a device stream).
-DEVICE_CATEGORIES = frozenset(
-    {
-        "kernel",
-        "gpu_memcpy",
-        "gpu_memset",
-        "gpu_user_annotation",
-        "cuda_sync",
-        "mtia_ccp_events",
-        "memcpy",
-        "memset",
-        "cuda_profiler_range",
-        "gpu_kernel",
-    }
-)
+from explorer.trace.kinds import DEVICE_CATEGORIES
 
 TRACK_TYPE_CATEGORIES = ["host_thread", "device_stream", "counter", "other"]
 
@@ -79,6 +65,33 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
+@dataclass
+class TrackNames:
+    """What the file's metadata events say about processes and threads."""
+
+    process: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)  # "GPU 0" for devices
+    process_sort: dict[str, float] = field(default_factory=dict)
+    thread: dict[tuple[str, str], str] = field(default_factory=dict)
+    thread_sort: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass
+class TrackRow:
+    """One timeline row before ids are given out (ids follow the display order)."""
+
+    key: int
+    pid: str
+    tid: str
+    process: str
+    thread: str
+    label: str
+    type: str
+    device: int
+    stream: int
+    order: tuple[float, float, float]
+
+
 def build_tracks(
     keys: TrackKeys,
     s_idx: np.ndarray,
@@ -92,112 +105,102 @@ def build_tracks(
     """The tracks table (display-ordered ids) and each slice's track id."""
     s_key = keys.event_track(s_idx)
     used = np.unique(np.concatenate([s_key, keys.event_track(extra_idx)]))
-    # Metadata names and sort indexes.
-    proc_name: dict[str, str] = {}
-    proc_labels: dict[str, str] = {}  # torch writes "GPU 0" here for device processes
-    proc_sort: dict[str, float] = {}
-    thread_name: dict[tuple[str, str], str] = {}
-    thread_sort: dict[tuple[str, str], float] = {}
+    names = track_names(ev)
+    dev_cat = np.array([str(c).lower() in DEVICE_CATEGORIES for c in s_cat.categories] + [False])
+    n_keys = len(keys.final)
+    dev_count = np.bincount(s_key, weights=dev_cat[s_cat.codes], minlength=n_keys)
+    # Most common device / stream id on each key, from the slices' args.
+    key_device = _mode_per_key(s_key, device, n_keys)
+    key_stream = _mode_per_key(s_key, stream, n_keys)
+    rows = [
+        _device_row(keys, int(k), names, int(key_device[k]), int(key_stream[k]))
+        if dev_count[k] > 0
+        else _host_row(keys, int(k), names)
+        for k in used
+    ]
+    rows.sort(key=lambda r: (r.order[0], r.order[1], r.process, r.order[2], r.tid))
+    tracks = _tracks_table(rows, _rank(meta))
+    for new_id, r in enumerate(rows):
+        keys.final[r.key] = new_id
+    return tracks, keys.final[s_key]
+
+
+def track_names(ev: EventColumns) -> TrackNames:
+    """Process and thread names and sort indexes from the ``M`` events."""
+    out = TrackNames()
     for i, a in ev.meta_args:
         name = ev.name_text(i)
         pid, tid = strings([ev.pids.values[ev.pid[i]], ev.tids.values[ev.tid[i]]])
         if name == "process_name" and a.get("name") is not None:
-            proc_name[pid] = str(a["name"]).strip()
+            out.process[pid] = str(a["name"]).strip()
         elif name == "process_labels" and a.get("labels"):
-            proc_labels[pid] = str(a["labels"]).strip()
+            out.process_labels[pid] = str(a["labels"]).strip()
         elif name == "process_sort_index" and isinstance(a.get("sort_index"), (int, float)):
-            proc_sort[pid] = float(a["sort_index"])
+            out.process_sort[pid] = float(a["sort_index"])
         elif name == "thread_name" and a.get("name") is not None:
-            thread_name[(pid, tid)] = str(a["name"]).strip()
+            out.thread[(pid, tid)] = str(a["name"]).strip()
         elif name == "thread_sort_index" and isinstance(a.get("sort_index"), (int, float)):
-            thread_sort[(pid, tid)] = float(a["sort_index"])
+            out.thread_sort[(pid, tid)] = float(a["sort_index"])
+    return out
 
-    dev_cat = np.array([str(c).lower() in DEVICE_CATEGORIES for c in s_cat.categories] + [False])
-    s_is_dev = dev_cat[s_cat.codes]
-    n_keys = len(keys.final)
-    dev_count = np.bincount(s_key, weights=s_is_dev, minlength=n_keys)
-    # Most common device / stream id on each key, from the slices' args.
-    key_device = _mode_per_key(s_key, device, n_keys)
-    key_stream = _mode_per_key(s_key, stream, n_keys)
 
-    rank = (
-        meta.get("distributedInfo", {}).get("rank", -1)
-        if isinstance(meta.get("distributedInfo"), dict)
-        else -1
+def _device_row(keys: TrackKeys, k: int, names: TrackNames, key_dev: int, key_stm: int) -> TrackRow:
+    """A device stream or queue: Kineto writes ``pid = device``, ``tid = stream``."""
+    pid_v, tid_v = keys.pid_of_key(k), keys.tid_of_key(k)
+    pid, tid = strings([pid_v, tid_v])
+    pid_i, tid_i = _int_or_none(pid_v), _int_or_none(tid_v)
+    dev = key_dev if key_dev >= 0 else (pid_i if pid_i is not None else -1)
+    stm = tid_i if tid_i is not None else key_stm
+    process = names.process_labels.get(pid) or _device_name(names.process.get(pid)) or f"GPU {dev}"
+    thread = names.thread.get((pid, tid)) or f"stream {stm}"
+    order = (1.0, names.process_sort.get(pid, 1e12 + dev), names.thread_sort.get((pid, tid), stm))
+    return TrackRow(k, pid, tid, process, thread, f"{process} / {thread}", "device_stream", dev,
+                    stm, order)  # fmt: skip
+
+
+def _host_row(keys: TrackKeys, k: int, names: TrackNames) -> TrackRow:
+    """A host thread (integer pid), or another row (Kineto's ``Spans`` process...)."""
+    pid_v, tid_v = keys.pid_of_key(k), keys.tid_of_key(k)
+    pid, tid = strings([pid_v, tid_v])
+    pid_i, tid_i = _int_or_none(pid_v), _int_or_none(tid_v)
+    pname = names.process.get(pid)
+    if pname and pid_i is not None:
+        process = f"{pname} ({pid})"
+    else:
+        process = pname or (f"process {pid}" if pid else "process")
+    thread = names.thread.get((pid, tid)) or (f"thread {tid}" if tid else "thread")
+    main_first = 0 if pid == tid else 1
+    order = (
+        0.0 if pid_i is not None else 2.0,
+        names.process_sort.get(pid, float(pid_i) if pid_i is not None else 1e15),
+        names.thread_sort.get((pid, tid), main_first * 1e15 + (tid_i if tid_i is not None else 0)),
     )
-    rows = []
-    for k in used:
-        pid_v, tid_v = keys.pid_of_key(k), keys.tid_of_key(k)
-        pid, tid = strings([pid_v, tid_v])
-        is_dev = dev_count[k] > 0
-        pid_i, tid_i = _int_or_none(pid_v), _int_or_none(tid_v)
-        if is_dev:
-            dev = key_device[k] if key_device[k] >= 0 else (pid_i if pid_i is not None else -1)
-            stm = tid_i if tid_i is not None else key_stream[k]
-            process = proc_labels.get(pid) or _device_name(proc_name.get(pid)) or f"GPU {dev}"
-            tname = thread_name.get((pid, tid)) or f"stream {stm}"
-            if tname.lower().startswith("stream") and tname.lower() == tname.lower().strip():
-                tname = tname.strip()
-            label = f"{process} / {tname}"
-            order_key = (
-                1,
-                proc_sort.get(pid, 1e12 + dev),
-                thread_sort.get((pid, tid), stm if stm is not None else 0),
-            )
-            ttype = "device_stream"
-        else:
-            dev, stm = -1, -1
-            pname = proc_name.get(pid)
-            process = (
-                f"{pname} ({pid})"
-                if pname and pid_i is not None
-                else (pname or (f"process {pid}" if pid else "process"))
-            )
-            tname = thread_name.get((pid, tid)) or (f"thread {tid}" if tid else "thread")
-            label = f"{process} / {tname}"
-            host_first = 0 if pid_i is not None else 2
-            main_first = 0 if pid == tid else 1
-            order_key = (
-                host_first,
-                proc_sort.get(pid, float(pid_i) if pid_i is not None else 1e15),
-                thread_sort.get(
-                    (pid, tid), main_first * 1e15 + (tid_i if tid_i is not None else 0)
-                ),
-            )
-            ttype = "host_thread" if pid_i is not None else "other"
-        rows.append(
-            (
-                k,
-                pid,
-                tid,
-                process,
-                tname,
-                label,
-                ttype,
-                dev,
-                stm if stm is not None else -1,
-                order_key,
-            )
-        )
-    rows.sort(key=lambda r: (r[9][0], r[9][1], r[3], r[9][2], r[2]))
-    tracks = pd.DataFrame(
+    kind = "host_thread" if pid_i is not None else "other"
+    return TrackRow(k, pid, tid, process, thread, f"{process} / {thread}", kind, -1, -1, order)
+
+
+def _rank(meta: dict[str, Any]) -> int:
+    info = meta.get("distributedInfo")
+    rank = info.get("rank", -1) if isinstance(info, dict) else -1
+    return rank if isinstance(rank, int) else -1
+
+
+def _tracks_table(rows: list[TrackRow], rank: int) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "id": np.arange(len(rows), dtype=np.int32),
-            "pid": [r[1] for r in rows],
-            "tid": [r[2] for r in rows],
-            "process": [r[3] for r in rows],
-            "thread": [r[4] for r in rows],
-            "label": [r[5] for r in rows],
-            "type": pd.Categorical([r[6] for r in rows], categories=TRACK_TYPE_CATEGORIES),
-            "device": np.array([r[7] for r in rows], np.int64),
-            "stream": np.array([r[8] for r in rows], np.int64),
-            "rank": np.full(len(rows), rank if isinstance(rank, int) else -1, np.int64),
+            "pid": [r.pid for r in rows],
+            "tid": [r.tid for r in rows],
+            "process": [r.process for r in rows],
+            "thread": [r.thread for r in rows],
+            "label": [r.label for r in rows],
+            "type": pd.Categorical([r.type for r in rows], categories=TRACK_TYPE_CATEGORIES),
+            "device": np.array([r.device for r in rows], np.int64),
+            "stream": np.array([r.stream for r in rows], np.int64),
+            "rank": np.full(len(rows), rank, np.int64),
             "order": np.arange(len(rows), dtype=np.int64),
         }
     )
-    for new_id, r in enumerate(rows):
-        keys.final[r[0]] = new_id
-    return tracks, keys.final[s_key]
 
 
 def _device_name(process_name: str | None) -> str | None:

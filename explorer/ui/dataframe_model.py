@@ -22,13 +22,12 @@ import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt
 
+from explorer.units import fmt_bytes, fmt_ns
+
 #: Role under which :meth:`DataFrameModel.data` returns the unformatted cell value.
 RAW_ROLE = Qt.ItemDataRole.UserRole + 1
 
 Formatter = Callable[[Any], str]
-
-_TIME_UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
-_BYTE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 
 
 def _missing(value: Any) -> bool:
@@ -38,41 +37,6 @@ def _missing(value: Any) -> bool:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
-
-
-def format_ns(ns: Any) -> str:
-    """Nanoseconds as a person reads them: ``"1.25 ms"``, ``"830 ns"``, ``"-2.00 µs"``.
-
-    Three significant digits are enough to compare rows; the exact value is in the tooltip.
-    """
-    if _missing(ns):
-        return ""
-    value = float(ns)
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    for scale, unit in _TIME_UNITS:
-        if value >= scale or scale == 1:
-            shown = value / scale
-            if unit == "ns":
-                return f"{sign}{shown:.0f} ns"
-            digits = 2 if shown < 10 else 1 if shown < 100 else 0
-            return f"{sign}{shown:.{digits}f} {unit}"
-    return f"{sign}{value:.0f} ns"  # pragma: no cover - loop always returns
-
-
-def format_bytes(n: Any) -> str:
-    """Byte counts in binary units: ``"512 B"``, ``"1.50 KiB"``, ``"3.0 GiB"``."""
-    if _missing(n):
-        return ""
-    value = float(n)
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    for scale, unit in _BYTE_UNITS:
-        if value >= scale:
-            shown = value / scale
-            digits = 2 if shown < 10 else 1 if shown < 100 else 0
-            return f"{sign}{shown:.{digits}f} {unit}"
-    return f"{sign}{value:.0f} B"
 
 
 def format_percent(share: Any) -> str:
@@ -90,8 +54,8 @@ def format_int(n: Any) -> str:
 
 
 FORMATS: dict[str, Formatter] = {
-    "ns": format_ns,
-    "bytes": format_bytes,
+    "ns": fmt_ns,
+    "bytes": fmt_bytes,
     "percent": format_percent,
     "int": format_int,
 }

@@ -19,7 +19,7 @@ from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.analysis.dependency_graph import DependencyGraph
 from explorer.trace.model import TraceData
-from explorer.ui.timeline.axis import format_duration
+from explorer.units import fmt_ns
 
 MAX_RELATED = 40
 LINK_CHARS = 80  # a related event's name in a link, cut at the end (its own title is whole)
@@ -169,9 +169,9 @@ class DetailsPanel(QWidget):
                 "kind",
                 f"{s['kind'].iat[i]} <span style='color:#5c6670'>({esc(str(s['cat'].iat[i]))})</span>",
             ),
-            ("start", esc(format_duration(ts))),
-            ("duration", f"<b>{esc(format_duration(dur))}</b>"),
-            ("end", esc(format_duration(ts + dur))),
+            ("start", esc(fmt_ns(ts))),
+            ("duration", f"<b>{esc(fmt_ns(dur))}</b>"),
+            ("end", esc(fmt_ns(ts + dur))),
             ("track", esc(track_label)),
             ("depth", str(int(s["depth"].iat[i]))),
         ]
@@ -225,7 +225,7 @@ class DetailsPanel(QWidget):
         name = html.escape(full if len(full) <= LINK_CHARS else full[: LINK_CHARS - 1] + "…")
         return (
             f"<a href='slice:{j}'>{name}</a> <span style='color:#5c6670'>"
-            f"({s['kind'].iat[j]}, {html.escape(format_duration(int(s['dur'].iat[j])))})</span>"
+            f"({s['kind'].iat[j]}, {html.escape(fmt_ns(int(s['dur'].iat[j])))})</span>"
         )
 
     def _link(self, url: QUrl) -> None:

@@ -28,7 +28,8 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.timeline.axis import format_duration
+from explorer.trace_api import Trace
+from explorer.units import fmt_ns
 
 _COLUMNS = ("#", "finding", "time lost", "share", "steps")
 
@@ -45,7 +46,7 @@ class FindingsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.trace: Any = None
+        self.trace: Trace | None = None
         self.findings: list[Any] = []
         self.evidence = np.zeros(0, np.int64)  # the selected finding's, in time order
         self.evidence_index = -1
@@ -94,7 +95,7 @@ class FindingsPanel(QWidget):
         layout.addWidget(split)
         self.set_findings([])
 
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         """A new trace: the findings arrive later from the analysis worker."""
         self.trace = trace
         self.set_findings([], message="Analysing…" if trace is not None else "")
@@ -108,7 +109,7 @@ class FindingsPanel(QWidget):
             cells = (
                 str(r + 1),
                 f.title,
-                format_duration(int(f.time_lost_ns)),
+                fmt_ns(int(f.time_lost_ns)),
                 f"{float(f.share) * 100:.1f}%",
                 _steps_text(f.steps),
             )
@@ -209,7 +210,7 @@ def _finding_html(f: Any) -> str:
     esc = html.escape
     out = [
         f"<h3 style='margin:2px 0'>{esc(f.title)}</h3>",
-        f"<p><b>{esc(format_duration(int(f.time_lost_ns)))}</b> lost "
+        f"<p><b>{esc(fmt_ns(int(f.time_lost_ns)))}</b> lost "
         f"({float(f.share) * 100:.1f}% of step time)"
         + (f" on {esc(str(f.device))}" if f.device else "")
         + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")

@@ -22,6 +22,7 @@ from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
+from explorer.trace_api import Trace
 
 
 class LoadCancelled(Exception):
@@ -89,7 +90,7 @@ class AnalysisRunner(QThread):
     failed = pyqtSignal(str, str)
 
     def __init__(
-        self, trace: Any, parent: Any = None, names: tuple[str, ...] | None = None
+        self, trace: Trace, parent: Any = None, names: tuple[str, ...] | None = None
     ) -> None:
         super().__init__(parent)
         self.trace = trace
@@ -113,7 +114,7 @@ class AnalysisRunner(QThread):
             self.result.emit(name, value)
 
 
-def run_analyses_now(trace: Any) -> tuple[dict[str, Any], dict[str, str]]:
+def run_analyses_now(trace: Trace) -> tuple[dict[str, Any], dict[str, str]]:
     """The same analyses, synchronously (for the headless screenshot mode): the results,
     and a one-line message for each analysis that raised (the caller says so)."""
     results: dict[str, Any] = {}

@@ -27,6 +27,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace_api import Trace
 from explorer.ui.details import DetailsPanel
 from explorer.ui.findings_panel import FindingsPanel
 from explorer.ui.loader import AnalysisRunner, TraceLoader
@@ -62,7 +63,7 @@ def default_window_size(screen_w: int, screen_h: int) -> tuple[int, int]:
     return width, height
 
 
-def device_summary(trace: Any, breakdown: Any = None) -> str:
+def device_summary(trace: Trace, breakdown: Any = None) -> str:
     """``"cuda:0"``, ``"mtia:17 +3"`` or ``"host only"`` for the title bar."""
     if breakdown is not None and len(breakdown):
         labels = [str(d) for d in dict.fromkeys(breakdown["device"].astype(str)) if d != "host"]
@@ -84,7 +85,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.settings = settings if settings is not None else QSettings(ORG, APP)
         self.remember = remember  # save layout and recent files (not in headless runs)
-        self.trace: Any = None
+        self.trace: Trace | None = None
         self.results: dict[str, Any] = {}
         self.loader: TraceLoader | None = None
         self.analysis: AnalysisRunner | None = None
@@ -262,7 +263,7 @@ class MainWindow(QMainWindow):
         self.cancel_button.hide()
         self.statusBar().showMessage(message, 5000)
 
-    def _loaded(self, path: str, trace: Any) -> None:
+    def _loaded(self, path: str, trace: Trace) -> None:
         self._end_progress(f"Loaded {len(trace):,} events")
         self._add_recent(path)
         self.set_trace(trace)
@@ -281,7 +282,7 @@ class MainWindow(QMainWindow):
         self.error_box = box
 
     # -- showing a trace ----------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         """Show a loaded trace and start its analyses in the background."""
         if self.analysis is not None and self.analysis.isRunning():
             self.analysis.cancel()

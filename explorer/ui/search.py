@@ -15,6 +15,7 @@ from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
 from explorer.errors import UsageError
+from explorer.trace.columns import category_matches
 from explorer.trace.model import TraceData
 
 
@@ -26,19 +27,14 @@ def search_slices(trace: TraceData, pattern: str, regex: bool = False) -> np.nda
     names = trace.slices["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype(str).astype("category")
-    cat = names.cat
-    categories = cat.categories.astype(str)
     if regex:
         try:
             rx = re.compile(pattern, re.IGNORECASE)
         except re.error as exc:
             raise UsageError(f"bad regular expression {pattern!r}: {exc}") from exc
-        hit_names = np.fromiter((bool(rx.search(n)) for n in categories), bool, len(categories))
     else:
-        low = pattern.lower()
-        hit_names = np.fromiter((low in n.lower() for n in categories), bool, len(categories))
-    codes = np.asarray(cat.codes)
-    ids = np.flatnonzero((codes >= 0) & hit_names[np.maximum(codes, 0)])
+        rx = re.compile(re.escape(pattern), re.IGNORECASE)
+    ids = np.flatnonzero(category_matches(names, rx))
     ts = trace.slices["ts"].to_numpy()[ids]
     return ids[np.argsort(ts, kind="stable")].astype(np.int64)
 

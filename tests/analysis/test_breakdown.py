@@ -14,8 +14,8 @@ from explorer.analysis.breakdown import (
     _covered,
     breakdown,
     breakdown_wide,
-    device_labels,
     sweep,
+    track_device_labels,
 )
 from explorer.analysis.steps import select_steps
 from explorer.errors import UsageError
@@ -238,7 +238,7 @@ def test_host_mode_on_a_cpu_only_trace() -> None:
         _x("c10d::allreduce_", "cpu_op", 70, 10, HOST),
     ]
     t = Trace(trace_from_events(ev))
-    assert device_labels(t) == {}
+    assert track_device_labels(t) == {}
     w = breakdown_wide(t).iloc[0]
     assert w["device"] == "host"
     # c10d ops are cpu_op in the file; on the CPU they are the communication

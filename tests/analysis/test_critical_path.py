@@ -220,7 +220,8 @@ def test_report_section_in_every_format(shared_traces: Path) -> None:
     trace = explorer.load(
         shared_traces / "critical_path__cuda_event_sync__event_sync_trace.json.gz"
     )
-    from explorer.report.text import fmt_ns, pct
+    from explorer.report.sections import pct
+    from explorer.units import fmt_ns
 
     cp = critical_path(trace, all_steps=True)
     # Without --step the path covers the trace's steps (here the one ProfilerStep#100).

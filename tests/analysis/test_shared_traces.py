@@ -12,7 +12,7 @@ import pytest
 
 import explorer
 from explorer.analysis.breakdown import CATEGORIES
-from explorer.analysis.finding import FINDING_KINDS
+from explorer.analysis.detectors import FINDING_KINDS
 from explorer.report import render
 from tests.conftest import SHARED_TRACES, shared_trace_files
 
@@ -43,7 +43,7 @@ def _union_ns(intervals: list[tuple[int, int]], a: int, b: int) -> int:
 def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dict) -> None:
     """Each step's window holds its host range and does not overlap the next; the categories
     fill it; compute is the kernels' busy time there, merged interval by interval."""
-    from explorer.analysis.breakdown import DMA_NAMES, device_labels
+    from explorer.analysis.breakdown import DMA_NAMES, track_device_labels
     from explorer.analysis.steps import select_steps
 
     t = traces[path.name]
@@ -64,7 +64,7 @@ def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dic
     assert devices == {"host"} if t.device_tracks().empty else all(":" in d for d in devices)
     s = t.slices
     for label in devices - {"host"}:
-        tracks = [tid for tid, lab in device_labels(t).items() if lab == label]
+        tracks = [tid for tid, lab in track_device_labels(t).items() if lab == label]
         names = s["name"].astype(str)
         kern = (
             s["track"].isin(tracks)
@@ -101,7 +101,7 @@ def test_report_renders_in_every_format(path: Path, traces: dict) -> None:
     text = render(t, "text")
     assert "Where the step time went" in text
     doc = json.loads(render(t, "json"))
-    assert doc["schema_version"] == 1 and doc["synthetic"] is False
+    assert doc["schema_version"] == 2 and doc["synthetic"] is False
     for s in doc["steps"]:
         for cats in s["breakdown"].values():
             assert sum(cats.values()) == s["dur_ns"]
@@ -199,7 +199,7 @@ def test_advice_names_the_backend_of_the_trace(traces: dict) -> None:
 def test_compile_why_is_a_sentence_not_a_dump() -> None:
     """Dynamo's texts (hints, debug context, guard dumps whose paths are cut to a width)
     become one sentence each: what broke or which guard failed, in which frame, where."""
-    from explorer.analysis.detectors.compile import why_sentence
+    from explorer.analysis.detectors.compilation import why_sentence
 
     brk = why_sentence({
         "event": "graph_break", "frame": "forward", "source_file": "/home/me/train.py",

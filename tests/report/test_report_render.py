@@ -26,7 +26,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, explorer.Trace
 def test_json_follows_the_schema_and_matches_the_analyses(traces: dict) -> None:
     t = traces["input_stall"]
     doc = json.loads(render(t, "json"))
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
     assert doc["synthetic"] is True and doc["categories"] == list(CATEGORIES)
     st = t.steps()
     assert [s["step"] for s in doc["steps"]] == st["step"].tolist()
@@ -55,9 +55,9 @@ def test_text_is_aligned_labelled_and_coloured_only_when_asked(traces: dict) -> 
     rows = [
         ln
         for ln in plain.splitlines()
-        if re.match(r"^ {4}(compute|data movement|host-bound idle) ", ln)
+        if re.match(r"^  cuda:0 +(compute|data movement|host-bound idle) ", ln)
     ]
-    assert len({ln.index("%") for ln in rows}) == 1  # the percentages line up
+    assert len(rows) == 3 and len({ln.index("%") for ln in rows}) == 1  # percentages line up
     coloured = render(t, "text", color=True)
     assert "\x1b[" in coloured and re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
 
@@ -143,3 +143,23 @@ def test_report_module_renders_without_analysis_in_renderers() -> None:
     for name in ("text.py", "markdown.py", "json_report.py", "html.py"):
         src = (pkg / name).read_text()
         assert "explorer.analysis" not in src, name
+
+
+def test_report_colours_are_the_palettes(traces: dict) -> None:
+    """HTML and terminal reports colour categories from explorer.palette (the viewer's)."""
+    from explorer.palette import CATEGORY_COLORS
+    from explorer.report.sections import LABELS
+    from explorer.report.text import CATEGORY_COLOURS
+
+    html = render(traces["input_stall"], "html")
+    for cat, colour in CATEGORY_COLORS.items():
+        assert f"background:{colour}'></i>{LABELS[cat]}" in html
+    levels = [0, 95, 135, 175, 215, 255]  # xterm's 6x6x6 cube (codes 16-231)
+    cube = {16 + 36 * r + 6 * g + b: (levels[r], levels[g], levels[b])
+            for r in range(6) for g in range(6) for b in range(6)}  # fmt: skip
+    for cat, colour in CATEGORY_COLORS.items():
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+        nearest = min(
+            cube, key=lambda k: sum((x - y) ** 2 for x, y in zip(cube[k], rgb, strict=True))
+        )
+        assert cube[CATEGORY_COLOURS[cat]] == cube[nearest], cat

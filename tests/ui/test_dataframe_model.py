@@ -15,10 +15,9 @@ from PyQt6.QtWidgets import QTableView
 from explorer.ui.dataframe_model import (
     RAW_ROLE,
     DataFrameModel,
-    format_bytes,
-    format_ns,
     format_percent,
 )
+from explorer.units import fmt_bytes, fmt_ns
 
 
 @pytest.mark.parametrize(
@@ -31,19 +30,21 @@ from explorer.ui.dataframe_model import (
         (250_000_000, "250 ms"),
         (3_000_000_000, "3.00 s"),
         (-2_000, "-2.00 µs"),
+        (999_999_999, "1.00 s"),
+        (999_400, "1.00 ms"),
         (None, ""),
         (np.nan, ""),
     ],
 )
-def test_format_ns(ns, text):
-    assert format_ns(ns) == text
+def test_fmt_ns(ns, text):
+    assert fmt_ns(ns) == text
 
 
 def test_format_bytes_and_percent():
-    assert format_bytes(512) == "512 B"
-    assert format_bytes(1536) == "1.50 KiB"
-    assert format_bytes(3 << 30) == "3.00 GiB"
-    assert format_bytes(-(1 << 20)) == "-1.00 MiB"
+    assert fmt_bytes(512) == "512 B"
+    assert fmt_bytes(1536) == "1.50 KiB"
+    assert fmt_bytes(3 << 30) == "3.00 GiB"
+    assert fmt_bytes(-(1 << 20)) == "-1.00 MiB"
     assert format_percent(0.125) == "12.5 %"
 
 

@@ -11,6 +11,7 @@ from PyQt6.QtCore import QPointF, Qt
 import explorer
 from explorer.analysis.memory import memory_timeline
 from explorer.ui.panels.memory import PLOT_MIN_H, MemoryPanel, allocation_lifetimes
+from explorer.units import fmt_bytes
 
 KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end
 
@@ -248,9 +249,8 @@ def test_alive_table_says_what_was_allocated_before_the_trace_began(qtbot):
     frame = p.show_live_at(int(trace.memory["ts"].min()))
     assert frame["bytes"].tolist() == [int(first["Bytes"])]
     assert p.live_note.isVisible()
-    from explorer.ui.dataframe_model import format_bytes
 
-    assert f"{format_bytes(before)} of the {format_bytes(int(first['Total Allocated']))}" in (
+    assert f"{fmt_bytes(before)} of the {fmt_bytes(int(first['Total Allocated']))}" in (
         p.live_note.text()
     )
     assert "before the trace began" in p.live_note.text()

@@ -9,11 +9,12 @@ import pytest
 from PyQt6.QtCore import QPoint, QPointF, Qt
 from PyQt6.QtGui import QWheelEvent
 
-from explorer.ui.timeline.axis import format_duration, ticks
+from explorer.ui.timeline.axis import ticks
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, STEP_H
 from explorer.ui.timeline.layout import TrackLayout
 from explorer.ui.timeline.lod import build_lanes, counter_pixels, lane_rects, pixel_edges
 from explorer.ui.timeline.view import TimelineView
+from explorer.units import fmt_ns
 from tests.ui.conftest import MTIA
 
 
@@ -82,9 +83,9 @@ def test_counter_pixels_take_the_max_and_hold_the_last_value() -> None:
 def test_axis_ticks_and_units() -> None:
     times, step = ticks(0, 1e9, 1000)
     assert step == 100_000_000 and times[0] == 0 and times[-1] == 1e9
-    assert format_duration(812) == "812 ns"
-    assert format_duration(3410) == "3.41 µs"
-    assert format_duration(12_345_678) == "12.3 ms"
+    assert fmt_ns(812) == "812 ns"
+    assert fmt_ns(3410) == "3.41 µs"
+    assert fmt_ns(12_345_678) == "12.3 ms"
 
 
 def test_layout_groups_devices_first_and_collapses_and_pins(small_trace) -> None:

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "communication"
+REASONS: tuple[str, ...] = ("dev_comm", "host_comm")
 
 
 def detect(ctx: Context) -> list[Finding]:
@@ -32,7 +37,7 @@ def detect(ctx: Context) -> list[Finding]:
     )
     return [
         ctx.finding(
-            "communication", m, coll, title, explanation, recommendation,
+            KIND, m, coll, title, explanation, recommendation,
             details={"collectives": int(coll.sum())},
         )
     ]  # fmt: skip

@@ -8,6 +8,8 @@ source lines are those slices' user lines (:mod:`explorer.analysis.attribution`)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -16,17 +18,18 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import top_lines
-from explorer.analysis.breakdown import ReasonTimeline, timelines
+from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
 from explorer.analysis.steps import attributed_steps
 from explorer.trace.model import TraceData
-from explorer.units import fmt_bytes, fmt_ns  # noqa: F401  (the detectors import them from here)
 
 #: A finding is reported when it costs at least this share of the total step time.
 MIN_SHARE = 0.02
 #: At most this many evidence slices and ranges per finding (the heaviest).
 MAX_EVIDENCE = 50
 MAX_RANGES = 200
+#: Every reason the breakdown's timelines can hold: what a detector may measure.
+REASON_NAMES: frozenset[str] = frozenset(r for r, _ in (*DEVICE_REASONS, *HOST_REASONS))
 
 
 #: Device label prefix → the torch module that drives it (ROCm's PyTorch keeps ``torch.cuda``).
@@ -67,10 +70,28 @@ class Context:
     trace: TraceData
     steps: pd.DataFrame = field(init=False)
     timelines: dict[str, ReasonTimeline] = field(init=False)
+    declared: frozenset[str] = field(default=REASON_NAMES, init=False, repr=False)
+    """The reasons the running detector declared; measuring any other is an error."""
 
     def __post_init__(self) -> None:
         self.steps = attributed_steps(self.trace)
         self.timelines = timelines(self.trace)
+
+    @contextmanager
+    def reading(self, reasons: frozenset[str]) -> Iterator[Context]:
+        """While a detector that declared ``reasons`` runs: refuse every other reason."""
+        outer, self.declared = self.declared, reasons
+        try:
+            yield self
+        finally:
+            self.declared = outer
+
+    def _check(self, reasons: tuple[str, ...]) -> None:
+        undeclared = sorted(set(reasons) - self.declared)
+        if undeclared:
+            raise ValueError(
+                f"reason(s) {undeclared} are not among the declared {sorted(self.declared)}"
+            )
 
     # -- the trace, as arrays -------------------------------------------------------------
     @property
@@ -87,10 +108,7 @@ class Context:
 
     @cached_property
     def on_device(self) -> np.ndarray:
-        t = self.trace
-        dev_track = np.zeros(int(t.tracks["id"].max()) + 1 if len(t.tracks) else 1, bool)
-        dev_track[t.device_tracks()["id"].to_numpy()] = True
-        return dev_track[t.slices["track"].to_numpy()] if len(t.slices) else np.zeros(0, bool)
+        return self.trace.on_device()
 
     @cached_property
     def ts(self) -> np.ndarray:
@@ -112,6 +130,7 @@ class Context:
     def measure(self, *reasons: str) -> Measured | None:
         """The reasons' summed time per step on the device where that total is largest
         (None when no timeline has these reasons)."""
+        self._check(reasons)
         starts = self.steps["start_ns"].to_numpy(np.int64)
         ends = self.steps["end_ns"].to_numpy(np.int64)
         best: Measured | None = None
@@ -119,7 +138,9 @@ class Context:
             have = [r for r in reasons if r in [name for name, _ in tl.reasons]]
             if not have:
                 continue
-            per = sum(tl.reason_ns(r, starts, ends) for r in have)
+            per = np.asarray(
+                np.sum([tl.reason_ns(r, starts, ends) for r in have], axis=0), np.int64
+            )
             if best is None or per.sum() > best.per_step.sum():
                 best = Measured(label, have[0], per, np.zeros((0, 2), np.int64), tuple(have))
         if best is None or best.total == 0:
@@ -137,6 +158,7 @@ class Context:
     def in_windows(self, device: str, reason: str, ids: np.ndarray) -> np.ndarray:
         """Per step, ns of ``reason`` inside the slices ``ids`` (their union, clipped to the
         step). ``ids`` should not nest (pass outermost slices)."""
+        self._check((reason,))
         tl = self.timelines[device]
         per = np.zeros(len(self.steps), np.int64)
         for j, (s, e) in enumerate(zip(self.steps["start_ns"], self.steps["end_ns"], strict=True)):
@@ -149,6 +171,7 @@ class Context:
 
     def overlap(self, m: Measured, ids: np.ndarray) -> np.ndarray:
         """ns each slice in ``ids`` overlaps the measured reasons (inside steps)."""
+        self._check(m.reasons or (m.reason,))
         tl = self.timelines[m.device]
         inside = np.zeros(len(ids), np.int64)
         for s, e in zip(self.steps["start_ns"], self.steps["end_ns"], strict=True):

@@ -17,8 +17,19 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import launcher, top_lines
-from explorer.analysis.detectors.context import Context, Measured, fmt_ns
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "cpu_fallback"
+REASONS: tuple[str, ...] = (
+    "host_fallback",
+    "fallback_refill",
+    "dev_copy",
+    "copy_refill",
+    "host_busy",
+)
 
 
 def _pattern_ops(ctx: Context) -> np.ndarray:
@@ -151,12 +162,12 @@ def detect(ctx: Context) -> list[Finding]:
     candidates = np.zeros(len(ctx.kind), bool)
     candidates[ids] = True
     f = ctx.finding(
-        "cpu_fallback", m, candidates, title, explanation, recommendation,
+        KIND, m, candidates, title, explanation, recommendation,
         details={
             "calls": len(ids), "ops": ops[:20], "from_pattern": int(len(pattern)),
             "op_lines": {str(r.op): str(r.line) for r in per_op.head(20).itertuples()},
         },
     )  # fmt: skip
     if not f.evidence:
-        f.evidence = [int(i) for i in ids[:50]]
+        f.evidence = [int(i) for i in ids[:MAX_EVIDENCE]]
     return [f]

@@ -11,8 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.breakdown import input_roots
-from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "input_stall"
+REASONS: tuple[str, ...] = ("host_input",)
 
 #: On CPU-only traces loading data is part of the host's work, not idle time: reported from
 #: this share of the step time (a normal DataLoader takes a few percent).
@@ -44,7 +49,7 @@ def detect(ctx: Context) -> list[Finding]:
     )
     return [
         ctx.finding(
-            "input_stall", m, loader, title, explanation, recommendation,
+            KIND, m, loader, title, explanation, recommendation,
             details={"loader_calls": int(np.count_nonzero(loader))},
         )
     ]  # fmt: skip

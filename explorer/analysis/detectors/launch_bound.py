@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.detectors.context import Context, fmt_ns
+from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "launch_bound"
+REASONS: tuple[str, ...] = ("host_busy",)
 
 SHORT_KERNEL_NS = 50_000
 #: From this many kernels per step the title speaks of launch overhead; below, of host work.
@@ -57,7 +62,7 @@ def detect(ctx: Context) -> list[Finding]:
     )
     return [
         ctx.finding(
-            "launch_bound", m, launches, title, explanation, recommendation,
+            KIND, m, launches, title, explanation, recommendation,
             details={"kernels": int(len(k)), "median_kernel_ns": median},
         )
     ]  # fmt: skip

@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.detectors.context import Context, fmt_bytes, fmt_ns
+from explorer.analysis.detectors.context import Context
 from explorer.analysis.detectors.cpu_fallback import fallback_windows
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_bytes, fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "memcpy_stall"
+REASONS: tuple[str, ...] = ("dev_copy", "copy_refill", "host_copy")
 
 SMALL_COPY_BYTES = 64 * 1024
 
@@ -65,7 +70,7 @@ def detect(ctx: Context) -> list[Finding]:
     )
     return [
         ctx.finding(
-            "memcpy_stall", m, copies, title, explanation, recommendation,
+            KIND, m, copies, title, explanation, recommendation,
             details={
                 "copies": len(ids), "bytes": total_bytes, "pageable": int(pageable.sum()),
                 "dtoh": int(dtoh.sum()), "small": int(small.sum()),

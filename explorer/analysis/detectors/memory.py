@@ -13,8 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.detectors.context import Context, fmt_bytes, torch_module
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_bytes
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "memory"
+REASONS: tuple[str, ...] = ()
 
 MIN_GROWING = 3
 MIN_GROWTH_BYTES = 1 << 20
@@ -63,7 +68,7 @@ def detect(ctx: Context) -> list[Finding]:
         steps = [int(s) for s, dd in zip(g["step"].to_numpy()[1:], d, strict=True) if dd > 0]
         out.append(
             Finding(
-                kind="memory", title=title, time_lost_ns=0, share=0.0, steps=steps, ranges=[],
+                kind=KIND, title=title, time_lost_ns=0, share=0.0, steps=steps, ranges=[],
                 evidence=_evidence(ctx, suspects), source_lines=lines, explanation=explanation,
                 recommendation=recommendation, device=str(device),
                 details={"growth_bytes": total, "peak_bytes": peak, "per_step_bytes": per_step},
@@ -94,4 +99,4 @@ def _evidence(ctx: Context, suspects: pd.DataFrame) -> list[int]:
     if suspects.empty or "slice" not in suspects:
         return []
     ids = suspects["slice"].to_numpy(np.int64)
-    return [int(i) for i in ids[ids >= 0][:50]]
+    return [int(i) for i in ids[ids >= 0][:MAX_EVIDENCE]]

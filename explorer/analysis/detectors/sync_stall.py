@@ -13,8 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.breakdown import SYNC_OPS, name_flags
-from explorer.analysis.detectors.context import Context, fmt_ns, torch_module
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "sync_stall"
+REASONS: tuple[str, ...] = ("host_sync", "sync_refill")
 
 
 def detect(ctx: Context) -> list[Finding]:
@@ -43,14 +48,14 @@ def detect(ctx: Context) -> list[Finding]:
         "explicit synchronize() calls outside of timing code."
     )
     f = ctx.finding(
-        "sync_stall", m, sync, title, explanation, recommendation,
+        KIND, m, sync, title, explanation, recommendation,
         details={"sync_count": n_sync, "syncs_per_step": n_sync / n_steps},
     )  # fmt: skip
     # Evidence overlap uses the first part's reason; weight the lines by the syncs' own time.
     if not f.evidence:
         ids = np.flatnonzero(sync & in_steps)
         dur = ctx.end[ids] - ctx.ts[ids]
-        order = np.argsort(-dur, kind="stable")[:50]
+        order = np.argsort(-dur, kind="stable")[:MAX_EVIDENCE]
         f.evidence = [int(i) for i in ids[order]]
     from explorer.analysis.attribution import top_lines
 

@@ -10,15 +10,6 @@ from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays
 
 
-def launcher_of(arrays: SliceArrays, flows: pd.DataFrame) -> np.ndarray:
-    """For every slice, the runtime call that launched it (from ``launch`` flows), or -1."""
-    out = np.full(arrays.n, -1, np.int64)
-    if len(flows):
-        launch = flows["type"].astype(str).to_numpy() == "launch"
-        out[flows["dst"].to_numpy(np.int64)[launch]] = flows["src"].to_numpy(np.int64)[launch]
-    return out
-
-
 def launches(edges: EdgeList, arrays: SliceArrays, launcher: np.ndarray) -> None:
     """Runtime call start -> device op start (the launch delay), and, where the call only
     returned after a copy or memset it launched finished (a synchronous ``cudaMemcpy``, a

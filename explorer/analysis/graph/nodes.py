@@ -58,12 +58,8 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
     end = ts + s["dur"].to_numpy(np.int64)
     kind = s["kind"].astype(str).to_numpy(dtype=object)
     track = s["track"].to_numpy(np.int64)
-    types = track_types(trace)
-    ttype = types[track] if len(types) else np.full(len(ts), "other", dtype=object)
-    host = ttype == "host_thread"
-    device = ttype == "device_stream"
-    if not host.any() and not device.any():  # a trace whose reader could not type tracks
-        host = kind != "device_annotation"
+    host = trace.on_host()
+    device = trace.on_device()
     node = (host | device) & (kind != "device_annotation")
     if window is not None:
         lo, hi = window

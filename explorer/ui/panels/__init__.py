@@ -28,6 +28,8 @@ from PyQt6 import sip
 from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
+from explorer.trace_api import Trace
+
 
 class _JobSignals(QObject):
     finished = pyqtSignal(int, object)
@@ -62,12 +64,12 @@ class TracePanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.trace: Any = None
+        self.trace: Trace | None = None
         self._generation = 0
         self._jobs: dict[int, _Job] = {}
 
     # -- contract (panels override what they use) ---------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         self.trace = trace
 
     @pyqtSlot(int)
@@ -184,7 +186,7 @@ def fit_columns(table: QTableView, stretch: int = 0) -> None:
             header.resizeSection(stretch, 160)
 
 
-def trace_steps(trace: Any) -> pd.DataFrame:
+def trace_steps(trace: Trace) -> pd.DataFrame:
     """The trace's steps ``[step, name, start_ns, dur_ns, end_ns, slice]`` as the analyses
     define them (``ProfilerStep#N``, else one step for the whole trace)."""
     from explorer.analysis.steps import steps

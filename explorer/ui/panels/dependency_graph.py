@@ -41,9 +41,10 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.dataframe_model import format_ns
+from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel, trace_steps
 from explorer.ui.timeline.colors import kind_color
+from explorer.units import fmt_ns
 
 NODE_W, NODE_H = 120.0, 26.0
 COL_GAP, LANE_GAP = 34.0, 44.0  # a lane's name sits above the channel over its first row
@@ -105,7 +106,7 @@ def neighbourhood(edges: pd.DataFrame, center: int, hops: int) -> pd.Series:
     return pd.Series(distance, dtype=np.int64)
 
 
-def step_of(trace: Any, slice_id: int) -> int | None:
+def step_of(trace: Trace, slice_id: int) -> int | None:
     """The step the slice belongs to, or None: the step whose range holds its start, or for
     a device op, the start of the runtime call that launched it (a kernel launched at the end
     of step 3 that runs during step 4 is step 3's work, as the dependency graph counts it)."""
@@ -124,7 +125,7 @@ def step_of(trace: Any, slice_id: int) -> int | None:
 
 
 def graph_layout(
-    trace: Any, step: int | None, center: int | None, hops: int, max_nodes: int
+    trace: Trace, step: int | None, center: int | None, hops: int, max_nodes: int
 ) -> GraphLayout:
     """Pick, cap and place the nodes to draw (pure; runs in a worker thread).
 
@@ -312,7 +313,7 @@ class DependencyGraphPanel(TracePanel):
         layout.addWidget(self.legend)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.selected_slice = None
         self.layout_data = None
@@ -374,7 +375,7 @@ class DependencyGraphPanel(TracePanel):
         self.step.blockSignals(True)
         self.step.clear()
         for row in steps.itertuples(index=False):  # one item per step
-            self.step.addItem(f"Step {row.step} ({format_ns(row.dur_ns)})", int(row.step))
+            self.step.addItem(f"Step {row.step} ({fmt_ns(row.dur_ns)})", int(row.step))
         if not len(steps):
             self.step.addItem("Whole trace", None)
         self.step.blockSignals(False)
@@ -393,7 +394,7 @@ class DependencyGraphPanel(TracePanel):
                 "(raise “max nodes” to see more)"
             )
         if layout.critical_ns:
-            text += f" · critical path {format_ns(layout.critical_ns)} in red"
+            text += f" · critical path {fmt_ns(layout.critical_ns)} in red"
         if layout.notes:
             text += " · " + "; ".join(layout.notes)
         self.status.setText(text)
@@ -451,7 +452,7 @@ class DependencyGraphPanel(TracePanel):
                 pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
                 item.setPen(pen)
                 item.setToolTip(
-                    f"{node.name}\n{node.kind} · {format_ns(node.dur)} at {format_ns(node.ts)}"
+                    f"{node.name}\n{node.kind} · {fmt_ns(node.dur)} at {fmt_ns(node.ts)}"
                     f"\nslice {node.id}" + ("\non the critical path" if node.critical else "")
                 )
                 item.setZValue(2)

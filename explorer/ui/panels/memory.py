@@ -27,8 +27,10 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.dataframe_model import DataFrameModel, format_bytes, format_ns
+from explorer.trace_api import Trace
+from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
+from explorer.units import fmt_bytes, fmt_ns
 
 PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
@@ -41,7 +43,7 @@ _TABLE_HEADERS = {
 }  # fmt: skip
 
 
-def allocation_lifetimes(trace: Any) -> pd.DataFrame:
+def allocation_lifetimes(trace: Trace) -> pd.DataFrame:
     """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
     slice, op, source`` (``"file:line"`` of who allocated, ``""`` when unknown).
 
@@ -71,7 +73,7 @@ class MemoryData:
     lines: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(default_factory=dict)
 
 
-def memory_data(trace: Any) -> MemoryData:
+def memory_data(trace: Trace) -> MemoryData:
     """Curves, allocation lifetimes, leak suspects and peaks of one trace."""
     from explorer.analysis.memory import memory_timeline
 
@@ -185,7 +187,7 @@ class MemoryPanel(TracePanel):
         return table
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.data = None
         self.live_ts = None
@@ -258,7 +260,7 @@ class MemoryPanel(TracePanel):
             t_lo, t_hi = float(data.curves["ts"].min()), float(data.curves["ts"].max())
             right_half = peak.ts > (t_lo + t_hi) / 2  # the label runs toward the middle
             label = pg.TextItem(
-                f"peak {format_bytes(peak.peak_bytes)} ({peak.device})",
+                f"peak {fmt_bytes(peak.peak_bytes)} ({peak.device})",
                 color=color,
                 anchor=(1, 1) if right_half else (0, 1),
             )
@@ -271,7 +273,7 @@ class MemoryPanel(TracePanel):
         if self.followed_range is not None:  # the timeline zoomed before the data was in
             self.on_range(*self.followed_range)
         peaks = ", ".join(
-            f"{p.device} peak {format_bytes(p.peak_bytes)} at {format_ns(p.ts)}"
+            f"{p.device} peak {fmt_bytes(p.peak_bytes)} at {fmt_ns(p.ts)}"
             for p in data.peaks.itertuples(index=False)
         )
         self.status.setText(
@@ -303,10 +305,10 @@ class MemoryPanel(TracePanel):
         self.cursor.setVisible(True)
         total = int(frame["bytes"].sum()) if len(frame) else 0
         self.tabs.setTabText(
-            0, f"Alive at {format_ns(self.live_ts)} ({len(frame):,}, {format_bytes(total)})"
+            0, f"Alive at {fmt_ns(self.live_ts)} ({len(frame):,}, {fmt_bytes(total)})"
         )
         notes = [
-            f"{format_bytes(before)} of the {format_bytes(held)} allocated on {device} then "
+            f"{fmt_bytes(before)} of the {fmt_bytes(held)} allocated on {device} then "
             "was allocated before the trace began (no allocation event for it in the trace), "
             "so this table cannot list it"
             for device, held, before in allocated_before_trace(self.data, alive, self.live_ts)

@@ -25,8 +25,10 @@ from PyQt6.QtWidgets import (
 )
 
 from explorer.analysis.operators import COLUMNS, DEVICE_SIDE, operator_stats
-from explorer.ui.dataframe_model import DataFrameModel, format_ns
+from explorer.trace_api import Trace
+from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, fit_columns, results_table, trace_steps
+from explorer.units import fmt_ns
 
 #: The kind filter: label → kinds shown (None = all).
 KIND_FILTERS: dict[str, frozenset[str] | None] = {
@@ -103,7 +105,7 @@ class OperatorsPanel(TracePanel):
         layout.addWidget(self.table, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self._range = None
         self._steps = pd.DataFrame()
@@ -172,11 +174,11 @@ class OperatorsPanel(TracePanel):
         self.scope.clear()
         self.scope.addItem("Whole trace", None)
         for row in self._steps.itertuples(index=False):  # one item per step
-            label = f"Step {row.step}  ({format_ns(row.dur_ns)})"
+            label = f"Step {row.step}  ({fmt_ns(row.dur_ns)})"
             self.scope.addItem(label, (int(row.start_ns), int(row.end_ns)))
         if self._range is not None:
             a, b = self._range
-            self.scope.addItem(f"Range {format_ns(a)} – {format_ns(b)}", (a, b))
+            self.scope.addItem(f"Range {fmt_ns(a)} – {fmt_ns(b)}", (a, b))
         self.scope.blockSignals(False)
 
     def _trace_ready(self, result: tuple[pd.DataFrame, pd.DataFrame]) -> None:

@@ -37,8 +37,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from explorer.ui.dataframe_model import format_ns
+from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel
+from explorer.units import fmt_ns
 
 SETTINGS_KEY = "source_panel/root"
 
@@ -284,7 +285,7 @@ class SourcePanel(TracePanel):
         layout.addWidget(self.view, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Trace) -> None:
         super().set_trace(trace)
         self.data = None
         self._show_text("")
@@ -386,7 +387,7 @@ class SourcePanel(TracePanel):
         row = self._line_row(file, line)
         if row is None:
             return where
-        parts = [f"{label} {format_ns(row[col])}" for label, col in METRICS.items() if row[col]]
+        parts = [f"{label} {fmt_ns(row[col])}" for label, col in METRICS.items() if row[col]]
         counts = [
             f"{int(row[c])} {c.split('_')[0]}" for c in ("fallback_count", "sync_count") if row[c]
         ]
@@ -412,7 +413,7 @@ class SourcePanel(TracePanel):
                 line = int(row.line)
                 if top > 0 and value > 0:
                     view.heat[line] = float(value / top)
-                    view.times[line] = format_ns(value)
+                    view.times[line] = fmt_ns(value)
                 mark = " ".join(
                     f"{tag}{int(n)}"
                     for tag, n in (("F", row.fallback_count), ("S", row.sync_count))
@@ -421,8 +422,8 @@ class SourcePanel(TracePanel):
                 if mark:
                     view.marks[line] = mark
                 view.tips[line] = (
-                    f"host {format_ns(row.host_ns)} · device {format_ns(row.device_ns)} · "
-                    f"stall {format_ns(row.stall_ns)} · {int(row.count)} events"
+                    f"host {fmt_ns(row.host_ns)} · device {fmt_ns(row.device_ns)} · "
+                    f"stall {fmt_ns(row.stall_ns)} · {int(row.count)} events"
                     + (f" · {int(row.fallback_count)} fallbacks" if row.fallback_count else "")
                     + (f" · {int(row.sync_count)} syncs" if row.sync_count else "")
                 )

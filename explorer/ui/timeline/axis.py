@@ -71,16 +71,3 @@ def tick_label(t_ns: float, step_ns: float, ref: float | None) -> str:
     if ref is None:
         return format_time(t_ns, step_ns)
     return "+" + format_time(t_ns - ref, step_ns)
-
-
-def format_duration(ns: float) -> str:
-    """A duration for people: ``812 ns``, ``3.41 µs``, ``12.5 ms``, ``1.20 s``."""
-    ns = float(ns)
-    for scale, name in _UNITS:
-        if abs(ns) >= scale or scale == 1:
-            v = ns / scale
-            if scale == 1:
-                return f"{int(round(v))} ns"
-            digits = 2 if abs(v) < 10 else 1 if abs(v) < 100 else 0
-            return f"{v:.{digits}f} {name}"
-    return f"{ns:.0f} ns"

@@ -21,7 +21,6 @@ from PyQt6.QtGui import QFont, QFontMetrics
 from PyQt6.QtWidgets import QScrollBar, QWidget
 
 from explorer.trace.model import KINDS, TraceData
-from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.colors import color_ids, palette
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
 from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
@@ -29,6 +28,7 @@ from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
 from explorer.ui.timeline.paint import step_shares
 from explorer.ui.timeline.view_input import TimelineInput
 from explorer.ui.timeline.view_paint import COUNTER, TimelinePainting
+from explorer.units import fmt_ns
 
 
 class TimelineView(TimelinePainting, TimelineInput, QWidget):
@@ -350,5 +350,5 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         s = self.trace.slices
         return (
             f"{s['name'].iat[slice_id]}\n{s['kind'].iat[slice_id]} · "
-            f"{format_duration(int(s['dur'].iat[slice_id]))}"
+            f"{fmt_ns(int(s['dur'].iat[slice_id]))}"
         )

@@ -9,10 +9,10 @@ from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QToolTip
 
 from explorer.ui.timeline import paint
-from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, PIN_W, STEP_H
 from explorer.ui.timeline.layout import COMPACT_LANES
 from explorer.ui.timeline.paint import step_device
+from explorer.units import fmt_ns
 
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
 PAN_STEP = 0.2  # one A/D press moves a fifth of the window
@@ -186,7 +186,7 @@ class TimelineInput:
         if k < 0:
             return ""
         shown = self.counter_value_text(row.series, float(s.values[k]))
-        return f"{s.label}\n{shown} at {format_duration(int(s.ts[k]))}"
+        return f"{s.label}\n{shown} at {fmt_ns(int(s.ts[k]))}"
 
     def _step_text(self, t: float) -> str:
         """A step's duration and its breakdown, largest category first."""
@@ -197,7 +197,7 @@ class TimelineInput:
         if not len(hit):
             return ""
         step, dur = int(hit["step"].iat[0]), int(hit["dur_ns"].iat[0])
-        lines = [f"step {step} · {format_duration(dur)}"]
+        lines = [f"step {step} · {fmt_ns(dur)}"]
         device = step_device(self.breakdown)
         if device is not None:
             b = self.breakdown
@@ -206,8 +206,6 @@ class TimelineInput:
             lines.append(f"{device}:")
             for cat, ns in zip(part["category"].astype(str), part["ns"], strict=False):
                 share = ns / dur * 100 if dur else 0.0
-                lines.append(
-                    f"  {cat.replace('_', ' ')}: {format_duration(int(ns))} ({share:.0f}%)"
-                )
+                lines.append(f"  {cat.replace('_', ' ')}: {fmt_ns(int(ns))} ({share:.0f}%)")
         lines.append("click to zoom to this step")
         return "\n".join(lines)

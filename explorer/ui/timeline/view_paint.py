@@ -7,9 +7,7 @@ import numpy as np
 from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
 
-from explorer.ui.dataframe_model import format_bytes
 from explorer.ui.timeline import paint
-from explorer.ui.timeline.axis import format_duration
 from explorer.ui.timeline.geometry import (
     AXIS_H,
     LABEL_MIN_PX,
@@ -22,6 +20,7 @@ from explorer.ui.timeline.geometry import (
 )
 from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects
+from explorer.units import fmt_bytes, fmt_ns
 
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
@@ -199,7 +198,7 @@ class TimelinePainting:
     def counter_value_text(self, i: int, value: float) -> str:
         """A counter row's value as its axis and tooltip show it (bytes in binary units)."""
         s = self.layout_.series[i]
-        return format_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
+        return fmt_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
 
     def _paint_counter_axes(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
         """Each counter row's scale at the right edge: its max at the top, 0 at the bottom."""
@@ -412,7 +411,7 @@ class TimelinePainting:
         a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
         if b <= a:
             return None
-        width = self._fm.horizontalAdvance(format_duration(self.range[1] - self.range[0])) + 10
+        width = self._fm.horizontalAdvance(fmt_ns(self.range[1] - self.range[0])) + 10
         return QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
 
     def _paint_range(self, p: QPainter, top: int, bottom: int) -> None:
@@ -425,7 +424,7 @@ class TimelinePainting:
             p.setPen(QPen(QColor("#3d85c6")))
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
-            label = format_duration(self.range[1] - self.range[0])
+            label = fmt_ns(self.range[1] - self.range[0])
             box = self.range_label_box()
             p.fillRect(box, QColor("#3d85c6"))
             p.setPen(QPen(QColor("#ffffff")))

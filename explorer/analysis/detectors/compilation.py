@@ -18,8 +18,13 @@ from typing import Any
 import numpy as np
 
 from explorer.analysis.breakdown import COMPILE_NAMES, name_flags
-from explorer.analysis.detectors.context import Context, Measured, fmt_ns
+from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
+from explorer.units import fmt_ns
+
+#: What this detector reports and the breakdown reasons it reads (checked by the registry).
+KIND = "compile"
+REASONS: tuple[str, ...] = ("host_compile",)
 
 
 def detect(ctx: Context) -> list[Finding]:
@@ -64,11 +69,11 @@ def detect(ctx: Context) -> list[Finding]:
         "of guarded inputs."
     )
     f = ctx.finding(
-        "compile", m, comp, title, explanation, recommendation,
+        KIND, m, comp, title, explanation, recommendation,
         details={"events": dict(events), "reasons": dict(reasons.most_common(10))},
     )  # fmt: skip
     if not f.evidence:
-        f.evidence = [int(i) for i in np.flatnonzero(comp)[:50]]
+        f.evidence = [int(i) for i in np.flatnonzero(comp)[:MAX_EVIDENCE]]
         from explorer.analysis.attribution import top_lines
 
         f.source_lines = top_lines(ctx.trace, np.flatnonzero(comp))

@@ -1,0 +1,126 @@
+"""The analysis memo: declared keys, dependencies that are true, one result across threads,
+and the step pattern as a setting that drops exactly what depends on it."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import explorer
+from explorer.analysis import memory
+from explorer.analysis.attribution import slice_sources
+from explorer.analysis.breakdown import breakdown, timelines
+from explorer.analysis.by_source import by_source
+from explorer.analysis.critical_path import critical_path
+from explorer.analysis.findings import findings
+from explorer.analysis.steps import steps
+from explorer.errors import UsageError
+from explorer.trace.memo import MEMO_KEYS, dependents, memoised
+
+CNN = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
+#: A user's step annotation in that trace: four ``forward`` ranges, not ProfilerStep#N.
+PATTERN = r"^forward$"
+
+
+def _everything(trace: Any) -> dict[str, Any]:
+    """Every memoised analysis of ``trace``, as plain comparable data."""
+    return {
+        "steps": steps(trace),
+        "breakdown": breakdown(trace),
+        "by_source": by_source(trace),
+        "sources": slice_sources(trace),
+        "findings": [f.to_dict() for f in findings(trace)],
+        "allocations": memory.allocations(trace),
+        "timeline": memory.memory_timeline(trace),
+        "critical_path": critical_path(trace).to_dict(),
+    }
+
+
+def _assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], pd.DataFrame):
+            pd.testing.assert_frame_equal(a[k], b[k], obj=k)
+        else:
+            assert a[k] == b[k], k
+
+
+def test_changing_the_step_pattern_gives_what_a_fresh_trace_gives() -> None:
+    """The declared dependencies are true: results kept before the pattern changed never
+    leak into results after it (compared with a trace that had the pattern from the start)."""
+    before = explorer.load(CNN)
+    default = _everything(before)
+    before.use_steps(PATTERN)
+    after = _everything(before)
+    fresh = explorer.load(CNN)
+    fresh.use_steps(PATTERN)
+    _assert_same(after, _everything(fresh))
+    assert len(after["steps"]) == 4 and list(after["steps"]["name"]) == ["forward"] * 4
+    assert not default["steps"]["name"].eq("forward").any()
+    before.use_steps(None)  # and back: the default steps again
+    _assert_same(_everything(before), default)
+
+
+def test_a_new_step_pattern_drops_exactly_its_dependents() -> None:
+    trace = explorer.load(CNN)
+    _everything(trace)
+    kept = trace.memo.names()
+    trace.step_pattern = PATTERN
+    dropped = dependents("step_pattern")
+    assert {"steps", "breakdown", "findings", "critical_path"} <= dropped
+    assert trace.memo.names() == kept - dropped
+    assert "user_frames" in trace.memo.names()  # parsing stacks again would be wasted
+
+
+def test_a_bad_step_pattern_is_a_usage_error_and_changes_nothing() -> None:
+    trace = explorer.load(CNN)
+    bd = breakdown(trace)
+    with pytest.raises(UsageError, match="not a valid regular expression"):
+        trace.step_pattern = "("
+    assert trace.step_pattern is None
+    assert breakdown(trace) is bd
+
+
+def test_threads_share_one_result() -> None:
+    """Eight threads asking at once all get the one kept object (none computes its own)."""
+    trace = explorer.load(CNN)
+    got: list[Any] = []
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        got.append(timelines(trace))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(g is got[0] for g in got)
+
+
+def test_a_result_computed_across_a_setting_change_is_not_kept() -> None:
+    trace = explorer.load(CNN)
+
+    def produce() -> str:
+        trace.step_pattern = PATTERN  # the user changes the steps while this computes
+        return "stale"
+
+    assert trace.memo.compute("steps", ("x",), produce) == "stale"
+    assert trace.memo.peek("steps", ("x",)) is None
+
+
+def test_keys_are_declared() -> None:
+    with pytest.raises(KeyError, match="not a declared memo key"):
+        memoised("breakdwon")
+    trace = explorer.load(CNN)
+    with pytest.raises(KeyError):
+        trace.memo.peek("slice_source")
+    assert trace.memo.peek("slice_sources") is None
+    slice_sources(trace)
+    assert trace.memo.peek("slice_sources") is slice_sources(trace)
+    assert set(dependents("user_frames")) <= set(MEMO_KEYS)
