@@ -145,7 +145,11 @@ def detect(ctx: Context) -> list[Finding]:
         return []
     per_op = _ops_by_time(ctx, labelled, pattern)
     ops = per_op["op"].tolist()
-    top = per_op.iloc[0]
+    # The title names the costliest op the user can find in their code: a backward op
+    # (``sigmoid_backward``, run on autograd's thread) has no line of its own, and naming it
+    # first would hide the forward call that is the one to change.
+    located = per_op[per_op["line"] != ""]
+    top = (located if len(located) else per_op).iloc[0]
     where = f" at {_short(top['line'])}" if top["line"] else ""
     more = f" and {len(ops) - 1} more operator(s)" if len(ops) > 1 else ""
     title = f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({len(ids)} call(s))"
