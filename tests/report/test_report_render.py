@@ -147,13 +147,20 @@ def test_report_module_renders_without_analysis_in_renderers() -> None:
 
 def test_report_colours_are_the_palettes(traces: dict) -> None:
     """HTML and terminal reports colour categories from explorer.palette (the viewer's)."""
-    from explorer.palette import CATEGORY_COLORS
+    from explorer.palette import CATEGORY_COLORS, CRITICAL_PATH_COLORS
+    from explorer.report.critical_path_section import LABELS as PATH_LABELS
     from explorer.report.sections import LABELS
     from explorer.report.text import CATEGORY_COLOURS
 
     html = render(traces["input_stall"], "html")
     for cat, colour in CATEGORY_COLORS.items():
         assert f"background:{colour}'></i>{LABELS[cat]}" in html
+    # the critical-path section: every category row it lists, in the palette's colour
+    path_rows = re.findall(r"background:(#[0-9a-f]{6})'></i> ([^<]+)</td>", html)
+    path_labels = {label: cat for cat, label in PATH_LABELS.items()}
+    assert path_rows and {path_labels[label] for _, label in path_rows} == set(CRITICAL_PATH_COLORS)
+    for colour, label in path_rows:
+        assert colour == CRITICAL_PATH_COLORS[path_labels[label]], label
     levels = [0, 95, 135, 175, 215, 255]  # xterm's 6x6x6 cube (codes 16-231)
     cube = {16 + 36 * r + 6 * g + b: (levels[r], levels[g], levels[b])
             for r in range(6) for g in range(6) for b in range(6)}  # fmt: skip
