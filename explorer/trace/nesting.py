@@ -14,6 +14,8 @@ shorter one is the parent.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 
@@ -288,14 +290,8 @@ def enclosing(
     if len(ts) == 0 or len(q_ts) == 0:
         return out
     # Last slice starting at or before t on the same track.
-    cand = np.full(len(q_ts), -1, np.int64)
-    for t in np.unique(q_track):
-        lo, hi = np.searchsorted(track, t, "left"), np.searchsorted(track, t, "right")
-        if hi == lo:
-            continue
-        sel = np.flatnonzero(q_track == t)
-        k = np.searchsorted(ts[lo:hi], q_ts[sel], side="right") - 1
-        cand[sel] = np.where(k >= 0, lo + k, -1)
+    pos, lo, _ = _insertion_on_track(track, ts, q_track, q_ts, "right")
+    cand = np.where(pos > lo, pos - 1, -1)
     # Walk up until the candidate contains t.
     cur = cand
     for _ in range(int(np.iinfo(np.int16).max)):
@@ -312,12 +308,26 @@ def enclosing(
 def after(track: np.ndarray, ts: np.ndarray, q_track: np.ndarray, q_ts: np.ndarray) -> np.ndarray:
     """For each query, the first slice on that track starting at or after the time, or -1
     (Chrome's binding for flow ends that do not say ``bp: e``)."""
-    out = np.full(len(q_ts), -1, np.int64)
+    pos, _, hi = _insertion_on_track(track, ts, q_track, q_ts, "left")
+    return np.where(pos < hi, pos, -1)
+
+
+def _insertion_on_track(
+    track: np.ndarray,
+    ts: np.ndarray,
+    q_track: np.ndarray,
+    q_ts: np.ndarray,
+    side: Literal["left", "right"],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each query (track, time): where the time would be inserted among its track's
+    slices (``np.searchsorted`` with ``side``, as an index into the whole (track, ts)-sorted
+    table), and that track's ``[lo, hi)`` rows — one search per distinct track."""
+    lo = np.searchsorted(track, q_track, "left").astype(np.int64)
+    hi = np.searchsorted(track, q_track, "right").astype(np.int64)
+    pos = lo.copy()
     for t in np.unique(q_track):
-        lo, hi = np.searchsorted(track, t, "left"), np.searchsorted(track, t, "right")
-        if hi == lo:
-            continue
         sel = np.flatnonzero(q_track == t)
-        k = np.searchsorted(ts[lo:hi], q_ts[sel], side="left")
-        out[sel] = np.where(k < hi - lo, lo + k, -1)
-    return out
+        a, b = lo[sel[0]], hi[sel[0]]
+        if b > a:
+            pos[sel] = a + np.searchsorted(ts[a:b], q_ts[sel], side=side)
+    return pos, lo, hi
