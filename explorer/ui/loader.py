@@ -10,7 +10,7 @@ it is ready, so the timeline is usable while findings are still being computed.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from PyQt6.QtCore import QThread, pyqtSignal
@@ -29,7 +29,23 @@ class LoadCancelled(Exception):
     """Raised inside the reader's progress callback when the user cancelled."""
 
 
-class TraceLoader(QThread):
+def _one_line(exc: BaseException) -> str:
+    """The last line of ``exc``'s traceback (``TypeError: ...``): what the user is shown."""
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class _CancellableThread(QThread):
+    """A worker thread that :meth:`cancel` asks to stop at its next check of ``_cancel``."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._cancel = False
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+
+class TraceLoader(_CancellableThread):
     """Reads one trace. Signals: ``progress(percent, message)``, ``loaded(trace)``,
     ``failed(one-line message)``, ``cancelled()``."""
 
@@ -42,10 +58,6 @@ class TraceLoader(QThread):
         super().__init__(parent)
         self.path = path
         self.use_cache = use_cache
-        self._cancel = False
-
-    def cancel(self) -> None:
-        self._cancel = True
 
     def _report(self, fraction: float, message: str = "") -> None:
         if self._cancel:
@@ -62,8 +74,7 @@ class TraceLoader(QThread):
             self.failed.emit(str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - an unexpected reader bug must not kill the UI
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            self.failed.emit(f"{self.path}: could not be read ({last})")
+            self.failed.emit(f"{self.path}: could not be read ({_one_line(exc)})")
             return
         if self._cancel:
             self.cancelled.emit()
@@ -82,7 +93,23 @@ ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 )
 
 
-class AnalysisRunner(QThread):
+def _each_analysis(
+    trace: Trace, names: tuple[str, ...] | None = None
+) -> Iterator[tuple[str, Any, str | None]]:
+    """Runs the analyses of :data:`ANALYSES` (those in ``names``, or all) one at a time,
+    lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised."""
+    for name, fn in ANALYSES:
+        if names is not None and name not in names:
+            continue
+        try:
+            value = fn(trace)
+        except Exception as exc:  # noqa: BLE001 - reported per analysis, the others still run
+            yield name, None, _one_line(exc)
+            continue
+        yield name, value, None
+
+
+class AnalysisRunner(_CancellableThread):
     """Runs the window's analyses on one trace. Signals: ``result(name, value)`` per
     analysis, ``failed(name, message)``, and ``finished`` (QThread's) at the end."""
 
@@ -95,23 +122,18 @@ class AnalysisRunner(QThread):
         super().__init__(parent)
         self.trace = trace
         self.names = names
-        self._cancel = False
-
-    def cancel(self) -> None:
-        self._cancel = True
 
     def run(self) -> None:  # runs in the worker thread
-        for name, fn in ANALYSES:
+        if self._cancel:
+            return
+        # The generator runs the next analysis only when asked: a cancel stops before it.
+        for name, value, error in _each_analysis(self.trace, self.names):
+            if error is None:
+                self.result.emit(name, value)
+            else:
+                self.failed.emit(name, error)
             if self._cancel:
                 return
-            if self.names is not None and name not in self.names:
-                continue
-            try:
-                value = fn(self.trace)
-            except Exception as exc:  # noqa: BLE001 - report per analysis, keep going
-                self.failed.emit(name, traceback.format_exception_only(type(exc), exc)[-1].strip())
-                continue
-            self.result.emit(name, value)
 
 
 def run_analyses_now(trace: Trace) -> tuple[dict[str, Any], dict[str, str]]:
@@ -119,9 +141,9 @@ def run_analyses_now(trace: Trace) -> tuple[dict[str, Any], dict[str, str]]:
     and a one-line message for each analysis that raised (the caller says so)."""
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    for name, fn in ANALYSES:
-        try:
-            results[name] = fn(trace)
-        except Exception as exc:  # noqa: BLE001 - reported by the caller, per analysis
-            errors[name] = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    for name, value, error in _each_analysis(trace):
+        if error is None:
+            results[name] = value
+        else:
+            errors[name] = error
     return results, errors
