@@ -167,61 +167,80 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     ``source_file``) uses it; any other slice inherits its nearest ancestor's. Propagation
     runs one depth level at a time, so the cost is a few numpy passes, not a walk per slice.
     """
-    s = trace.slices
-    n = len(s)
-    files = [""]
-    lines = [-1]
-    funcs = [""]
-    own = np.zeros(n, np.int64)  # index into files/lines/funcs; 0 = none
-    # 1) python_function slices whose frame is user code: one parse per distinct name.
-    is_py = np.asarray(s["kind"] == "python")
-    if is_py.any():
-        names = s["name"].cat.categories
-        frame_of_name = np.zeros(len(names) + 1, np.int64)
-        for k, nm in enumerate(names):
-            f = parse_frame(str(nm))
-            if f and is_user_file(f[0]):
-                files.append(f[0])
-                lines.append(f[1])
-                funcs.append(f[2])
-                frame_of_name[k] = len(files) - 1
-        codes = s["name"].cat.codes.to_numpy()
-        own[is_py] = frame_of_name[codes[is_py]]
-    # 2) Explorer collector events with their own source args, and old 'Call stack' args.
-    cats = s["cat"].astype(str)
-    special = np.flatnonzero(np.asarray(cats.str.startswith("explorer_")))
-    for i in special:
-        a = trace.args(int(i))
-        f, ln = a.get("source_file"), a.get("source_line")
-        if f and isinstance(ln, int):
-            files.append(str(f))
-            lines.append(ln)
-            funcs.append(str(a.get("source_function", "")))
-            own[i] = len(files) - 1
+    frames = _FrameTable()
+    own = np.zeros(len(trace.slices), np.int64)  # index into ``frames``; 0 = none
+    _own_python_frames(trace, frames, own)
+    _own_collector_frames(trace, frames, own)
     if trace.metadata.get("has_call_stack_args"):
-        for i in np.flatnonzero(own == 0):
-            cs = trace.args(int(i)).get("Call stack")
-            if not cs:
-                continue
-            for frame_text in str(cs).split(";"):
-                f = parse_frame(frame_text.strip())
-                if f and is_user_file(f[0]):
-                    files.append(f[0])
-                    lines.append(f[1])
-                    funcs.append(f[2])
-                    own[i] = len(files) - 1
-                    break
-    files = _unify_spellings(files)
-    # 3) Inherit from the parent, shallowest first.
+        _own_call_stack_frames(trace, frames, own)
+    files = _unify_spellings(frames.files)
+    # Inherit from the parent, shallowest first.
     frame = trace.inherit_down(own, keep=own != 0)
     out = pd.DataFrame(
         {
             "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
-            "line": np.asarray(lines, np.int64)[frame],
-            "function": pd.Categorical(np.asarray(funcs, dtype=object)[frame]),
+            "line": np.asarray(frames.lines, np.int64)[frame],
+            "function": pd.Categorical(np.asarray(frames.funcs, dtype=object)[frame]),
         }
     )
     return out
+
+
+class _FrameTable:
+    """The distinct frames :func:`user_frames` found, as three parallel lists; row 0 is
+    "no frame" ('' / -1 / '')."""
+
+    def __init__(self) -> None:
+        self.files: list[str] = [""]
+        self.lines: list[int] = [-1]
+        self.funcs: list[str] = [""]
+
+    def add(self, file: str, line: int, function: str) -> int:
+        """Appends a frame; its row."""
+        self.files.append(file)
+        self.lines.append(line)
+        self.funcs.append(function)
+        return len(self.files) - 1
+
+
+def _own_python_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
+    """python_function slices whose frame is user code: one parse per distinct name."""
+    s = trace.slices
+    is_py = np.asarray(s["kind"] == "python")
+    if not is_py.any():
+        return
+    names = s["name"].cat.categories
+    frame_of_name = np.zeros(len(names) + 1, np.int64)
+    for k, nm in enumerate(names):
+        f = parse_frame(str(nm))
+        if f and is_user_file(f[0]):
+            frame_of_name[k] = frames.add(f[0], f[1], f[2])
+    codes = s["name"].cat.codes.to_numpy()
+    own[is_py] = frame_of_name[codes[is_py]]
+
+
+def _own_collector_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
+    """Explorer collector events with their own ``source_file``/``source_line`` args."""
+    cats = trace.slices["cat"].astype(str)
+    for i in np.flatnonzero(np.asarray(cats.str.startswith("explorer_"))):
+        a = trace.args(int(i))
+        f, ln = a.get("source_file"), a.get("source_line")
+        if f and isinstance(ln, int):
+            own[i] = frames.add(str(f), ln, str(a.get("source_function", "")))
+
+
+def _own_call_stack_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
+    """Slices still without a frame that carry old-style ``Call stack`` args: the first
+    user frame in the stack."""
+    for i in np.flatnonzero(own == 0):
+        cs = trace.args(int(i)).get("Call stack")
+        if not cs:
+            continue
+        for frame_text in str(cs).split(";"):
+            f = parse_frame(frame_text.strip())
+            if f and is_user_file(f[0]):
+                own[i] = frames.add(f[0], f[1], f[2])
+                break
 
 
 def _unify_spellings(files: list[str]) -> list[str]:
