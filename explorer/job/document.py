@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from explorer.job import reduce
 from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files
-from explorer.job.straggler import find_straggler, rank_blame
+from explorer.job.straggler import Straggler, find_straggler, rank_blame
 from explorer.trace.cache import cache_root
 
 JOB_SCHEMA_VERSION = 1
@@ -49,6 +50,45 @@ def job_document(
     from explorer import __version__
 
     files = job_files(run)
+    store_dir = _prepare_store(run, store)
+    summaries = map_ranks(
+        files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
+        step_pattern=step_pattern, progress=progress,
+    )  # fmt: skip
+    world = max([s.world_size for s in summaries] + [len(summaries)])
+    r = _reduce_ranks(summaries, world)
+    blame = rank_blame(r.wait)
+    total = float(blame["total_ns"].mean()) if len(blame) else 0.0
+    doc: dict[str, Any] = {
+        "schema_version": JOB_SCHEMA_VERSION,
+        "report": "job",
+        "explorer_version": __version__,
+        "run": str(run),
+        "store": str(store_dir),
+        "synthetic": any(s.synthetic for s in summaries),
+        "world_size": int(world),
+        "ranks_present": len(summaries),
+        "steps": [int(c) for c in r.matrix.columns],
+        "summary": _summary(blame, total, r.straggler, r.coll, r.unmatched),
+        "ranks": _ranks(summaries, blame, r.offsets, r.measured, r.breakdown, r.top_findings),
+        "step_matrix": {
+            str(int(k)): [None if pd.isna(v) else int(v) for v in row]
+            for k, row in r.matrix.iterrows()
+        },
+        "collectives": _collectives(r.coll, r.unmatched),
+        "straggler": None if r.straggler is None else r.straggler.to_dict(),
+        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
+    }
+    if len(summaries) < world:
+        doc["warnings"].append(
+            f"{len(summaries)} of {world} ranks are present: the others' waits are not seen"
+        )
+    return doc
+
+
+def _prepare_store(run: str, store: str | Path | None) -> Path:
+    """The store directory for this job, emptied of this job's earlier rank tables; a
+    user-named directory holding rank tables Explorer did not write is refused."""
     store_dir = Path(store) if store is not None else default_store(run)
     if store_dir.exists() and any(store_dir.glob("rank-*")):
         if store is not None and not (store_dir / "job_store.txt").exists():
@@ -60,11 +100,27 @@ def job_document(
             shutil.rmtree(old)
     store_dir.mkdir(parents=True, exist_ok=True)
     (store_dir / "job_store.txt").write_text(f"Explorer job tables for {run}\n")
-    summaries = map_ranks(
-        files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
-        step_pattern=step_pattern, progress=progress,
-    )  # fmt: skip
-    world = max([s.world_size for s in summaries] + [len(summaries)])
+    return store_dir
+
+
+@dataclass(frozen=True)
+class _Reduced:
+    """What the DuckDB reduce over all ranks' tables gives :func:`job_document`."""
+
+    matrix: pd.DataFrame
+    measured: pd.DataFrame
+    offsets: pd.DataFrame
+    coll: pd.DataFrame
+    wait: pd.DataFrame
+    straggler: Straggler | None
+    unmatched: int
+    breakdown: pd.DataFrame
+    top_findings: pd.DataFrame
+
+
+def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
+    """Step matrix, clock offsets, matched collectives, waits, straggler and per-rank
+    breakdown and top findings, from the ranks' stored tables."""
     con = reduce.open_job_tables([Path(s.store_dir) for s in summaries])
     try:
         matrix = reduce.step_matrix(con)
@@ -86,33 +142,10 @@ def job_document(
         ).df()
     finally:
         con.close()
-    blame = rank_blame(wait)
-    total = float(blame["total_ns"].mean()) if len(blame) else 0.0
-    doc: dict[str, Any] = {
-        "schema_version": JOB_SCHEMA_VERSION,
-        "report": "job",
-        "explorer_version": __version__,
-        "run": str(run),
-        "store": str(store_dir),
-        "synthetic": any(s.synthetic for s in summaries),
-        "world_size": int(world),
-        "ranks_present": len(summaries),
-        "steps": [int(c) for c in matrix.columns],
-        "summary": _summary(blame, total, straggler, coll, unmatched),
-        "ranks": _ranks(summaries, blame, offsets, measured, breakdown, top_findings),
-        "step_matrix": {
-            str(int(r)): [None if pd.isna(v) else int(v) for v in row]
-            for r, row in matrix.iterrows()
-        },
-        "collectives": _collectives(coll, unmatched),
-        "straggler": None if straggler is None else straggler.to_dict(),
-        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
-    }
-    if len(summaries) < world:
-        doc["warnings"].append(
-            f"{len(summaries)} of {world} ranks are present: the others' waits are not seen"
-        )
-    return doc
+    return _Reduced(
+        matrix=matrix, measured=measured, offsets=offsets, coll=coll, wait=wait,
+        straggler=straggler, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
+    )  # fmt: skip
 
 
 def _summary(
