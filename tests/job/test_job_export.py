@@ -3,7 +3,8 @@ in one Perfetto trace, one process group per rank, on the job report's aligned c
 
 Each rank's part of the file is checked against that rank's own single-trace export (made
 here from its trace file, not from the job's store), and the alignment on a copy of the job
-whose rank 3 was moved to another machine with its clock 7 ms ahead.
+whose rank 3 was moved to another machine with its clock 7 ms ahead. ``explorer diff`` of
+two jobs is checked on the sample job against a copy with ranks 0 and 2 swapped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from job_runs import run_cli
 
@@ -126,3 +128,41 @@ def test_job_export_refuses_chrome_json(sample_job: Path, tmp_path: Path) -> Non
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and ".pftrace" in r.stderr
     assert not (tmp_path / "job.json").exists()
+
+
+@pytest.fixture(scope="module")
+def swapped_job(sample_job: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample job with the traces of ranks 0 and 2 swapped (by file name)."""
+    out = tmp_path_factory.mktemp("swapped")
+    for r, src in {0: 2, 1: 1, 2: 0, 3: 3}.items():
+        (out / f"rank{r}.pt.trace.json.gz").write_bytes(
+            (sample_job / f"rank{src}.pt.trace.json.gz").read_bytes()
+        )
+    return out
+
+
+def test_job_diff_compares_rank_by_rank(sample_job: Path, swapped_job: Path) -> None:
+    r = run_cli("diff", str(sample_job), str(swapped_job), "--format", "json", "--workers", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout)
+    medians = {  # straight from each trace's own steps
+        k: int(np.median(explorer.load(sample_job / f"rank{k}.pt.trace.json.gz").steps()["dur_ns"]))
+        for k in range(4)
+    }
+    assert [x["rank"] for x in d["ranks"]] == [0, 1, 2, 3]
+    for x in d["ranks"]:
+        k = x["rank"]
+        b = {0: 2, 2: 0}.get(k, k)
+        assert (x["median_step_ns_a"], x["median_step_ns_b"]) == (medians[k], medians[b])
+        assert x["delta_ns"] == medians[b] - medians[k]
+    assert d["straggler_a"]["rank"] == 2 and d["straggler_b"]["rank"] == 0
+    assert d["straggler_changed"] is True
+    text = run_cli("diff", str(sample_job), str(swapped_job), "--workers", "2")
+    assert text.returncode == 0 and "Straggler: rank 2 (" in text.stdout
+    assert "-> rank 0 (" in text.stdout
+
+
+def test_job_diff_refuses_a_job_against_one_trace(sample_job: Path) -> None:
+    r = run_cli("diff", str(sample_job), str(sample_job / "rank0.pt.trace.json.gz"))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and "is one trace" in r.stderr
