@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     inputs = input_files(args.trace)
     check_target(args.output, inputs=inputs, force=args.force)  # before the (slow) load
     fmt = args.format or format_for_path(Path(args.output))
-    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=terminal_progress())
+    trace = explorer.load(
+        args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
+    )
     print_load_warnings(trace)
     started = time.perf_counter()
     options = {"results": Results()} if args.no_results else {}
