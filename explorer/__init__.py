@@ -31,7 +31,7 @@ def load(
 ) -> Trace:
     """Read a trace file or directory into a :class:`Trace`.
 
-    ``path`` may be a Kineto/Chrome JSON trace (``.json`` or ``.json.gz``), a bare JSON array
+    ``path`` may be a Kineto/Chrome JSON trace (``.json``, ``.json.gz`` or ``.json.zst``), a bare JSON array
     of events, a TensorBoard profile directory, or a directory holding one trace. A directory
     with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
     A columnar cache (see :mod:`explorer.trace.cache`) makes the second open fast

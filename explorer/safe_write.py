@@ -28,8 +28,11 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import signal
 import stat
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from explorer.errors import OutputError, OutputExists
@@ -161,3 +164,37 @@ def _os_error(out: Path, exc: OSError) -> OutputError:
         errno.EDQUOT: "free some disk space or choose another folder",
     }
     return OutputError(out, f"cannot write ({reason})", fixes.get(exc.errno or 0, ""))
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) and SIGTERM while the block runs, so that a write and the
+    cleanup of its temporaries are never cut midway (a ``KeyboardInterrupt`` between
+    creating a temporary directory and entering the ``try`` that removes it, or inside that
+    removal, would leave it behind). A signal that arrives meanwhile is raised again, to
+    the handler that was in place, as the block ends.
+
+    The Python handlers are swapped rather than the signals masked: a mask is per thread,
+    and any other thread (Arrow's, BLAS's) would take the signal for the main one. Off the
+    main thread (which alone runs Python's handlers) the block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        if signum not in caught:
+            caught.append(signum)
+
+    before = {
+        s: signal.signal(s, hold)
+        for s in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(s) is not None  # None: a handler set from C, left alone
+    }
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        for signum in caught:
+            signal.raise_signal(signum)

@@ -1,5 +1,8 @@
 """``explorer diff A B``: what changed between two runs (step time, breakdown, ops,
-kernels, source lines, findings), in text, Markdown, JSON or HTML."""
+kernels, source lines, findings), in text, Markdown, JSON or HTML.
+
+Two jobs (run directories or globs of several ranks) are compared rank by rank: median step
+time per rank before and after, and the straggler change (:mod:`explorer.job.diff`)."""
 
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "breakdown with spread, ops, kernels and source lines added/removed/changed, findings "
         "that appeared, disappeared or changed. Works across devices (CUDA vs MTIA vs CPU).",
     )
-    p.add_argument("a", help="the 'before' trace (file or directory)")
-    p.add_argument("b", help="the 'after' trace (file or directory)")
+    p.add_argument("a", help="the 'before' trace (file or directory), or job (run dir or glob)")
+    p.add_argument("b", help="the 'after' trace (file or directory), or job (run dir or glob)")
     p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
     p.add_argument("--top", type=int, default=15, help="rows per table (default 15)")
     p.add_argument("-o", "--output", default=None, help="write to this file instead of stdout")
@@ -30,12 +33,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--no-cache", action="store_true", help="ignore and do not write the trace cache"
     )
+    p.add_argument("--workers", type=int, help="jobs: local worker processes (default: cores)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     import explorer
     from explorer.analysis.diff import diff
+    from explorer.job import is_job
     from explorer.report.diff_render import render_diff
 
     if args.top < 1:
@@ -43,13 +48,18 @@ def run(args: argparse.Namespace) -> int:
     inputs = [*input_files(args.a), *input_files(args.b)]
     if args.output is not None:  # refuse a bad -o before the (slow) loads
         check_target(args.output, inputs=inputs, force=args.force)
-    a = explorer.load(args.a, use_cache=not args.no_cache)
-    print_load_warnings(a)
-    b = explorer.load(args.b, use_cache=not args.no_cache)
-    print_load_warnings(b)
-    text = render_diff(diff(a.data, b.data), args.format, top=args.top)
-    if args.output is not None:
+    jobs = [is_job(args.a), is_job(args.b)]
+    sources: list[str] = []
+    if any(jobs):
+        text = _job_diff_text(args, jobs)
+    else:
+        a = explorer.load(args.a, use_cache=not args.no_cache)
+        print_load_warnings(a)
+        b = explorer.load(args.b, use_cache=not args.no_cache)
+        print_load_warnings(b)
+        text = render_diff(diff(a.data, b.data), args.format, top=args.top)
         sources = [t.metadata.get("source", "") for t in (a, b)]
+    if args.output is not None:
         out = atomic_write(
             args.output,
             lambda tmp: tmp.write_text(text, encoding="utf-8"),
@@ -61,3 +71,28 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _job_diff_text(args: argparse.Namespace, jobs: list[bool]) -> str:
+    """Two jobs, rank by rank (both must be jobs)."""
+    from explorer.cli.progress import rank_progress
+    from explorer.job import job_document
+    from explorer.job.diff import job_diff, render_job_diff
+
+    if not all(jobs):
+        one = args.b if jobs[0] else args.a
+        raise UsageError(
+            f"{one}: is one trace, the other side is a job of several ranks; compare two "
+            "jobs (run directories), or two single traces (e.g. one rank of each job)"
+        )
+    if args.format not in ("text", "json"):
+        raise UsageError(f"--format {args.format}: two jobs are compared as text or json")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    a, b = (
+        job_document(
+            run, workers=args.workers, use_cache=not args.no_cache, progress=rank_progress()
+        )  # fmt: skip
+        for run in (args.a, args.b)
+    )
+    return render_job_diff(job_diff(a, b), args.format)

@@ -1,6 +1,10 @@
 """``explorer export TRACE -o OUT [--format perfetto|chrome]``: write a trace for
 ui.perfetto.dev (``.pftrace``) or any tool that reads Chrome JSON (``.json``/``.json.gz``),
-with Explorer's findings and critical path as rows of their own."""
+with Explorer's findings and critical path as rows of their own.
+
+``explorer export RUN_DIR -o job.pftrace``: every rank of a job in one Perfetto trace, one
+process group per rank (``rank K``), on the clock the job report aligns (see
+:mod:`explorer.job.export`); the line printed states each rank's shift."""
 
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from explorer.cli.load_warnings import print_load_warnings
+from explorer.errors import UsageError
 from explorer.export import FORMATS, format_for_path
 from explorer.safe_write import atomic_write, check_target
 from explorer.trace.loading import input_files
-from explorer.units import fmt_bytes
+from explorer.units import fmt_bytes, fmt_ns
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -25,7 +30,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Write TRACE for other tools. The format follows OUT's ending "
         f"({endings}) unless --format says otherwise.",
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
+    p.add_argument(
+        "trace",
+        help="trace file (.json/.json.gz), directory, or - for stdin; a run directory or "
+        "glob of several ranks writes the whole job (Perfetto only)",
+    )
     p.add_argument("-o", "--output", required=True, help="file to write")
     p.add_argument("--format", choices=sorted(FORMATS), help="output format (default: from OUT)")
     p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
@@ -35,6 +44,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="leave out Explorer's Findings and Critical path rows (faster on huge traces)",
     )
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    p.add_argument("--scheduler", help="jobs: Dask scheduler address (default: local workers)")
+    p.add_argument("--workers", type=int, help="jobs: local worker processes (default: cores)")
+    p.add_argument("--store", help="jobs: directory for the ranks' tables (default: cache dir)")
     return p
 
 
@@ -43,11 +55,16 @@ def run(args: argparse.Namespace) -> int:
     from explorer.cli.progress import terminal_progress
     from explorer.export import export
     from explorer.export.results import Results
+    from explorer.job import is_job
 
+    if is_job(args.trace):
+        return run_job(args)
     inputs = input_files(args.trace)
     check_target(args.output, inputs=inputs, force=args.force)  # before the (slow) load
     fmt = args.format or format_for_path(Path(args.output))
-    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=terminal_progress())
+    trace = explorer.load(
+        args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
+    )
     print_load_warnings(trace)
     started = time.perf_counter()
     options = {"results": Results()} if args.no_results else {}
@@ -89,3 +106,53 @@ def describe(summary: Any, fmt: str, seconds: float) -> str:
         f"wrote {summary.path} ({fmt}, {fmt_bytes(summary.bytes)}) in {seconds:.1f} s: "
         + ", ".join(parts)
     )
+
+
+def run_job(args: argparse.Namespace) -> int:
+    """Every rank of the job at ``args.trace`` in one Perfetto trace, aligned."""
+    from explorer.cli.progress import rank_progress
+    from explorer.job import job_document
+    from explorer.job.export import job_to_perfetto
+
+    inputs = input_files(args.trace)
+    fmt = args.format or format_for_path(Path(args.output))
+    if fmt != "perfetto":
+        raise UsageError(
+            f"{args.output}: a job is exported as one Perfetto trace (one process group per "
+            "rank); end the name in .pftrace, or export one rank's file as Chrome JSON"
+        )
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    check_target(args.output, inputs=inputs, force=args.force)  # before the (slow) analysis
+    doc = job_document(
+        args.trace, scheduler=args.scheduler, workers=args.workers, store=args.store,
+        use_cache=not args.no_cache, progress=rank_progress(),
+    )  # fmt: skip
+    started = time.perf_counter()
+    written = []
+    out = atomic_write(
+        args.output,
+        lambda tmp: written.append(job_to_perfetto(doc, tmp, results=not args.no_results)),
+        inputs=inputs,
+        force=args.force,
+    )
+    job = written[0]
+    took = time.perf_counter() - started
+    print(
+        f"wrote {out} (perfetto, {fmt_bytes(job.bytes)}) in {took:.1f} s: "
+        f"{len(job.ranks)} ranks as process groups 'rank K', {job.slices:,} slices"
+    )
+    print(
+        "clock shifts (subtracted from each rank's timestamps to align collective ends): "
+        + ", ".join(f"rank {r} {_shift(s)}" for r, s in job.shifts_ns.items())
+    )
+    for w in doc["warnings"]:
+        print(f"explorer: warning: {w}", file=sys.stderr)
+    if doc["synthetic"]:
+        print("explorer: note: this job is SYNTHETIC, not measured", file=sys.stderr)
+    return 0
+
+
+def _shift(ns: int) -> str:
+    """``+1234567 ns (1.23 ms)``: exact, then readable; ``0 ns`` for no shift."""
+    return f"{ns:+d} ns ({fmt_ns(abs(ns))})" if ns else "0 ns"

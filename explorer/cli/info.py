@@ -131,7 +131,9 @@ def render(info: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     import explorer
 
-    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=terminal_progress())
+    trace = explorer.load(
+        args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
+    )
     info = summarise(trace.data)
     if args.json:
         json.dump(info, sys.stdout, indent=2)

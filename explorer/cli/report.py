@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = input_files(args.trace)
     if args.output is not None:  # refuse a bad -o before the (slow) load
         check_target(args.output, inputs=inputs, force=args.force)
-    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress())
+    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
     print_load_warnings(trace)
     if args.steps is not None:
         trace.use_steps(args.steps)
@@ -156,8 +156,8 @@ def run_job(args: argparse.Namespace) -> int:
     return 1 if fired else 0
 
 
-def _progress() -> Any:
+def _progress(source: str) -> Any:
     """The lead's terminal progress bar when attached to a TTY, else nothing."""
     from explorer.cli.progress import terminal_progress
 
-    return terminal_progress()
+    return terminal_progress(source=source)

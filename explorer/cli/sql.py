@@ -108,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
         model = open_trace(path)
     else:
         model = load_trace(
-            path, use_cache=not args.no_cache, store=args.store, progress=terminal_progress()
+            path,
+            use_cache=not args.no_cache,
+            store=args.store,
+            progress=terminal_progress(source=path),
         )
     sys.stdout.write(render(query_trace(model, args.query), args.format))
     return 0

@@ -55,7 +55,7 @@ from explorer.export.perfetto_results import (
     write_findings,
     write_packet,
 )
-from explorer.export.perfetto_tracks import build_layout
+from explorer.export.perfetto_tracks import IdSpace, build_layout
 from explorer.export.results import Results, explorer_results
 from explorer.trace.model import TraceData
 
@@ -77,6 +77,8 @@ class PerfettoExport:
     lane_tracks: int = 0  # sibling rows added for overlapping slices
     bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    next_ids: IdSpace = field(default_factory=IdSpace)
+    """Where the next trace written to the same file starts its ids."""
 
 
 def to_perfetto(
@@ -88,6 +90,21 @@ def to_perfetto(
     trace (:func:`~explorer.export.results.explorer_results`).
     """
     path = Path(path)
+    with open(path, "wb") as f:
+        summary = write_perfetto(f, trace, results=results)
+    summary.path = path
+    return summary
+
+
+def write_perfetto(
+    f: Any, trace: TraceData, *, results: Results | None = None, ids: IdSpace | None = None
+) -> PerfettoExport:
+    """Append ``trace`` to the open binary file ``f``: a complete Perfetto trace on its
+    own, or one of several (a job's ranks) when each starts at the previous one's
+    ``next_ids`` (its first packet clears the sequence's interned state, so every trace
+    interns its own names). ``summary.bytes`` counts this trace's bytes only."""
+    ids = ids or IdSpace()
+    first_byte = f.tell()
     sl = trace.slices
     ts = sl["ts"].to_numpy(np.int64)
     dur = sl["dur"].to_numpy(np.int64)
@@ -97,30 +114,37 @@ def to_perfetto(
         results = explorer_results(trace)
     instants = trace.instants if trace.instants is not None else pd.DataFrame()
     inst_track = instants["track"].to_numpy(np.int64) if len(instants) else np.zeros(0, np.int64)
-    layout = build_layout(trace, lanes, has_global_instants=bool((inst_track < 0).any()))
+    layout = build_layout(trace, lanes, has_global_instants=bool((inst_track < 0).any()), ids=ids)
     rows = layout_result_rows(layout, results, trace)
 
     strings = StringTable()
     names = _Interned()
     cats = _Interned()
-    flows = flow_table(trace, results)
+    flows = flow_table(trace, results, ids.first_flow)
     tables = _event_tables(trace, layout, instants, inst_track, flows, names, cats, strings)
+    tables.start_ns -= ids.shift_ns
     start_ns = tables.start_ns
     path_tables = critical_path_tables(trace, results, rows, tables, cats, strings)
 
-    summary = PerfettoExport(path=path)
-    with open(path, "wb") as f:
-        write_packet(f, _interned_head(names, cats, tables.annotations.names, strings))
-        for desc in layout.descriptors:
-            write_packet(
-                f, pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=desc)
-            )
-        # findings first: they begin the flows to their evidence, which the slices end
-        write_findings(f, results, rows, start_ns, flows.result_links)
-        src_kind, src_idx, ev_kind = _write_events(f, tables)
-        if path_tables is not None:
-            _write_events(f, path_tables)
-        summary.bytes = f.tell()
+    summary = PerfettoExport(path=Path())  # the caller knows the path
+    head = _interned_head(names, cats, tables.annotations.names, strings)
+    head.first_packet_on_sequence = first_byte == 0
+    write_packet(f, head)
+    for desc in layout.descriptors:
+        write_packet(
+            f, pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=desc)
+        )
+    # findings first: they begin the flows to their evidence, which the slices end
+    write_findings(f, results, rows, start_ns, flows.result_links)
+    src_kind, src_idx, ev_kind = _write_events(f, tables)
+    if path_tables is not None:
+        _write_events(f, path_tables)
+    summary.bytes = f.tell() - first_byte
+    summary.next_ids = IdSpace(
+        first_uuid=layout.new_uuid(),
+        first_flow=ids.first_flow + flows.count,
+        first_synthetic=layout.next_synthetic,
+    )
 
     is_slice = src_kind == FROM_SLICE
     summary.slices = int((is_slice & (ev_kind != END)).sum())

@@ -47,7 +47,7 @@ _TERMINATING_FLOW_TAG = np.frombuffer(w.tag(48, w.FIXED64), np.uint8)
 
 @dataclass
 class Flows:
-    """Flow ids 1..count: ``first`` carries ``flow_ids`` (the earlier end; -1 when that end
+    """Flow ids ``first_id``.. (1.. by default): ``first`` carries ``flow_ids`` (the earlier end; -1 when that end
     is a result slice, not a trace slice), ``second`` carries ``terminating_flow_ids``."""
 
     first: np.ndarray
@@ -55,10 +55,12 @@ class Flows:
     count: int
     result_links: dict[int, list[int]] = field(default_factory=dict)
     """Result slice index → the flow ids it begins (links to a finding's evidence)."""
+    first_id: int = 1
+    """The id of flow 0 (ids run first_id..first_id+count-1)."""
 
     def by_slice(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """CSR lists: flow ids starting at / terminating at each trace slice."""
-        ids = np.arange(1, self.count + 1, dtype=np.int64)
+        ids = np.arange(self.first_id, self.first_id + self.count, dtype=np.int64)
 
         def csr(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             mine = owner >= 0
@@ -72,7 +74,7 @@ class Flows:
         return o_ptr, o_ids, i_ptr, i_ids
 
 
-def flow_table(trace: TraceData, results: Results) -> Flows:
+def flow_table(trace: TraceData, results: Results, first_id: int = 1) -> Flows:
     """Every flow between two distinct slices, oriented by start time so that a flow always
     begins before it terminates (clock skew can put a kernel before its launch); then the
     findings' links to their evidence (only to slices starting after the finding does)."""
@@ -81,7 +83,7 @@ def flow_table(trace: TraceData, results: Results) -> Flows:
     if len(results.flows):
         parts.append(results.flows[["src", "dst"]])
     if n == 0:
-        return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+        return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, first_id=first_id)
     first = second = np.zeros(0, np.int64)
     ts = trace.slices["ts"].to_numpy(np.int64)
     if parts:
@@ -105,13 +107,13 @@ def flow_table(trace: TraceData, results: Results) -> Flows:
     for i, s in enumerate(results.slices):
         targets = [e for e in dict.fromkeys(s.links) if 0 <= e < n and ts[e] > s.ts]
         if targets:
-            start = len(first) + len(extra) + 1
+            start = len(first) + len(extra) + first_id
             links[i] = list(range(start, start + len(targets)))
             extra.extend(targets)
     if extra:
         first = np.concatenate([first, np.full(len(extra), -1, np.int64)])
         second = np.concatenate([second, np.asarray(extra, np.int64)])
-    return Flows(first, second, len(first), links)
+    return Flows(first, second, len(first), links, first_id)
 
 
 def _lex_less(a: np.ndarray, b: np.ndarray) -> np.ndarray:

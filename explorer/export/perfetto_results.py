@@ -56,7 +56,7 @@ def layout_result_rows(layout: TrackLayout, results: Results, trace: TraceData) 
     out = ResultRows()
     if not results.count:
         return out
-    group = layout.add(name="Explorer", child_ordering=EXPLICIT, sibling_order_rank=-1)
+    group = layout.add_top(name="Explorer", child_ordering=EXPLICIT, sibling_order_rank=-1)
     layout.group_uuid["explorer"] = group
     for r, row in enumerate(results.rows()):
         if row == CRITICAL_PATH_ROW:

@@ -29,7 +29,25 @@ EXPLICIT = pb.TrackDescriptor.ChildTracksOrdering.EXPLICIT
 BYTES = pb.CounterDescriptor.Unit.UNIT_SIZE_BYTES
 
 #: Synthetic pids/tids for processes and threads whose id in the file is not a number.
-_SYNTHETIC_ID_BASE = 1 << 22
+SYNTHETIC_ID_BASE = 1 << 22
+
+
+@dataclass
+class IdSpace:
+    """Where one trace's ids start, so that several traces can share one file (a job's
+    ranks): track uuids, flow ids and synthetic pids/tids are unique across the file only
+    when each trace starts where the previous one stopped
+    (:attr:`~explorer.export.perfetto.PerfettoExport.next_ids`).
+
+    ``group`` = ``(name, pid)`` puts every row of the trace under one process of that name
+    (threads, devices, counters, Explorer's rows): a rank's process group in a job trace.
+    ``shift_ns`` is subtracted from every timestamp (a rank's clock offset)."""
+
+    first_uuid: int = 1
+    first_flow: int = 1
+    first_synthetic: int = SYNTHETIC_ID_BASE
+    group: tuple[str, int] | None = None
+    shift_ns: int = 0
 
 
 @dataclass
@@ -47,6 +65,10 @@ class TrackLayout:
     """Named top-level groups: ``"explorer"`` and ``"instants"`` when present."""
     lane_tracks: int = 0
     """How many sibling rows were added for overlapping slices."""
+    root: int = 0
+    """The process every top-level group hangs under (0: none; see :class:`IdSpace`)."""
+    next_synthetic: int = SYNTHETIC_ID_BASE
+    """The first synthetic pid/tid this layout did not use."""
     _next: int = 1
 
     def new_uuid(self) -> int:
@@ -59,6 +81,10 @@ class TrackLayout:
         uuid = self.new_uuid()
         self.descriptors.append(pb.TrackDescriptor(uuid=uuid, **kw))
         return uuid
+
+    def add_top(self, **kw: object) -> int:
+        """A top-level group: under :attr:`root` when the layout has one."""
+        return self.add(parent_uuid=self.root, **kw) if self.root else self.add(**kw)
 
     def add_lanes(self, parent: int, name: str, count: int, rank: int, start: int = 0) -> list[int]:
         """Rows ``start..count-1`` under ``parent`` for one source track: row 0 is named
@@ -81,7 +107,7 @@ def _as_int(text: str) -> int | None:
 class _Groups:
     """The process and device groups of a layout, made on first use."""
 
-    def __init__(self, trace: TraceData, layout: TrackLayout) -> None:
+    def __init__(self, trace: TraceData, layout: TrackLayout, ids: IdSpace) -> None:
         self.layout = layout
         self.rank = trace.rank
         self.device_names = _device_names(trace)
@@ -89,9 +115,19 @@ class _Groups:
         self.process_pid: dict[str, int] = {}
         self.device_uuid: dict[int, int] = {}
         n = len(trace.tracks)
-        self.synthetic = iter(range(_SYNTHETIC_ID_BASE, _SYNTHETIC_ID_BASE + 10 * n + 10))
+        first = ids.first_synthetic
+        layout.next_synthetic = first + 10 * n + 10
+        self.synthetic = iter(range(first, layout.next_synthetic))
+        self.group = ids.group
+        if ids.group is not None:
+            name, pid = ids.group
+            desc = pb.ProcessDescriptor(pid=pid, process_name=name)
+            layout.root = layout.add(process=desc, child_ordering=EXPLICIT)
 
     def process(self, pid: str, label: str, track_rank: int) -> int:
+        if self.group is not None:  # one process for the whole trace: its threads beneath
+            self.process_uuid.setdefault(pid, self.layout.root)
+            self.process_pid.setdefault(pid, self.group[1])
         if pid not in self.process_uuid:
             num = _as_int(pid)
             num = next(self.synthetic) if num is None else num
@@ -112,20 +148,23 @@ class _Groups:
                 name += f" ({self.device_names[device]})"
             if self.rank >= 0:
                 name += f" [rank {self.rank}]"
-            self.device_uuid[device] = self.layout.add(name=name, child_ordering=EXPLICIT)
+            self.device_uuid[device] = self.layout.add_top(name=name, child_ordering=EXPLICIT)
         return self.device_uuid[device]
 
 
-def build_layout(trace: TraceData, lanes: np.ndarray, *, has_global_instants: bool) -> TrackLayout:
+def build_layout(
+    trace: TraceData, lanes: np.ndarray, *, has_global_instants: bool, ids: IdSpace | None = None
+) -> TrackLayout:
     """Lay out every track of ``trace``; ``lanes`` is each slice's lane (0 = own row)."""
-    layout = TrackLayout()
+    ids = ids or IdSpace()
+    layout = TrackLayout(_next=ids.first_uuid)
     tracks = trace.tracks
     layout.track_uuid = np.zeros(len(tracks), np.int64)
     slice_track = trace.slices["track"].to_numpy()
     lane_count = np.ones(len(tracks), np.int64)
     if len(slice_track):
         np.maximum.at(lane_count, slice_track, lanes.astype(np.int64) + 1)
-    groups = _Groups(trace, layout)
+    groups = _Groups(trace, layout, ids)
     ordered = tracks.sort_values("order", kind="stable")
     lane_uuid = _slice_rows(ordered, groups, lane_count)
     # counters after the slice rows, so they can sit beside their process or device
@@ -138,7 +177,7 @@ def build_layout(trace: TraceData, lanes: np.ndarray, *, has_global_instants: bo
         if sel.any():
             layout.slice_uuid[sel] = np.asarray(uuids, np.int64)[lanes[sel]]
     if has_global_instants:
-        layout.group_uuid["instants"] = layout.add(name="Global instants")
+        layout.group_uuid["instants"] = layout.add_top(name="Global instants")
     return layout
 
 
@@ -204,6 +243,7 @@ def _memory_tracks(trace: TraceData, layout: TrackLayout, groups: _Groups) -> No
             parent = groups.device_uuid.get(dev) or groups.device(dev, f"device {dev}")
             label = f"{DEVICE_TYPES.get(dtype, f'device_type{dtype}')}:{dev} memory"
         for what in ("allocated", "reserved"):
+            parent = parent or layout.root
             kw = {"parent_uuid": parent} if parent else {}
             layout.memory_uuids[(dtype, dev, what)] = layout.add(
                 name=f"{label} {what}",

@@ -2,7 +2,8 @@
 
 An entry is immutable: it is written complete into a hidden temporary directory beside its
 final place, then moved there by rename, so a reader sees the old entry, no entry, or the
-new one, never a half-written one. Opening reads and verifies every file's bytes (size and
+new one, never a half-written one; Ctrl-C is held back from the temporary directory's
+creation to its rename or removal, so an interrupted write leaves nothing behind. Opening reads and verifies every file's bytes (size and
 checksum from the header) before decoding any, and keeps the args' verified bytes in memory
 to decode on first use: an open trace never reads its entry's files again, so another
 process replacing the entry cannot change what it sees.
@@ -28,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
+from explorer.safe_write import interrupts_deferred
 from explorer.store.header import (
     HEADER,
     SourceStamp,
@@ -120,14 +122,17 @@ def write_trace(
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent))
-    try:
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        write_header(tmp, files, source, extra)  # last: an entry without it is incomplete
-        _install(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already when installed
+    with interrupts_deferred():  # a Ctrl-C lands once the entry is installed or removed
+        tmp = Path(
+            tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent)
+        )
+        try:
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+            write_header(tmp, files, source, extra)  # last: an entry without it is incomplete
+            _install(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already when installed
     return target
 
 

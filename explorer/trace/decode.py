@@ -13,6 +13,7 @@ kept, and a warning says how many.
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 import math
 import os
@@ -28,6 +29,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import psutil
+import zstandard
 
 from explorer.errors import TraceError
 from explorer.trace.events import CHUNK
@@ -102,11 +104,18 @@ class Decoded:
     execution_trace: dict[str, Any] | None = None
 
 
-#: A gzip trace may inflate to at most this many times its compressed size (real traces:
-#: 7-20x; a deflate stream can reach ~1000x, which only a bomb or padding does) ...
+#: A compressed trace (gzip or zstd) may inflate to at most this many times its compressed
+#: size (real traces: 7-20x gzip, 10-30x zstd; a deflate stream can reach ~1000x and a zstd
+#: one ~30000x, which only a bomb or padding does) ...
 GZIP_MAX_RATIO = 100
 #: ... but a small file may always inflate to this much.
 GZIP_MIN_LIMIT = 64 << 20
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Compressed bytes fed to zstd at a time, so the cap is checked between pieces: a zstd block
+#: (at most 128 KiB of output) takes at least 4 bytes, so a piece overshoots by <= 64 MiB.
+_ZSTD_PIECE = 2 << 10
 
 
 def memory_limit() -> int:
@@ -116,11 +125,12 @@ def memory_limit() -> int:
 
 
 def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
-    """The file's bytes, gunzipped when it is gzip. A truncated gzip gives what it holds.
+    """The file's bytes, decompressed when it is gzip or zstd (told by its first bytes, not
+    its name). A truncated gzip or zstd stream gives what it holds.
 
     Only a regular file is read (or standard input, given as ``-``): a FIFO, a device or a
     socket is refused rather than waited on or read without end. The bytes are bounded by
-    :func:`memory_limit`, and a gzip file by ``GZIP_MAX_RATIO`` times its size too.
+    :func:`memory_limit`, and a compressed file by ``GZIP_MAX_RATIO`` times its size too.
     """
     limit = memory_limit()
     if str(path) == "-":
@@ -142,9 +152,30 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
                 data = f.read(limit + 1)
         except OSError as exc:
             raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
-    if data[:2] != b"\x1f\x8b":
-        return data, []
-    return _gunzip(path, data, min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data))))
+    cap = min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data)))
+    if data[:2] == GZIP_MAGIC:
+        return _gunzip(path, data, cap)
+    if data[:4] == ZSTD_MAGIC:
+        return _unzstd(path, data, cap)
+    return data, []
+
+
+def read_head(path: Path, size: int = 4096) -> bytes:
+    """The first ``size`` bytes of the file's text (decompressed when gzip or zstd), to tell
+    what a file is without reading it all; empty when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+            f.seek(0)
+            if magic[:2] == GZIP_MAGIC:
+                with gzip.open(f, "rb") as g:
+                    return g.read(size)
+            if magic == ZSTD_MAGIC:
+                with zstandard.ZstdDecompressor().stream_reader(f) as z:
+                    return z.read(size)
+            return f.read(size)
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError):
+        return b""
 
 
 def _too_big(path: Path, limit: int, inflated: bool = False) -> TraceError:
@@ -152,9 +183,23 @@ def _too_big(path: Path, limit: int, inflated: bool = False) -> TraceError:
     return TraceError(
         path,
         f"{what} more than {limit / 2**20:,.0f} MiB, more than can be loaded in the memory "
-        "available now" + (" or a gzip bomb" if inflated else ""),
+        "available now" + (" or a decompression bomb" if inflated else ""),
         "free memory or load it on a larger machine",
     )
+
+
+def _over_cap(path: Path, compressed: int, limit: int, kind: str) -> TraceError:
+    """The error for a stream that inflates past ``limit``: a bomb when the ratio cap set it,
+    too big for memory otherwise."""
+    if limit < memory_limit():
+        ratio = limit / max(compressed, 1)
+        return TraceError(
+            path,
+            f"decompresses to more than {limit / 2**20:,.0f} MiB ({ratio:,.0f}x its "
+            f"compressed size, far beyond any real trace): a {kind} bomb or padding, not a trace",
+            "check where the file came from",
+        )
+    return _too_big(path, limit, inflated=True)
 
 
 def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
@@ -173,20 +218,39 @@ def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, lis
                 path, f"the gzip data is corrupt ({exc})", "re-copy or re-capture the trace"
             ) from None
         if len(out) > limit:
-            ratio = limit / max(len(data), 1)
-            if limit < memory_limit():
-                raise TraceError(
-                    path,
-                    f"decompresses to more than {limit / 2**20:,.0f} MiB ({ratio:,.0f}x its "
-                    "compressed size, far beyond any real trace): a gzip bomb or padding, not a trace",
-                    "check where the file came from",
-                )
-            raise _too_big(path, limit, inflated=True)
+            raise _over_cap(path, len(data), limit, "gzip")
         if not d.eof:  # cut short while being written: keep what decompresses
             return out, ["the gzip stream ends early (the file was cut short)"]
         rest = d.unused_data
         pos = len(data) - len(rest)
-        if rest[:2] != b"\x1f\x8b":  # no further member (zero padding is common)
+        if rest[:2] != GZIP_MAGIC:  # no further member (zero padding is common)
+            return out, []
+
+
+def _unzstd(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+    """Every zstd frame of ``data`` decompressed, stopping with a clear error past ``limit``
+    (checked every ``_ZSTD_PIECE`` compressed bytes: zstd's streaming API has no output cap)."""
+    out = bytearray()
+    view = memoryview(data)
+    pos = 0
+    zstd = zstandard.ZstdDecompressor()
+    while True:
+        d = zstd.decompressobj()
+        try:
+            while not d.eof and pos < len(data) and len(out) <= limit:
+                piece = view[pos : pos + _ZSTD_PIECE]
+                out += d.decompress(piece)
+                pos += len(piece)
+        except zstandard.ZstdError as exc:
+            raise TraceError(
+                path, f"the zstd data is corrupt ({exc})", "re-copy or re-capture the trace"
+            ) from None
+        if len(out) > limit:
+            raise _over_cap(path, len(data), limit, "zstd")
+        if not d.eof:  # cut short while being written: keep what decompresses
+            return out, ["the zstd stream ends early (the file was cut short)"]
+        pos -= len(d.unused_data)
+        if view[pos : pos + 4] != ZSTD_MAGIC:  # no further frame
             return out, []
 
 
@@ -271,7 +335,7 @@ def _decode_document(path: Path, data: bytes | bytearray) -> Decoded:
         raise TraceError(
             path,
             f"this file is {what}, not a trace",
-            "give a Kineto/Chrome trace (.json or .json.gz) written by torch.profiler or explorer.collect",
+            "give a Kineto/Chrome trace (.json, .json.gz or .json.zst) written by torch.profiler or explorer.collect",
         )
     if head == b"[":
         return _check_array(path, data, {})

@@ -9,7 +9,6 @@ from PyTorch versions that do not write that arg use the same number as ``Extern
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,13 @@ import numpy as np
 import pandas as pd
 
 from explorer.errors import TraceError
-from explorer.trace.decode import read_bytes
+from explorer.trace.decode import read_bytes, read_head
 from explorer.trace.model import TraceData
 
 
 def is_execution_trace(path: Path) -> bool:
     """True when the file's first bytes look like an Execution Trace."""
-    try:
-        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
-            head = f.read(4096)
-    except (OSError, EOFError):
-        return False
+    head = read_head(path)
     return b'"nodes"' in head and b'"schema"' in head and b'"traceEvents"' not in head
 
 

@@ -1,6 +1,6 @@
-"""From a path a user typed to loaded tables: files, gzip, TensorBoard profile directories,
-directories of per-rank traces, Execution Traces attached to their Kineto trace, and the
-cache in front of it all.
+"""From a path a user typed to loaded tables: files (plain, gzip or zstd), TensorBoard
+profile directories, directories of per-rank traces, Execution Traces attached to their
+Kineto trace, and the cache in front of it all.
 
 Directory rules (documented for users in the README):
 
@@ -20,9 +20,7 @@ Directory rules (documented for users in the README):
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
@@ -30,13 +28,13 @@ from pathlib import Path
 from explorer.errors import TraceError
 from explorer.trace.build import build
 from explorer.trace.cache import load_cached, save_cached, source_stamp
-from explorer.trace.decode import decode, read_bytes
+from explorer.trace.decode import decode, read_bytes, read_head
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
 
 Progress = Callable[[float, str], None]
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 #: How every Chrome JSON export begins (see :mod:`explorer.export.chrome`).
 EXPORT_MARKER = b'{"exportedBy":"explorer",'
 
@@ -55,12 +53,7 @@ def _is_trace_file(p: Path) -> bool:
 def is_explorer_output(path: Path) -> bool:
     """True for a file Explorer wrote from a trace (an export or a JSON report), judged
     from its first bytes; see the module docstring."""
-    try:
-        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
-            head = f.read(4096)
-    except (OSError, EOFError, zlib.error):
-        return False
-    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(EXPORT_MARKER):
         return True
     if b'"traceEvents"' in head:
@@ -165,7 +158,7 @@ def load_trace(
         if not kineto:
             raise TraceError(
                 p,
-                "this directory holds no trace files (*.json, *.json.gz)",
+                "this directory holds no trace files (*.json, *.json.gz, *.json.zst)",
                 "point at a trace file, a TensorBoard log dir or a directory of rank traces",
             )
         if len(kineto) > 1:

@@ -225,7 +225,10 @@ class MainWindow(QMainWindow):
     # -- loading ------------------------------------------------------------------------
     def open_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open trace", "", "Traces (*.json *.json.gz *.pt.trace.json *.gz);;All files (*)"
+            self,
+            "Open trace",
+            "",
+            "Traces (*.json *.json.gz *.json.zst *.pt.trace.json *.gz *.zst);;All files (*)",
         )
         if path:
             self.open_path(path)

@@ -23,7 +23,11 @@ def slowed_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     rng = random.Random()  # a different rank and cause each run; the assertion says which
     rank, cause = rng.randrange(4), rng.choice(sorted(EXPECTED_CAUSE))
     out = tmp_path_factory.mktemp("ddp-slow")
-    info = run_ddp_job(out, "--slow-rank", str(rank), "--cause", cause)
+    # 120 ms a step over 6 steps: well above what CPU contention alone does to one of 4
+    # processes on 2 cores (at 40 ms a busy machine once hid the slowed rank in the noise)
+    info = run_ddp_job(
+        out, "--slow-rank", str(rank), "--cause", cause, "--delay-ms", "120", "--steps", "6"
+    )
     return out, info
 
 

@@ -1,0 +1,102 @@
+"""Ctrl-C during a first load ends the CLI with one line and status 130 and leaves no
+half-written store entry: while parsing, no entry; while the cache entry is being written,
+the interrupt waits for it to be installed whole. No writer's temporary is left, and the
+next load works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer.scenarios.large import write_large
+from explorer.store import open_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # real traces here load in well under a second: too quick to interrupt reliably
+    return write_large(tmp_path_factory.mktemp("big") / "big.json.gz", 250_000)
+
+
+@pytest.fixture(scope="module")
+def n_slices(big_trace: Path) -> int:
+    return len(explorer.load(big_trace, use_cache=False).slices)
+
+
+def _start_info(trace: Path, cache: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(cache)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "explorer", "info", str(trace)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _interrupted(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode()
+
+
+def _assert_cache_whole(cache: Path, expected: int) -> None:
+    """Nothing half-written is left: no writer's temporary, and every entry opens intact
+    with all ``expected`` slices."""
+    left = sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+    assert not [n for n in left if n.startswith(".")], left
+    for name in left:
+        assert len(open_trace(cache / name).slices) == expected
+
+
+def test_ctrl_c_while_parsing_leaves_no_entry(
+    big_trace: Path, n_slices: int, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    proc = _start_info(big_trace, cache)
+    time.sleep(1.5)  # the load takes ~3 s here; the entry is written at its end
+    assert proc.poll() is None, "the load finished before it could be interrupted"
+    rc, err = _interrupted(proc)
+    assert rc == 130, err
+    assert err.strip().splitlines() == ["explorer: interrupted"], err
+    assert not cache.exists() or not any(cache.iterdir())
+    _assert_cache_whole(cache, n_slices)
+
+
+@pytest.mark.parametrize("attempt", range(4))  # the window is short: hit it several times
+def test_ctrl_c_while_the_entry_is_written_waits_until_it_is_whole(
+    big_trace: Path, n_slices: int, tmp_path: Path, attempt: int
+) -> None:
+    cache = tmp_path / "cache"
+    proc = _start_info(big_trace, cache)
+    writing = False
+    while proc.poll() is None and not writing:  # wait for the writer's temporary directory
+        writing = cache.exists() and any(p.name.endswith(".writing") for p in cache.iterdir())
+        time.sleep(0.001)
+    assert writing, "the entry was written before it was seen"
+    rc, err = _interrupted(proc)
+    assert rc in (0, 130), err  # 0: the signal came after loading was done
+    assert "Traceback" not in err
+    # the interrupt is held back until the entry is installed: it is there, whole
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 1
+    _assert_cache_whole(cache, n_slices)
+    # and the next load works, from the entry when there is one
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(cache)}
+    again = subprocess.run(
+        [sys.executable, "-m", "explorer", "info", str(big_trace)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr.decode()
+    _assert_cache_whole(cache, n_slices)
