@@ -42,7 +42,7 @@ class _Nvml:
             self.handles = [
                 module.nvmlDeviceGetHandleByIndex(i) for i in range(module.nvmlDeviceGetCount())
             ]
-        except Exception:  # no driver, no permission: sample the host only
+        except module.NVMLError:  # no driver, no permission: sample the host only
             self.nvml = None
             self.handles = []
 

@@ -21,7 +21,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,56 +202,59 @@ def _over_cap(path: Path, compressed: int, limit: int, kind: str) -> TraceError:
     return _too_big(path, limit, inflated=True)
 
 
-def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
-    """Every gzip member of ``data`` inflated, stopping with a clear error past ``limit``."""
+#: One compressed member (gzip) or frame (zstd) starting at ``pos``, inflated onto ``out``
+#: until its end or just past ``limit``: (did it end, where the next one starts).
+Member = Callable[[memoryview, int, bytearray, int], tuple[bool, int]]
+
+
+def _gzip_member(view: memoryview, pos: int, out: bytearray, limit: int) -> tuple[bool, int]:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out += d.decompress(view[pos:], limit - len(out) + 1)
+    while d.unconsumed_tail and len(out) <= limit:
+        out += d.decompress(d.unconsumed_tail, limit - len(out) + 1)
+    return d.eof, len(view) - len(d.unused_data)
+
+
+def _zstd_member(view: memoryview, pos: int, out: bytearray, limit: int) -> tuple[bool, int]:
+    """Fed ``_ZSTD_PIECE`` compressed bytes at a time: zstd's streaming API has no output
+    cap, so the limit is checked between pieces."""
+    d = zstandard.ZstdDecompressor().decompressobj()
+    while not d.eof and pos < len(view) and len(out) <= limit:
+        piece = view[pos : pos + _ZSTD_PIECE]
+        out += d.decompress(piece)
+        pos += len(piece)
+    return d.eof, pos - len(d.unused_data)
+
+
+def _inflate(
+    path: Path, data: bytes, limit: int, kind: str, member: Member, magic: bytes
+) -> tuple[bytes | bytearray, list[str]]:
+    """Every member of ``data`` inflated, stopping with a clear error past ``limit``; a stream
+    cut short (a trace still being written) keeps what decompresses, with a warning."""
     out = bytearray()
     view = memoryview(data)
     pos = 0
     while True:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out += d.decompress(view[pos:], limit - len(out) + 1)
-            while d.unconsumed_tail and len(out) <= limit:
-                out += d.decompress(d.unconsumed_tail, limit - len(out) + 1)
-        except zlib.error as exc:
+            ended, pos = member(view, pos, out, limit)
+        except (zlib.error, zstandard.ZstdError) as exc:
             raise TraceError(
-                path, f"the gzip data is corrupt ({exc})", "re-copy or re-capture the trace"
+                path, f"the {kind} data is corrupt ({exc})", "re-copy or re-capture the trace"
             ) from None
         if len(out) > limit:
-            raise _over_cap(path, len(data), limit, "gzip")
-        if not d.eof:  # cut short while being written: keep what decompresses
-            return out, ["the gzip stream ends early (the file was cut short)"]
-        rest = d.unused_data
-        pos = len(data) - len(rest)
-        if rest[:2] != GZIP_MAGIC:  # no further member (zero padding is common)
+            raise _over_cap(path, len(data), limit, kind)
+        if not ended:
+            return out, [f"the {kind} stream ends early (the file was cut short)"]
+        if view[pos : pos + len(magic)] != magic:  # no further member (zero padding is common)
             return out, []
+
+
+def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+    return _inflate(path, data, limit, "gzip", _gzip_member, GZIP_MAGIC)
 
 
 def _unzstd(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
-    """Every zstd frame of ``data`` decompressed, stopping with a clear error past ``limit``
-    (checked every ``_ZSTD_PIECE`` compressed bytes: zstd's streaming API has no output cap)."""
-    out = bytearray()
-    view = memoryview(data)
-    pos = 0
-    zstd = zstandard.ZstdDecompressor()
-    while True:
-        d = zstd.decompressobj()
-        try:
-            while not d.eof and pos < len(data) and len(out) <= limit:
-                piece = view[pos : pos + _ZSTD_PIECE]
-                out += d.decompress(piece)
-                pos += len(piece)
-        except zstandard.ZstdError as exc:
-            raise TraceError(
-                path, f"the zstd data is corrupt ({exc})", "re-copy or re-capture the trace"
-            ) from None
-        if len(out) > limit:
-            raise _over_cap(path, len(data), limit, "zstd")
-        if not d.eof:  # cut short while being written: keep what decompresses
-            return out, ["the zstd stream ends early (the file was cut short)"]
-        pos -= len(d.unused_data)
-        if view[pos : pos + 4] != ZSTD_MAGIC:  # no further frame
-            return out, []
+    return _inflate(path, data, limit, "zstd", _zstd_member, ZSTD_MAGIC)
 
 
 _STRING_FIELD = re.compile(rb'^(\s*"(?:name|cat)": ")(.*)(",?)$', re.M)
