@@ -24,7 +24,7 @@ from explorer.job.run_dir import job_files
 from explorer.job.straggler import Straggler, find_straggler, rank_blame
 from explorer.trace.cache import cache_root
 
-JOB_SCHEMA_VERSION = 1
+JOB_SCHEMA_VERSION = 2
 #: At most this many collectives are listed one by one (most waiting first); totals by
 #: operation always cover all of them.
 MAX_COLLECTIVE_ROWS = 200
@@ -129,7 +129,7 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         reduce.register_offsets(con, offsets)
         coll = reduce.matched_collectives(con, world)
         wait = reduce.wait_by_rank_step(con)
-        straggler = find_straggler(con, wait, coll)
+        straggler = find_straggler(con, wait)
         row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
         unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
         breakdown = con.execute(
@@ -152,14 +152,15 @@ def _summary(
     blame: pd.DataFrame, total: float, straggler: Any, coll: pd.DataFrame, unmatched: int
 ) -> dict[str, Any]:
     n = len(blame)
-    worst = float(blame["caused_ns"].max()) / max(n - 1, 1) if n else 0.0
+    worst = max(float(blame["late_ns_per_step"].max()), 0.0) if n else 0.0
+    mean_step = total / max(float(blame["steps"].mean()), 1.0) if n else 0.0
     return {
         # the named straggler's cost to the others (0 when none is named), which
-        # '--fail-on straggler>X%' reads; the worst rank's cost even when it is not
-        # singled out (every rank is late now and then) is max_caused_wait_share
+        # '--fail-on straggler>X%' reads; the worst rank's typical lateness even when it
+        # is not singled out (every rank is late now and then) is max_late_share
         "straggler_share": float(straggler.share) if straggler is not None else 0.0,
-        "max_caused_wait_share": worst / total if total > 0 else 0.0,
-        "mean_step_ns": int(total / max(float(blame["steps"].mean()), 1.0)) if n else 0,
+        "max_late_share": worst / mean_step if mean_step > 0 else 0.0,
+        "mean_step_ns": int(mean_step),
         "total_ns": int(total),
         "straggler_rank": None if straggler is None else int(straggler.rank),
         "collective_wait_share": float(blame["wait_ns"].sum()) / (total * n) if total else 0.0,
@@ -195,6 +196,8 @@ def _ranks(
                 "total_ns": 0 if row_b is None else int(row_b["total_ns"]),
                 "wait_ns": 0 if row_b is None else int(row_b["wait_ns"]),
                 "caused_wait_ns": 0 if row_b is None else int(row_b["caused_ns"]),
+                "busy_ns": 0 if row_b is None else int(row_b["busy_ns"]),
+                "late_ns_per_step": 0 if row_b is None else int(row_b["late_ns_per_step"]),
                 "host": s.host,
                 "clock_offset_ns": int(o.loc[r, "offset_ns"]) if r in o.index else 0,
                 "collective_end_offset_ns": int(m.loc[r, "offset_ns"]) if r in m.index else 0,

@@ -2,15 +2,19 @@
 
 In a synchronous job every rank's step takes about as long as the slowest rank's: the fast
 ranks spend the difference waiting inside collectives. So the straggler is not the rank
-with the longest steps; it is the rank that enters collectives *last*, and what it costs is
-the other ranks' wait in those collectives (:func:`explorer.job.reduce.wait_by_rank_step`).
+with the longest steps. Nor is it simply the rank that enters collectives last: a rank
+held up by the straggler in one collective (the root of DDP's buffer broadcast, waiting
+for a late receiver) then enters the next collective late too, and the last-entry
+count blames it for waits it did not cause. The straggler is the rank with the most time
+of its own — step time outside collective waits (:func:`rank_busy`) — beyond the other
+ranks': that is the time the others spend waiting for it, wherever the wait lands.
 
-Ranks are compared by what they typically cost the others per step (the median over
-steps of the wait they cause), so one bad step — a warm-up, a hiccup of a busy machine —
-does not make a straggler. The straggler is named when that typical cost, per other rank,
-is at least :data:`MIN_SHARE` of the median step time and :data:`MIN_LEAD` times the
-runner-up's; a balanced job (whose ranks are each late now and then) names nobody. How
-much the others lose is then reported over all steps.
+Ranks are compared by their typical lateness (the median over steps of their own time
+beyond the median of the other ranks' in that step), so one bad step — a warm-up, a hiccup
+of a busy machine — does not make a straggler. The straggler is named when its lateness is
+at least :data:`MIN_SHARE` of the median step time and :data:`MIN_LEAD` times the
+runner-up's; a balanced job (whose ranks are each late now and then) names nobody. What it
+costs the others is the lesser of its lateness and what they measurably wait per step.
 
 Why: the straggler's own time per step is compared with the median of the other ranks —
 finding by finding (``input_stall``, ``sync_stall``...), and category by category of the
@@ -25,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from explorer.job.reduce import excess_over_others
@@ -68,10 +73,29 @@ class Straggler:
         return asdict(self)
 
 
+def rank_busy(wait: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and step: ``busy_ns`` (its step time outside collective waits) and
+    ``late_ns`` (that beyond the median of the other ranks' in the same step), from
+    :func:`~explorer.job.reduce.wait_by_rank_step`."""
+    w = wait[["rank", "step", "dur_ns", "wait_ns"]].copy()
+    w["busy_ns"] = (w["dur_ns"] - w["wait_ns"]).clip(lower=0)
+    table = w.pivot_table(index="step", columns="rank", values="busy_ns", aggfunc="sum")
+    values = table.to_numpy(dtype=float)
+    others = np.empty_like(values)
+    for j in range(values.shape[1]):  # one column per rank: a handful to a few hundred
+        rest = np.delete(values, j, axis=1)
+        others[:, j] = np.nanmedian(rest, axis=1) if rest.shape[1] else np.nan
+    late = pd.DataFrame(values - others, index=table.index, columns=table.columns)
+    late_long = late.stack().rename("late_ns").reset_index()
+    return w.merge(late_long, on=["rank", "step"], how="left").fillna({"late_ns": 0.0})
+
+
 def rank_blame(wait: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: ``wait_ns`` (it waited), ``caused_ns`` (others waited for it), ``steps``,
-    ``total_ns`` (its step time), from :func:`~explorer.job.reduce.wait_by_rank_step`."""
-    return (
+    """Per rank: ``wait_ns`` (it waited), ``caused_ns`` (others waited in collectives it
+    entered last), ``steps``, ``total_ns`` (its step time), ``busy_ns`` (its time outside
+    collective waits) and ``late_ns_per_step`` (its typical lateness, see the module doc)."""
+    busy = rank_busy(wait)
+    per = (
         wait.groupby("rank")
         .agg(
             wait_ns=("wait_ns", "sum"),
@@ -81,47 +105,46 @@ def rank_blame(wait: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
+    own = busy.groupby("rank").agg(
+        busy_ns=("busy_ns", "sum"), late_ns_per_step=("late_ns", "median")
+    )
+    return per.merge(own.reset_index(), on="rank", how="left")
 
 
-def find_straggler(
-    con: duckdb.DuckDBPyConnection, wait: pd.DataFrame, collectives: pd.DataFrame
-) -> Straggler | None:
+def find_straggler(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Straggler | None:
     """The straggler and why (see the module doc), or None for a balanced job."""
     blame = rank_blame(wait)
     n = len(blame)
-    if n < 2 or blame["caused_ns"].sum() <= 0:
+    if n < 2:
         return None
-    # a rank's typical cost per step: one bad step (a warm-up, a hiccup) is not a straggler
-    typical = wait.groupby("rank")["caused_ns"].median().sort_values(ascending=False, kind="stable")
+    typical = blame.set_index("rank")["late_ns_per_step"]
+    typical = typical.sort_values(ascending=False, kind="stable")
     rank = int(typical.index[0])
-    top = blame.set_index("rank").loc[rank]
+    late = float(typical.iloc[0])
     step_ns = float(wait["dur_ns"].median())
-    if (
-        typical.iloc[0] / (n - 1) < MIN_SHARE * step_ns
-        or typical.iloc[0] < MIN_LEAD * typical.iloc[1]
-    ):
+    runner_up = max(float(typical.iloc[1]), 0.0)
+    if late <= 0 or late < MIN_SHARE * step_ns or late < MIN_LEAD * runner_up:
         return None
-    per_other = float(top["caused_ns"]) / (n - 1)
-    share = per_other / max(float(blame["total_ns"].mean()), 1.0)
-    n_steps = max(int(top["steps"]), 1)
-    mine = wait[wait["rank"] == rank]
+    others = blame[blame["rank"] != rank]
+    others_wait = float(others["wait_ns"].sum()) / max(float(others["steps"].sum()), 1.0)
+    per_other = min(late, others_wait)  # per other rank, per step
+    mean_step = float(blame["total_ns"].sum()) / max(float(blame["steps"].sum()), 1.0)
+    share = per_other / max(mean_step, 1.0)
+    busy = rank_busy(wait)
+    mine = busy[busy["rank"] == rank]
     step_mean = wait.groupby("step")["dur_ns"].mean()
-    slow = (
-        mine["caused_ns"].to_numpy() / (n - 1)
-        >= MIN_SHARE * step_mean.reindex(mine["step"]).to_numpy()
-    )
-    ops = (
-        collectives[collectives["last_rank"] == rank]
-        .groupby("op")["caused_wait_ns"]
-        .sum()
-        .sort_values(ascending=False)
-    )
+    slow = mine["late_ns"].to_numpy() >= MIN_SHARE * step_mean.reindex(mine["step"]).to_numpy()
+    ops = con.execute(
+        "SELECT op, sum(wait_ns) AS w FROM coll_aligned WHERE rank <> ? GROUP BY op "
+        "HAVING sum(wait_ns) > 0 ORDER BY w DESC, op",
+        [rank],
+    ).fetchall()
     s = Straggler(
         rank=rank,
         share=share,
-        others_wait_ns_per_step=int(per_other / n_steps),
+        others_wait_ns_per_step=int(per_other),
         steps=[int(x) for x in mine["step"].to_numpy()[slow]],
-        waits_in=[str(o) for o, v in ops.items() if v > 0],
+        waits_in=[str(o) for o, _ in ops],
     )
     s.causes = causes(con, rank, s.others_wait_ns_per_step)
     return s

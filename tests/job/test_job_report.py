@@ -88,7 +88,7 @@ def test_ranks_on_one_host_share_its_clock(sample_doc: dict) -> None:
 def test_every_format_says_the_same(sample_doc: dict) -> None:
     out = {fmt: render(sample_doc, fmt) for fmt in FORMATS}
     assert json.loads(out["json"]) == sample_doc
-    assert sample_doc["schema_version"] == 1
+    assert sample_doc["schema_version"] == 2
     for fmt in ("text", "markdown", "html"):
         assert "rank 2: input stall" in out[fmt]
         assert "Straggler: rank 2" in out[fmt]

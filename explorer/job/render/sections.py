@@ -43,9 +43,9 @@ def headline(doc: dict[str, Any]) -> str:
     s = doc["straggler"]
     if s is None:
         return (
-            "No straggler: no rank holds the others back much more than the rest (the worst "
-            f"makes them wait {100 * doc['summary']['max_caused_wait_share']:.1f}% of their "
-            "step time)."
+            "No straggler: no rank holds the others back much more than the rest (the latest "
+            f"is typically {100 * doc['summary']['max_late_share']:.1f}% of a step behind "
+            "the others)."
         )
     others = doc["ranks_present"] - 1
     causes = (
@@ -134,14 +134,16 @@ def _ranks(doc: dict[str, Any]) -> Section:
     sec = Section(
         "Ranks",
         lines=[
+            "Late / step: the rank's own time (outside collective waits) beyond the other "
+            "ranks', median over steps: what the others typically wait for it.",
             "Clock offset: how much each rank's clock was shifted to align collective ends "
-            "(ranks on one machine share its clock and are shifted together)."
+            "(ranks on one machine share its clock and are shifted together).",
         ],
-        header=["rank", "step time", "waits in collectives", "others wait for it",
+        header=["rank", "step time", "waits in collectives", "late / step",
                 "clock offset", "compute", "communication", "top finding"],
         numeric={1, 2, 3, 4, 5, 6},
     )  # fmt: skip
-    ranks = sorted(doc["ranks"], key=lambda r: -r["caused_wait_ns"])[:MAX_RANK_ROWS]
+    ranks = sorted(doc["ranks"], key=lambda r: -r["late_ns_per_step"])[:MAX_RANK_ROWS]
     for r in sorted(ranks, key=lambda r: r["rank"]):
         total = max(r["total_ns"], 1)
         bd = r["breakdown"]
@@ -149,7 +151,7 @@ def _ranks(doc: dict[str, Any]) -> Section:
         sec.rows.append(
             [str(r["rank"]), fmt_ns(r["total_ns"]),
              f"{fmt_ns(r['wait_ns'])} ({100 * r['wait_ns'] / total:.0f}%)",
-             fmt_ns(r["caused_wait_ns"]), fmt_ns(r["clock_offset_ns"]),
+             fmt_ns(max(r["late_ns_per_step"], 0)), fmt_ns(r["clock_offset_ns"]),
              f"{100 * bd.get('compute', 0) / total:.0f}%",
              f"{100 * bd.get('communication', 0) / total:.0f}%",
              "" if top is None else f"{top['kind']} {fmt_ns(top['time_lost_ns'])}"]
