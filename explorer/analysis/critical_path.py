@@ -272,20 +272,33 @@ def longest_work_path(
     reach = np.flatnonzero(np.isfinite(dist))
     work = np.round((point_time[reach] - t0) - dist[reach], 3)
     sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
+    points = _route_to(pred, sink, source)
+    if len(points) < 2:
+        return points, np.empty(0, np.int64)
+    return points, _cheapest_edges(u, v, cost, points, n + 1)
+
+
+def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
+    """The points from the search's source to ``sink`` (source left out), following the
+    predecessors back."""
     chain = [sink]
     p = int(pred[sink])
     while p != source and p >= 0:
         chain.append(p)
         p = int(pred[p])
-    points = np.array(chain[::-1], np.int64)
-    if len(points) < 2:
-        return points, np.empty(0, np.int64)
-    # Each consecutive pair of points is one edge: the cheapest between them.
-    edge_key = u * (n + 1) + v
+    return np.array(chain[::-1], np.int64)
+
+
+def _cheapest_edges(
+    u: np.ndarray, v: np.ndarray, cost: np.ndarray, points: np.ndarray, width: int
+) -> np.ndarray:
+    """For each consecutive pair of ``points``, the index of the cheapest edge between
+    them (``width`` exceeds every point id)."""
+    edge_key = u * width + v
     order = np.lexsort((cost, edge_key))
-    want = points[:-1] * (n + 1) + points[1:]
-    at = order[np.searchsorted(edge_key[order], want)]
-    return points, at
+    want = points[:-1] * width + points[1:]
+    at: np.ndarray = order[np.searchsorted(edge_key[order], want)]
+    return at
 
 
 def _describe(
