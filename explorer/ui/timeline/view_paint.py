@@ -51,9 +51,27 @@ class TimelinePainting:
                 "Open a trace: File → Open, or drop a trace file here",
             )
             return
+        self._paint_tracks(p, top, bottom, width)
+        self._paint_axes(p, width)
+        self._paint_range(p, top, bottom)
+        self._paint_corner(p, top)
+        self.legend_hidden = paint.draw_legend(
+            p,
+            w - SCROLL_W,
+            bottom,
+            0,
+            LEGEND_H,
+            self._kinds_present,
+            self._font,
+            categories=self.breakdown is not None and len(self.breakdown) > 0,
+        )
+
+    def _paint_tracks(self, p: QPainter, top: int, bottom: int, width: int) -> None:
+        """The rows in view: backgrounds, grid, slices and their labels, counters,
+        highlights and the selection (clipped to the track area), then the row gutter."""
         rows = self._visible_rows(top, bottom)
         p.setClipRect(QRectF(LABEL_W, top, width, bottom - top))
-        self._paint_row_backgrounds(p, rows, top, w)
+        self._paint_row_backgrounds(p, rows, top, self.width())
         paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
         labels = self._paint_slices(p, rows, top, width)
         self._paint_labels(p, labels)
@@ -62,6 +80,9 @@ class TimelinePainting:
         self._paint_selection(p)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
+
+    def _paint_axes(self, p: QPainter, width: int) -> None:
+        """The time axis and the step strip under it."""
         self.axis_origin = paint.draw_axis(
             p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font, self.range_label_box()
         )
@@ -77,7 +98,9 @@ class TimelinePainting:
             self.step_shares,
             self._font,
         )
-        self._paint_range(p, top, bottom)
+
+    def _paint_corner(self, p: QPainter, top: int) -> None:
+        """The top-left corner: what the axis counts from, and the steps strip's name."""
         p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
         p.setPen(QPen(paint.MUTED))
         p.setFont(self._font)
@@ -89,16 +112,6 @@ class TimelinePainting:
             self.axis_origin,
         )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
-        self.legend_hidden = paint.draw_legend(
-            p,
-            w - SCROLL_W,
-            bottom,
-            0,
-            LEGEND_H,
-            self._kinds_present,
-            self._font,
-            categories=self.breakdown is not None and len(self.breakdown) > 0,
-        )
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
