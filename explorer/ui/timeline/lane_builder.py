@@ -1,0 +1,112 @@
+"""The timeline's lane index, made off the GUI thread and kept beside the trace cache.
+
+Indexing 10M slices into lanes (:func:`~explorer.ui.timeline.lod.build_lanes`: the row of
+every slice, one stable sort, a running maximum) takes seconds; the GUI thread never waits
+for it. :class:`LaneBuilder` runs in a ``QThread``:
+
+1. colours and a fingerprint of the columns the index is made from;
+2. the index cached for exactly those columns (:mod:`explorer.store.lod`, a directory next
+   to the trace's cache entry), memory-mapped — done, ``ready(index, "cached")``;
+3. otherwise the coarse index first (:func:`~explorer.ui.timeline.lod.track_lanes`, one lane
+   per track: busy or idle per pixel, a tenth of the cost), ``coarse(index)``; then the full
+   one, ``ready(index, "built")``; then it is written to the cache for the next open (a
+   cache that cannot be written is not an error: the next open builds again).
+
+:meth:`cancel` stops it at the next phase (a new trace was opened meanwhile).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PyQt6.QtCore import QThread, pyqtSignal
+
+from explorer.errors import ExplorerError
+from explorer.store.lod import fingerprint, open_lod, write_lod
+from explorer.trace.cache import entry_path
+from explorer.ui.timeline.colors import color_ids
+from explorer.ui.timeline.lod import LaneIndex, build_lanes, track_lanes
+
+
+def lod_directory(trace_path: str, root: Path | None = None) -> Path | None:
+    """Where the lane index of the trace read from ``trace_path`` is cached: beside its
+    trace-cache entry (``<entry>.lanes``). None for a trace that was not read from a file."""
+    if not trace_path:
+        return None
+    entry = entry_path(Path(trace_path), root)
+    return entry.with_name(entry.name + ".lanes")
+
+
+def lane_key(slices: pd.DataFrame, color: np.ndarray) -> str:
+    """What a cached index must have been built from: the slices' track, depth, start,
+    duration and colour, exactly."""
+    return fingerprint(
+        [slices[c].to_numpy() for c in ("track", "depth", "ts", "dur")] + [np.asarray(color)]
+    )
+
+
+def open_or_build(
+    slices: pd.DataFrame, directory: Path | None, color: np.ndarray | None = None
+) -> tuple[LaneIndex, str]:
+    """The full lane index, synchronously: from ``directory`` when it holds one made from
+    these slices, else built (and written there). Returns it and ``"cached"`` or
+    ``"built"``. For small traces and scripts; the viewer uses :class:`LaneBuilder`."""
+    color = color_ids(slices["kind"], slices["name"]) if color is None else color
+    key = lane_key(slices, color)
+    cached = open_lod(directory, key) if directory is not None else None
+    if cached is not None:
+        return LaneIndex.from_arrays(cached, slices["dur"].to_numpy()), "cached"
+    lanes = build_lanes(slices, color)
+    if directory is not None:
+        save_lanes(lanes, directory, key)
+    return lanes, "built"
+
+
+def save_lanes(lanes: LaneIndex, directory: Path, key: str) -> bool:
+    """Cache ``lanes`` under ``key``; False when the cache cannot be written."""
+    try:
+        write_lod(directory, lanes.arrays(), key)
+    except (OSError, ExplorerError):
+        return False
+    return True
+
+
+class LaneBuilder(QThread):
+    """Makes one trace's lane index. Signals: ``coarse(builder, index)`` (one lane per
+    track, only when the full index has to be built), ``ready(builder, index, "cached" |
+    "built")`` — each names its builder, so a view ignores one it has replaced."""
+
+    coarse = pyqtSignal(object, object)  # (this builder, index)
+    ready = pyqtSignal(object, object, str)  # (this builder, index, how)
+
+    def __init__(self, slices: pd.DataFrame, directory: Path | None, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.slices = slices
+        self.directory = directory
+        self._cancel = False
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+    def run(self) -> None:  # runs in the worker thread
+        s = self.slices
+        color = color_ids(s["kind"], s["name"])
+        key = lane_key(s, color)
+        cached = open_lod(self.directory, key) if self.directory is not None else None
+        if cached is not None:
+            self.ready.emit(self, LaneIndex.from_arrays(cached, s["dur"].to_numpy()), "cached")
+            return
+        if self._cancel:
+            return
+        self.coarse.emit(self, track_lanes(s, color))
+        if self._cancel:
+            return
+        lanes = build_lanes(s, color)
+        if self._cancel:
+            return
+        self.ready.emit(self, lanes, "built")
+        if self.directory is not None:
+            save_lanes(lanes, self.directory, key)
