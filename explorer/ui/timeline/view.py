@@ -158,6 +158,11 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self._builders.add(builder)
         builder.start()
 
+    @property
+    def indexer(self) -> LaneBuilder | None:
+        """The background indexing of the current trace while it runs, else None."""
+        return self._builder
+
     def _stop_builder(self) -> None:
         if self._builder is not None:
             self._builder.cancel()  # it finishes its current phase, then stops; ignored
