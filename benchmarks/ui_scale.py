@@ -12,7 +12,10 @@ trace cache), in this process, driving the real widget offscreen at 1600×1000:
   first frame (what ``set_trace`` did before; ``background_from`` set past the trace);
 - pan/zoom: repaint time at zoom levels from the whole trace down to a few µs, several
   positions per level, plus a pan at each: median and p95 (targets ≤ 50 / ≤ 100 ms);
-- memory: the view's own structures (the lane index) against the trace's tables.
+- memory: the view's own structures (the lane index) against the trace's tables;
+- the whole main window (``--window-s``): its ``set_trace`` to the first timeline frame,
+  then repaints while the lane index, the analyses and the panels' jobs all run in the
+  background of the same process (they share the GIL).
 
     QT_QPA_PLATFORM=offscreen python benchmarks/ui_scale.py TRACE [TRACE ...] [--repeat 3]
 
@@ -100,7 +103,7 @@ def zoom_levels(view, trace, positions: int, rng) -> list[tuple[float, list[floa
     return out
 
 
-def measure(path: Path, app, repeat: int, positions: int) -> None:
+def measure(path: Path, app, repeat: int, positions: int, window_s: float) -> None:
     import explorer
     from explorer.trace.cache import entry_path, load_cached
     from explorer.ui.timeline.lane_builder import lod_directory
@@ -173,6 +176,52 @@ def measure(path: Path, app, repeat: int, positions: int) -> None:
         f"= {view_b / table_b:.2f}x; process peak RSS {rss_mb():.0f} MiB"
     )
     view.close()
+    if window_s > 0:
+        window_figures(trace, app, window_s)
+
+
+def window_figures(trace, app, seconds: float) -> None:
+    """The main window on this trace: first timeline frame, then ``seconds`` of zooming
+    while everything else computes in the background."""
+    import tempfile
+
+    from PyQt6.QtCore import QSettings, QThreadPool
+
+    from explorer.ui.main_window import MainWindow
+
+    settings = QSettings(
+        str(Path(tempfile.gettempdir()) / "explorer-ui-scale.ini"), QSettings.Format.IniFormat
+    )
+    window = MainWindow(settings=settings, restore=False, remember=False)
+    window.resize(1600, 1000)
+    window.show()
+    app.processEvents()
+    t = time.perf_counter()
+    window.set_trace(trace)
+    repaint_ms(window.timeline)
+    first = time.perf_counter() - t
+    busy: list[float] = []
+    k = 0
+    while time.perf_counter() - t < seconds:
+        app.processEvents()
+        if k % 40 == 0:
+            window.timeline.fit_all()
+        else:
+            window.timeline.zoom(0.7)
+        k += 1
+        busy.append(repaint_ms(window.timeline))
+    print(
+        f"  main window: first timeline frame {first * 1e3:.0f} ms after set_trace; "
+        f"{len(busy)} repaints in the next {seconds:.0f} s while the index, analyses and "
+        f"panels run: median {np.median(busy):.1f} ms, p95 {np.percentile(busy, 95):.1f} ms "
+        f"(lanes {window.timeline.lanes_state})"
+    )
+    if window.analysis is not None:
+        window.analysis.cancel()
+        window.analysis.wait()
+    window.timeline.stop_indexing()
+    QThreadPool.globalInstance().waitForDone(600_000)
+    window.close()
 
 
 def main() -> int:
@@ -180,6 +229,9 @@ def main() -> int:
     ap.add_argument("traces", nargs="+", type=Path)
     ap.add_argument("--repeat", type=int, default=3, help="opens of each kind per trace")
     ap.add_argument("--positions", type=int, default=6, help="window positions per zoom level")
+    ap.add_argument(
+        "--window-s", type=float, default=20.0, help="seconds of zooming in the main window"
+    )
     args = ap.parse_args()
 
     from PyQt6.QtWidgets import QApplication
@@ -187,7 +239,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication([])
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     for path in args.traces:
-        measure(path, app, args.repeat, args.positions)
+        measure(path, app, args.repeat, args.positions, args.window_s)
     return 0
 
 
