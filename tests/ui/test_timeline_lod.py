@@ -275,3 +275,14 @@ def test_empty_lanes_frame_paints_for_a_trace_without_slices(qtbot) -> None:
     )
     assert track_lanes(s, np.zeros(0, np.int16)).n_slices == 0
     assert LaneIndex.tracks_only(s["track"].to_numpy(), np.arange(3)).lane_track.size == 0
+
+
+def test_a_lane_cache_that_cannot_be_written_is_no_error(
+    sample_traces: Path, tmp_path: Path
+) -> None:
+    trace = explorer.load(sample_traces / "cpu_slow_dataloader.pt.trace.json.gz")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    lanes, how = open_or_build(trace.slices, blocker / "trace.lanes")
+    assert how == "built" and lanes.n_slices == len(trace.slices)
+    assert blocker.read_text() == "not a directory"

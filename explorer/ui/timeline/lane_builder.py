@@ -17,6 +17,7 @@ for it. :class:`LaneBuilder` runs in a ``QThread``:
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +78,12 @@ def save_lanes(lanes: LaneIndex, directory: Path, key: str) -> bool:
 class LaneBuilder(QThread):
     """Makes one trace's lane index. Signals: ``coarse(builder, index)`` (one lane per
     track, only when the full index has to be built), ``ready(builder, index, "cached" |
-    "built")`` — each names its builder, so a view ignores one it has replaced."""
+    "built")``, or ``failed(builder, message)`` — each names its builder, so a view ignores
+    one it has replaced."""
 
     coarse = pyqtSignal(object, object)  # (this builder, index)
     ready = pyqtSignal(object, object, str)  # (this builder, index, how)
+    failed = pyqtSignal(object, str)  # (this builder, one-line message)
 
     def __init__(self, slices: pd.DataFrame, directory: Path | None, parent: Any = None) -> None:
         super().__init__(parent)
@@ -92,6 +95,12 @@ class LaneBuilder(QThread):
         self._cancel = True
 
     def run(self) -> None:  # runs in the worker thread
+        try:
+            self._index()
+        except Exception as exc:  # noqa: BLE001 - a failed index (memory) must not kill the UI
+            self.failed.emit(self, traceback.format_exception_only(type(exc), exc)[-1].strip())
+
+    def _index(self) -> None:
         s = self.slices
         color = color_ids(s["kind"], s["name"])
         key = lane_key(s, color)

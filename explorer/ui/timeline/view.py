@@ -52,7 +52,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     visible_range_changed = pyqtSignal(int, int)
     groups_changed = pyqtSignal()  # the user expanded or collapsed a device group
     #: The lane index changed: ``"coarse"`` (one lane per track, while indexing), then
-    #: ``"cached"`` (mapped from an earlier open) or ``"built"``.
+    #: ``"cached"`` (mapped from an earlier open) or ``"built"``; ``"failed"``: no more comes
+    #: (``index_error`` says why).
     lanes_changed = pyqtSignal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -65,6 +66,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.lanes: LaneIndex | None = None
         #: ``"indexing"`` (rows only), ``"coarse"`` (busy per track) or ``"full"``.
         self.lanes_state = "full"
+        self.index_error = ""  # why the background index failed (the note shows it)
         self.background_from = BACKGROUND_FROM
         self._builder: LaneBuilder | None = None
         self._builders: set[LaneBuilder] = set()  # running ones, kept until they finish
@@ -108,6 +110,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         off the GUI thread; this returns at once and the frames refine as the index comes."""
         self._stop_builder()
         self.trace = trace
+        self.index_error = ""
         s = trace.slices
         self._name_codes, self._names = category_codes(s["name"])
         kind_codes, kinds = category_codes(s["kind"])
@@ -149,6 +152,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         builder = LaneBuilder(trace.slices, lod_directory(trace.path))
         builder.coarse.connect(self._on_coarse_lanes)
         builder.ready.connect(self._on_lanes_ready)
+        builder.failed.connect(self._on_lanes_failed)
         builder.finished.connect(self._on_builder_finished)
         if not self._builders:
             app = QCoreApplication.instance()
@@ -192,6 +196,14 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.lanes_changed.emit(how)
         self.update()
 
+    def _on_lanes_failed(self, builder: LaneBuilder, message: str) -> None:
+        """The coarse rows stay (or the bare rows); the note says why nothing more comes."""
+        if builder is self._builder:
+            self._builder = None
+            self.index_error = message
+            self.lanes_changed.emit("failed")
+            self.update()
+
     def _on_builder_finished(self) -> None:
         self._builders = {b for b in self._builders if not b.isFinished()}
 
@@ -200,7 +212,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         mode, tests); False when ``timeout_s`` passed first."""
         deadline = time.monotonic() + timeout_s
         app = QCoreApplication.instance()
-        while self.lanes_state != "full" and time.monotonic() < deadline:
+        while self.lanes_state != "full" and not self.index_error and time.monotonic() < deadline:
             builder = self._builder
             if builder is not None:
                 builder.wait(20)

@@ -124,11 +124,12 @@ class TimelinePainting:
         if self.lanes_state == "full":
             return
         n = len(self.trace.slices)
-        text = (
-            f"Indexing {n:,} slices for the timeline…"
-            if self.lanes_state == "indexing"
-            else f"Each track on one row (busy or idle per pixel) while {n:,} slices are indexed…"
-        )
+        if self.index_error:
+            text = f"The timeline could not index its {n:,} slices: {self.index_error}"
+        elif self.lanes_state == "indexing":
+            text = f"Indexing {n:,} slices for the timeline…"
+        else:
+            text = f"Each track on one row (busy or idle per pixel) while {n:,} slices are indexed…"
         p.setFont(self._font)
         box_w = self._fm.horizontalAdvance(text) + 16
         box = QRectF(LABEL_W + width - box_w - 8, top + 6, box_w, self._fm.height() + 8)
