@@ -17,7 +17,7 @@ import explorer
 from explorer.errors import ExplorerError
 from explorer.store.lod import open_lod, write_lod
 from explorer.ui.timeline.colors import color_ids
-from explorer.ui.timeline.lane_builder import lane_key, lod_directory, open_or_build
+from explorer.ui.timeline.lane_builder import LaneBuilder, lane_key, lod_directory, open_or_build
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_rects, pixel_edges, track_lanes
 from explorer.ui.timeline.view import TimelineView
 
@@ -190,21 +190,15 @@ def test_the_index_is_built_off_the_gui_thread_and_cached_for_the_next_open(
     shutil.rmtree(where, ignore_errors=True)  # another test may have cached this trace
     events: list[str] = []
     view.lanes_changed.connect(events.append)
-    threads: list[int] = []
     view.set_trace(trace)
     # set_trace returned without the index: the rows are there, no slice is indexed yet.
     assert view.lanes_state == "indexing" and view.lanes.n_slices == 0
     assert [r.kind for r in view.rows()].count("track") == trace.slices["track"].nunique()
-    builder = view.indexer
-    assert builder is not None
-    builder.ready.connect(
-        lambda *_: threads.append(threading.get_ident()), Qt.ConnectionType.DirectConnection
-    )
+    assert view.indexer is not None  # the index comes from the background
     view.repaint()  # the first frame, before any index: rows and a note, no error
     view.select_slice(int(np.argmax(trace.slices["dur"].to_numpy())))  # no index yet
     assert view.wait_for_lanes(60)
     assert events == ["coarse", "built"]
-    assert threads and threads[0] != threading.get_ident()  # built in the worker thread
     assert view.slice_rect(view.selected) is not None  # the selection was scrolled to
     full = view.lanes
     qtbot.waitUntil(lambda: where.is_dir(), timeout=30000)
@@ -216,6 +210,23 @@ def test_the_index_is_built_off_the_gui_thread_and_cached_for_the_next_open(
     assert events == ["cached"]
     for name in LaneIndex.STORED:
         assert np.array_equal(getattr(view.lanes, name), getattr(full, name)), name
+
+
+def test_the_builder_indexes_in_its_own_thread(sample_traces: Path, tmp_path: Path) -> None:
+    trace = explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz")
+    builder = LaneBuilder(trace.slices, tmp_path / "trace.lanes")
+    threads: dict[str, int] = {}
+
+    def record(name: str):
+        return lambda *_: threads.setdefault(name, threading.get_ident())
+
+    direct = Qt.ConnectionType.DirectConnection  # run where emitted: tells the thread
+    builder.coarse.connect(record("coarse"), direct)
+    builder.ready.connect(record("ready"), direct)
+    builder.start()
+    assert builder.wait(60_000)
+    assert set(threads) == {"coarse", "ready"}
+    assert threading.get_ident() not in threads.values()
 
 
 def test_the_coarse_frame_draws_every_track_on_one_row_until_the_full_index_comes(
