@@ -202,7 +202,7 @@ def test_the_index_is_built_off_the_gui_thread_and_cached_for_the_next_open(
     assert view.slice_rect(view.selected) is not None  # the selection was scrolled to
     full = view.lanes
     qtbot.waitUntil(lambda: where.is_dir(), timeout=30000)
-    qtbot.waitUntil(lambda: not view._builders, timeout=30000)
+    qtbot.waitUntil(lambda: LaneBuilder.running() == 0, timeout=30000)
     # A second open maps the cached index: same arrays, no coarse frame needed.
     events.clear()
     view.set_trace(explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz"))
@@ -297,3 +297,48 @@ def test_a_lane_cache_that_cannot_be_written_is_no_error(
     lanes, how = open_or_build(trace.slices, blocker / "trace.lanes")
     assert how == "built" and lanes.n_slices == len(trace.slices)
     assert blocker.read_text() == "not a directory"
+
+
+def test_the_window_can_point_at_slices_while_the_timeline_indexes(
+    window, qtbot, sample_traces: Path
+) -> None:
+    """Findings, search and panels point at slices as soon as a trace is open; during the
+    background index that must neither fail nor be lost."""
+    window.timeline.background_from = 0
+    trace = explorer.load(sample_traces / "cpu_slow_dataloader.pt.trace.json.gz", use_cache=False)
+    window.set_trace(trace)
+    timeline = window.timeline
+    assert timeline.lanes_state == "indexing"
+    longest = np.argsort(trace.slices["dur"].to_numpy())[-3:]
+    window.show_evidence(longest)
+    window.show_slices(longest[:1])
+    window.reveal(int(longest[0]))
+    timeline.repaint()
+    assert timeline.selected == int(longest[0])
+    assert timeline.wait_for_lanes(60)
+    timeline.repaint()
+    rect = timeline.slice_rect(int(longest[0]))
+    assert rect is not None and timeline.rect().intersects(rect.toRect())
+    assert timeline.slice_at(rect.center().x(), rect.center().y()) == int(longest[0])
+    qtbot.waitUntil(lambda: window.analysis is None or window.analysis.isFinished(), timeout=60000)
+
+
+def test_a_view_dropped_while_its_trace_is_indexed_does_not_take_the_process_down(
+    qtbot, sample_traces: Path
+) -> None:
+    import gc
+
+    from explorer.ui.timeline.lane_builder import wait_for_builders
+
+    trace = explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz", use_cache=False)
+    view = TimelineView()
+    view.background_from = 0
+    view.set_trace(trace)
+    builder = view.indexer
+    assert builder is not None
+    view.deleteLater()
+    del view
+    qtbot.wait(1)  # the widget is deleted while its builder may still run
+    gc.collect()
+    wait_for_builders()  # held by the module, not by the view: still there to wait for
+    assert builder.isFinished()

@@ -12,11 +12,15 @@ for it. :class:`LaneBuilder` runs in a ``QThread``:
    one, ``ready(index, "built")``; then it is written to the cache for the next open (a
    cache that cannot be written is not an error: the next open builds again).
 
-:meth:`cancel` stops it at the next phase (a new trace was opened meanwhile).
+:meth:`cancel` stops it at the next phase (a new trace was opened meanwhile). Builders that
+run are held by this module until they finish, whoever started them: a ``QThread`` destroyed
+while it runs aborts the process, so neither a closed view nor the interpreter's exit may
+drop one (:func:`wait_for_builders` runs at exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import traceback
 from pathlib import Path
 from typing import Any
@@ -75,6 +79,21 @@ def save_lanes(lanes: LaneIndex, directory: Path, key: str) -> bool:
     return True
 
 
+#: Builders started and not yet finished (see the module docstring).
+_RUNNING: set[LaneBuilder] = set()
+
+
+def wait_for_builders() -> None:
+    """Cancel every running builder and wait for each to finish (at exit, or on quit)."""
+    for builder in list(_RUNNING):
+        builder.cancel()
+        builder.wait()
+    _RUNNING.clear()
+
+
+atexit.register(wait_for_builders)
+
+
 class LaneBuilder(QThread):
     """Makes one trace's lane index. Signals: ``coarse(builder, index)`` (one lane per
     track, only when the full index has to be built), ``ready(builder, index, "cached" |
@@ -93,6 +112,17 @@ class LaneBuilder(QThread):
 
     def cancel(self) -> None:
         self._cancel = True
+
+    def begin(self) -> None:
+        """Start the thread, held by this module until it has finished."""
+        _RUNNING.difference_update([b for b in _RUNNING if b.isFinished()])
+        _RUNNING.add(self)
+        self.start()
+
+    @staticmethod
+    def running() -> int:
+        """How many builders are still running."""
+        return sum(not b.isFinished() for b in _RUNNING)
 
     def run(self) -> None:  # runs in the worker thread
         try:

@@ -29,7 +29,7 @@ from PyQt6.QtWidgets import QScrollBar, QWidget
 from explorer.trace.model import KINDS, TraceData
 from explorer.ui.timeline.colors import category_codes, color_ids, palette
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
-from explorer.ui.timeline.lane_builder import LaneBuilder, lod_directory
+from explorer.ui.timeline.lane_builder import LaneBuilder, lod_directory, wait_for_builders
 from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
 from explorer.ui.timeline.paint import step_shares
@@ -69,7 +69,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.index_error = ""  # why the background index failed (the note shows it)
         self.background_from = BACKGROUND_FROM
         self._builder: LaneBuilder | None = None
-        self._builders: set[LaneBuilder] = set()  # running ones, kept until they finish
+        self._quit_connected = False
         self.layout_: TrackLayout | None = None
         self.steps: pd.DataFrame | None = None
         self.breakdown: pd.DataFrame | None = None
@@ -153,14 +153,13 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         builder.coarse.connect(self._on_coarse_lanes)
         builder.ready.connect(self._on_lanes_ready)
         builder.failed.connect(self._on_lanes_failed)
-        builder.finished.connect(self._on_builder_finished)
-        if not self._builders:
+        if not self._quit_connected:
             app = QCoreApplication.instance()
             if app is not None:
-                app.aboutToQuit.connect(self.stop_indexing)
+                app.aboutToQuit.connect(wait_for_builders)
+                self._quit_connected = True
         self._builder = builder
-        self._builders.add(builder)
-        builder.start()
+        builder.begin()
 
     @property
     def indexer(self) -> LaneBuilder | None:
@@ -173,12 +172,10 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
             self._builder = None
 
     def stop_indexing(self) -> None:
-        """Cancel any background indexing and wait for it (the application is quitting)."""
+        """Cancel the background indexing of this view's trace, and wait for every lane
+        builder still running (the window closes, the application quits)."""
         self._stop_builder()
-        for builder in list(self._builders):
-            builder.cancel()
-            builder.wait()
-        self._builders.clear()
+        wait_for_builders()
 
     def _on_coarse_lanes(self, builder: LaneBuilder, lanes: LaneIndex) -> None:
         if builder is self._builder and self.lanes_state == "indexing":
@@ -203,9 +200,6 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
             self.index_error = message
             self.lanes_changed.emit("failed")
             self.update()
-
-    def _on_builder_finished(self) -> None:
-        self._builders = {b for b in self._builders if not b.isFinished()}
 
     def wait_for_lanes(self, timeout_s: float = 120.0) -> bool:
         """Deliver events until the full lane index is in place (scripts, the screenshot
