@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +54,34 @@ def lane_key(slices: pd.DataFrame, color: np.ndarray) -> str:
     )
 
 
-def open_or_build(
-    slices: pd.DataFrame, directory: Path | None, color: np.ndarray | None = None
-) -> tuple[LaneIndex, str]:
-    """The full lane index, synchronously: from ``directory`` when it holds one made from
-    these slices, else built (and written there). Returns it and ``"cached"`` or
-    ``"built"``. For small traces and scripts; the viewer uses :class:`LaneBuilder`."""
-    color = color_ids(slices["kind"], slices["name"]) if color is None else color
+def index_phases(
+    slices: pd.DataFrame, directory: Path | None, *, coarse: bool = False
+) -> Iterator[tuple[str, LaneIndex]]:
+    """The lane index of ``slices`` phase by phase: ``("cached", index)`` when
+    ``directory`` holds one made from exactly these slices; else ``("coarse", index)``
+    (with ``coarse``) and ``("built", index)``, written to ``directory`` once the consumer
+    asks for more. Each phase runs only when asked for: a consumer that stops early (a
+    cancelled builder) skips the rest."""
+    color = color_ids(slices["kind"], slices["name"])
     key = lane_key(slices, color)
     cached = open_lod(directory, key) if directory is not None else None
     if cached is not None:
-        return LaneIndex.from_arrays(cached, slices["dur"].to_numpy()), "cached"
+        yield "cached", LaneIndex.from_arrays(cached, slices["dur"].to_numpy())
+        return
+    if coarse:
+        yield "coarse", track_lanes(slices, color)
     lanes = build_lanes(slices, color)
+    yield "built", lanes
     if directory is not None:
         save_lanes(lanes, directory, key)
-    return lanes, "built"
+
+
+def open_or_build(slices: pd.DataFrame, directory: Path | None) -> tuple[LaneIndex, str]:
+    """The full lane index, synchronously (scripts, tests): ``(index, "cached" | "built")``.
+    The viewer uses :class:`LaneBuilder`."""
+    for how, lanes in index_phases(slices, directory):
+        result = lanes, how
+    return result
 
 
 def save_lanes(lanes: LaneIndex, directory: Path, key: str) -> bool:
@@ -131,21 +145,10 @@ class LaneBuilder(QThread):
             self.failed.emit(self, traceback.format_exception_only(type(exc), exc)[-1].strip())
 
     def _index(self) -> None:
-        s = self.slices
-        color = color_ids(s["kind"], s["name"])
-        key = lane_key(s, color)
-        cached = open_lod(self.directory, key) if self.directory is not None else None
-        if cached is not None:
-            self.ready.emit(self, LaneIndex.from_arrays(cached, s["dur"].to_numpy()), "cached")
-            return
-        if self._cancel:
-            return
-        self.coarse.emit(self, track_lanes(s, color))
-        if self._cancel:
-            return
-        lanes = build_lanes(s, color)
-        if self._cancel:
-            return
-        self.ready.emit(self, lanes, "built")
-        if self.directory is not None:
-            save_lanes(lanes, self.directory, key)
+        for how, lanes in index_phases(self.slices, self.directory, coarse=True):
+            if self._cancel:
+                return
+            if how == "coarse":
+                self.coarse.emit(self, lanes)
+            else:
+                self.ready.emit(self, lanes, how)
