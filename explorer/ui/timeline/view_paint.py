@@ -60,7 +60,7 @@ class TimelinePainting:
         self._paint_counter_axes(p, rows, top, width)
         self._paint_highlights(p, rows, top, width)
         self._paint_selection(p)
-        self._paint_indexing_note(p, top, width)
+        self._paint_indexing_note(p, bottom, width)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
         self.axis_origin = paint.draw_axis(
@@ -119,8 +119,9 @@ class TimelinePainting:
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
 
-    def _paint_indexing_note(self, p: QPainter, top: int, width: int) -> None:
-        """While a large trace is indexed in the background: say so, and what is shown."""
+    def _paint_indexing_note(self, p: QPainter, bottom: int, width: int) -> None:
+        """While a large trace is indexed in the background: say so, and what is shown (at
+        the bottom right of the tracks, where rows run out first)."""
         if self.lanes_state == "full":
             return
         n = len(self.trace.slices)
@@ -132,7 +133,8 @@ class TimelinePainting:
             text = f"Each track on one row (busy or idle per pixel) while {n:,} slices are indexed…"
         p.setFont(self._font)
         box_w = self._fm.horizontalAdvance(text) + 16
-        box = QRectF(LABEL_W + width - box_w - 8, top + 6, box_w, self._fm.height() + 8)
+        box_h = self._fm.height() + 8
+        box = QRectF(LABEL_W + width - box_w - 8, bottom - box_h - 6, box_w, box_h)
         p.fillRect(box, paint.AXIS_LABEL_BG)
         p.setPen(QPen(paint.TEXT))
         p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
