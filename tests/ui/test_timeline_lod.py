@@ -15,7 +15,7 @@ from PyQt6.QtCore import Qt
 
 import explorer
 from explorer.errors import ExplorerError
-from explorer.store.lod import open_lod, write_lod
+from explorer.store.lod import fingerprint, open_lod, write_lod
 from explorer.ui.timeline.colors import color_ids
 from explorer.ui.timeline.lane_builder import LaneBuilder, lane_key, lod_directory, open_or_build
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_rects, pixel_edges, track_lanes
@@ -342,3 +342,30 @@ def test_a_view_dropped_while_its_trace_is_indexed_does_not_take_the_process_dow
     gc.collect()
     wait_for_builders()  # held by the module, not by the view: still there to wait for
     assert builder.isFinished()
+
+
+def test_lod_entries_round_trip_every_dtype_and_refuse_what_they_were_not_made_from(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(3)
+    arrays = {
+        "i64": rng.integers(-(2**40), 2**40, 1000),
+        "i32": rng.integers(0, 2**31 - 1, 1000).astype(np.int32),
+        "i16": rng.integers(-100, 100, 1000).astype(np.int16),
+        "empty": np.zeros(0, np.int64),
+    }
+    key = fingerprint(list(arrays.values()))
+    where = tmp_path / "x.lanes"
+    write_lod(where, arrays, key)
+    back = open_lod(where, key)
+    assert back is not None and set(back) == set(arrays)
+    for name, a in arrays.items():
+        assert back[name].dtype == a.dtype and np.array_equal(back[name], a)
+    assert open_lod(where, key + "x") is None  # made from something else
+    assert open_lod(tmp_path / "absent", key) is None
+    (where / "i32.bin").unlink()
+    assert open_lod(where, key) is None  # incomplete
+    # The key names the contents: one changed value changes it.
+    changed = dict(arrays, i16=arrays["i16"].copy())
+    changed["i16"][7] += 1
+    assert fingerprint(list(changed.values())) != key
