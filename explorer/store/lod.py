@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from explorer.safe_write import interrupts_deferred
-from explorer.store.entry import _install
+from explorer.store.entry import _install, _remove_stale_temporaries
 from explorer.store.header import StoreDamaged, map_checked, read_header, write_header
 
 #: Bump when the meaning of the stored arrays changes: entries with another version's key
@@ -58,6 +58,7 @@ def write_lod(
         name: {"dtype": np.asarray(a).dtype.str, "length": len(a)} for name, a in arrays.items()
     }
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(target)  # left by a writer killed mid-write
     with interrupts_deferred():
         tmp = Path(
             tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent)
