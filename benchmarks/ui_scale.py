@@ -19,6 +19,11 @@ trace cache), in this process, driving the real widget offscreen at 1600×1000:
 
     QT_QPA_PLATFORM=offscreen python benchmarks/ui_scale.py TRACE [TRACE ...] [--repeat 3]
 
+With ``--baseline-pythonpath CHECKOUT`` each trace is also opened, in a child process between
+this code's measurements, by the ``TimelineView`` of another checkout (e.g. the commit before
+the background index): its first frame and pan/zoom, same trace, same cache directory (the
+checkout must read the same trace-cache version, or it parses the JSON again).
+
 Make the traces with ``python benchmarks/big_trace.py /tmp/big_N.json --events N`` and load
 each once (``python -c "import explorer; explorer.load('/tmp/big_N.json')"``) so the store
 entry exists; the script says so when it does not.
@@ -27,9 +32,11 @@ entry exists; the script says so when it does not.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -103,7 +110,52 @@ def zoom_levels(view, trace, positions: int, rng) -> list[tuple[float, list[floa
     return out
 
 
-def measure(path: Path, app, repeat: int, positions: int, window_s: float) -> None:
+def baseline_child(path: Path, app, repeat: int, positions: int) -> None:
+    """In the child process: another checkout's view on ``path``; one JSON line out."""
+    import explorer
+
+    trace = explorer.load(path)
+    firsts = []
+    for _ in range(repeat):
+        view = new_view(app)
+        t = time.perf_counter()
+        view.set_trace(trace)
+        repaint_ms(view)
+        firsts.append(time.perf_counter() - t)
+        view.close()
+    view = new_view(app)
+    view.set_trace(trace)
+    times = [
+        ms
+        for _, level, _ in zoom_levels(view, trace, positions, np.random.default_rng(0))
+        for ms in level
+    ]
+    print(
+        json.dumps(
+            {
+                "explorer": explorer.__file__,
+                "first": float(np.median(firsts)),
+                "zoom_median": float(np.median(times)),
+                "zoom_p95": float(np.percentile(times, 95)),
+            }
+        )
+    )
+
+
+def baseline(path: Path, checkout: str, repeat: int, positions: int) -> dict[str, float]:
+    """Run :func:`baseline_child` with ``checkout`` on ``PYTHONPATH``."""
+    cmd = [sys.executable, __file__, str(path), "--baseline-child", "--repeat", str(repeat)]
+    cmd += ["--positions", str(positions)]
+    env = dict(os.environ, PYTHONPATH=checkout)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"baseline run failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(
+    path: Path, app, repeat: int, positions: int, window_s: float, checkout: str = ""
+) -> None:
     import explorer
     from explorer.trace.cache import entry_path, load_cached
     from explorer.ui.timeline.lane_builder import lod_directory
@@ -148,6 +200,13 @@ def measure(path: Path, app, repeat: int, positions: int, window_s: float) -> No
         f"    baseline, index built on the GUI thread first: {med(sync, 'first'):.2f} s "
         f"-> {med(sync, 'first') / med(cold, 'first'):.0f}x the background first frame"
     )
+    if checkout:
+        base = baseline(path, checkout, repeat, positions)
+        print(
+            f"    before ({base['explorer']}): first frame {base['first']:.2f} s, pan/zoom "
+            f"median {base['zoom_median']:.1f} ms, p95 {base['zoom_p95']:.1f} ms -> first frame "
+            f"now {base['first'] / med(cold, 'first'):.0f}x sooner (lane cache empty)"
+        )
     during = [ms for r in cold for ms in r["during"]]
     if during:
         print(
@@ -232,14 +291,19 @@ def main() -> int:
     ap.add_argument(
         "--window-s", type=float, default=20.0, help="seconds of zooming in the main window"
     )
+    ap.add_argument("--baseline-pythonpath", default="", help="also time this checkout's view")
+    ap.add_argument("--baseline-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     from PyQt6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
+    if args.baseline_child:
+        baseline_child(args.traces[0], app, args.repeat, args.positions)
+        return 0
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     for path in args.traces:
-        measure(path, app, args.repeat, args.positions, args.window_s)
+        measure(path, app, args.repeat, args.positions, args.window_s, args.baseline_pythonpath)
     return 0
 
 
