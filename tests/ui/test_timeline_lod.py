@@ -369,3 +369,20 @@ def test_lod_entries_round_trip_every_dtype_and_refuse_what_they_were_not_made_f
     changed = dict(arrays, i16=arrays["i16"].copy())
     changed["i16"][7] += 1
     assert fingerprint(list(changed.values())) != key
+
+
+def test_an_index_that_fails_in_the_background_is_said_not_fatal(
+    indexing_view: TimelineView, small_trace
+) -> None:
+    """A failure inside the worker thread (here: slices without their ``depth`` column, as a
+    broken reader would give) reaches the view as a note; the process lives on."""
+    import dataclasses
+
+    broken = dataclasses.replace(small_trace.data, slices=small_trace.slices.drop(columns="depth"))
+    events: list[str] = []
+    indexing_view.lanes_changed.connect(events.append)
+    indexing_view.set_trace(broken)
+    assert not indexing_view.wait_for_lanes(30)
+    assert events == ["failed"] and "depth" in indexing_view.index_error
+    indexing_view.repaint()  # the rows and the note, no exception
+    assert indexing_view.lanes_state == "indexing"
