@@ -9,22 +9,30 @@ cluster instead; its workers must see the run directory and the store at the sam
 The driver only ever receives :class:`~explorer.job.rank_map.RankSummary` objects. Leaving
 the ``with`` blocks (normally, on an error, or on Ctrl-C) closes the client and a local
 cluster, which stops its worker processes.
+
+Ctrl-C in a terminal sends SIGINT to every process of the foreground group, the local
+workers included. Only the driver acts on it: the workers are started with SIGINT ignored
+(see :func:`_workers_deaf_to_sigint`), so none dies mid-task printing its own traceback,
+and the driver closes the cluster, which stops them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from distributed import Client, LocalCluster, as_completed
 
 from explorer.errors import ExplorerError, UsageError
 from explorer.job.rank_map import RankSummary, analyse_rank
+from explorer.safe_write import interrupts_deferred
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
 
@@ -50,17 +58,45 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
     n = workers or min(max(n_tasks, 1), os.cpu_count() or 1)
     if n < 1:
         raise UsageError("--workers must be at least 1")
-    with (
-        LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
+    with ExitStack() as running:
+        # No Ctrl-C lands in a half-built LocalCluster (it fails its own close at exit, with
+        # a traceback): SIGINT is ignored meanwhile, and a SIGTERM is held until it is up.
+        with interrupts_deferred(), _workers_deaf_to_sigint():
+            cluster = running.enter_context(
+                LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    # The scheduler's HTTP server (health checks; no dashboard) on a free
+                    # port: its default, 8787, warns on stderr when taken (by another
+                    # cluster, a notebook's dashboard).
+                    scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
+                    silence_logs=logging.CRITICAL,
+                )
+            )
+            client = running.enter_context(Client(cluster, set_as_default=False))
         yield client
+
+
+@contextmanager
+def _workers_deaf_to_sigint() -> Iterator[None]:
+    """Ignore SIGINT while the local cluster starts its worker processes: an ignored signal
+    stays ignored in a child, through fork and exec, from its first instruction (Python and
+    asyncio then leave it so), so a terminal's Ctrl-C reaches the driver alone. A signal
+    *mask* would not do: multiprocessing unblocks SIGINT in the thread that first starts
+    its resource tracker, which here is the cluster's event loop. The cost: a Ctrl-C in
+    the second or two the workers take to start is dropped; the driver takes the next one.
+    Only the main thread may set a handler; elsewhere (the viewer's analysis thread) the
+    block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def map_ranks(
