@@ -82,7 +82,7 @@ def heatmap(doc: dict[str, Any], quantity: str = STEP_TIME, per_step: Any = None
     )
     # a step the rank does not have stays missing, as in the step-time matrix
     absent = np.isnan(heatmap(doc).values)
-    values = grid.to_numpy(np.float64)
+    values = grid.to_numpy(np.float64, copy=True)
     values[absent] = np.nan
     return Heatmap(ranks, steps, values, quantity)
 
