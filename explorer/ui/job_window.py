@@ -302,6 +302,9 @@ class JobWindow(QMainWindow):
         return window
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
+        # A running analysis stops at its next rank; the window goes away at once meanwhile
+        # (the thread must end before its QThread object is destroyed with the window).
+        self.hide()
         for worker in (self.analysis, self.rank_loader):
             if worker is not None and worker.isRunning():
                 if worker is self.analysis:
