@@ -312,3 +312,31 @@ def test_screenshot_of_a_job(tmp_path: Path) -> None:
 
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1200, 900)
+
+
+def test_broadcast_chain_job_marks_the_slowed_rank_not_the_root(qtbot: Any) -> None:
+    """On the job where the broadcast root, held up by rank 2, enters the all_reduce last,
+    the marked row is still the rank ``job.info`` slowed; the headless window shows its
+    timeline."""
+    from explorer.ui.job_app import open_headless
+
+    job = ROOT / "sample_traces" / "ddp_4rank_broadcast_chain"
+    slow = json.loads((job / "job.info").read_text())["slow_rank"]
+    window = open_headless(str(job), (1200, 900))
+    qtbot.addWidget(window)
+    heat = window.heatmap.heat
+    marked = [
+        window.heatmap.rank_of(r)
+        for r in range(heat.rowCount())
+        if "straggler" in heat.headerData(r, Qt.Orientation.Vertical)
+    ]
+    assert marked == [slow] == [window.doc["straggler"]["rank"]]
+    # counting who enters the all_reduces last would blame the broadcast root, rank 0
+    last = [c["last_rank"] for c in window.doc["collectives"]["rows"] if c["op"] == "allreduce"]
+    assert last.count(0) > last.count(slow)
+    assert list(window.stack.views) == [slow]
+    own = explorer.load(_rank_file(job, slow))
+    assert len(window.stack.views[slow].trace.slices) == len(own.slices)
+    row = window.heatmap.row_of(slow)
+    shown = [heat.data(heat.index(row, c), Qt.ItemDataRole.UserRole) for c in range(6)]
+    assert shown == own.steps()["dur_ns"].astype(float).tolist()
