@@ -22,6 +22,17 @@ from explorer.units import fmt_ns
 RANK_H = 260
 
 
+def _header(rank: int, events: int, shift_ns: int, offset_ns: int) -> str:
+    """``rank 3 — 5,674 events — its 0 ms is +81.8 ms on the aligned clock (its clock
+    shifted by -500 ms)``: each view's axis is the rank's own time."""
+    text = f"rank {rank} — {events:,} events"
+    if shift_ns:
+        text += f" — its 0 ms is +{fmt_ns(shift_ns)} on the aligned clock"
+    if offset_ns:
+        text += f" (its clock shifted by {fmt_ns(-offset_ns)})"
+    return text
+
+
 class StackedTimelines(QScrollArea):
     """The chosen ranks' timelines, stacked; empty until :meth:`set_ranks`."""
 
@@ -52,8 +63,8 @@ class StackedTimelines(QScrollArea):
         self._syncing = True
         try:
             for r, (trace, steps) in sorted(traces.items()):
-                shift = f", clock shifted by {fmt_ns(-offsets.get(r, 0))}" if offsets.get(r) else ""
-                label = QLabel(f"rank {r} — {len(trace.slices):,} events{shift}", self._body)
+                label = QLabel(_header(r, len(trace.slices), shifts[r], offsets.get(r, 0)))
+                label.setParent(self._body)
                 label.setObjectName(f"rank_header_{r}")
                 label.setStyleSheet("font-weight:bold; padding:2px 6px; background:#eef1f4")
                 view = TimelineView(self._body)
