@@ -67,11 +67,10 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
                     n_workers=n,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
-                    # The scheduler's HTTP server (health checks; no dashboard) on a free
-                    # port: its default, 8787, warns on stderr when taken (by another
-                    # cluster, a notebook's dashboard).
-                    scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
+                    # any free port: the scheduler's HTTP server starts even without a
+                    # dashboard, and on the default 8787 a second job on the machine warns
+                    # that it is taken
+                    dashboard_address=":0",
                     silence_logs=logging.CRITICAL,
                 )
             )
