@@ -49,6 +49,8 @@ from explorer.ui.job_stack import StackedTimelines
 from explorer.ui.main_window import MainWindow
 from explorer.units import fmt_ns
 
+#: At most this many ranks' timelines are stacked at once.
+MAX_STACKED = 8
 #: What the heatmap's colour can stand for, and where the numbers come from.
 PER_STEP_NOTE = "per rank × step (each rank's stored step breakdown, summed over its devices)"
 
@@ -260,9 +262,11 @@ class JobWindow(QMainWindow):
         )
 
     def show_ranks(self, ranks: list[int]) -> None:
-        """Load the ranks' traces from the job's store and stack their timelines."""
+        """Load the ranks' traces from the job's store and stack their timelines (the
+        first :data:`MAX_STACKED` of them: each is a whole trace in memory)."""
         if self.doc is None or not ranks:
             return
+        ranks = ranks[:MAX_STACKED]
         loader = RankTraces(self.doc["store"], list(ranks), self)
         self.rank_loader = loader
         loader.loaded.connect(lambda traces: loader is self.rank_loader and self._stack(traces))
@@ -286,7 +290,13 @@ class JobWindow(QMainWindow):
             if len(traces) > 1
             else f"Rank {next(iter(traces))}; Ctrl/Shift-click more ranks to stack them."
         )
-        self.statusBar().showMessage("", 1)
+        selected = len(self.heatmap.selected_ranks())
+        if selected > len(traces):
+            self.stack_hint.setText(
+                f"{self.stack_hint.text()} ({selected} ranks selected: the first "
+                f"{len(traces)} are shown.)"
+            )
+        self.statusBar().clearMessage()
 
     def open_rank_window(self, rank: int) -> MainWindow:
         """The rank's trace in the full single-trace window (loaded in the background)."""

@@ -340,3 +340,15 @@ def test_broadcast_chain_job_marks_the_slowed_rank_not_the_root(qtbot: Any) -> N
     row = window.heatmap.row_of(slow)
     shown = [heat.data(heat.index(row, c), Qt.ItemDataRole.UserRole) for c in range(6)]
     assert shown == own.steps()["dur_ns"].astype(float).tolist()
+
+
+def test_selecting_more_ranks_than_fit_stacks_the_first_ones(
+    analysed: tuple[JobWindow, list, Ticks], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import explorer.ui.job_window as job_window
+
+    monkeypatch.setattr(job_window, "MAX_STACKED", 2)
+    window, _, ticks = analysed
+    window.heatmap.selectAll()
+    ticks.wait_until(lambda: sorted(window.stack.views) == [0, 1], timeout=30)
+    assert "4 ranks selected: the first 2 are shown" in window.stack_hint.text()
