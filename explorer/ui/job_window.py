@@ -100,6 +100,7 @@ class JobWindow(QMainWindow):
         box.setContentsMargins(6, 6, 6, 0)
         box.addWidget(self.headline)
         box.addWidget(self.causes)
+        box.addWidget(self.warnings)
         box.addLayout(self._colour_row)
         box.addWidget(self.heatmap, 1)
         splitter.addWidget(top)
@@ -119,6 +120,11 @@ class JobWindow(QMainWindow):
         self.causes.setObjectName("straggler_causes")
         self.causes.setWordWrap(True)
         self.causes.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.warnings = QLabel("", self)  # the report's warnings (ranks missing, clocks...)
+        self.warnings.setObjectName("job_warnings")
+        self.warnings.setWordWrap(True)
+        self.warnings.setStyleSheet("color:#7a5200")
+        self.warnings.hide()
 
     def _build_heatmap(self) -> None:
         self.quantity = QComboBox(self)
@@ -237,6 +243,8 @@ class JobWindow(QMainWindow):
         self.headline.setText(headline(doc))
         self.causes.setText(causes_text(doc))
         self.causes.setVisible(bool(self.causes.text()))
+        self.warnings.setText("\n".join(f"⚠ {w}" for w in doc["warnings"]))
+        self.warnings.setVisible(bool(doc["warnings"]))
         self.quantity.blockSignals(True)
         self.quantity.clear()
         self.quantity.addItems([STEP_TIME, *categories(per_step)])

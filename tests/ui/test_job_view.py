@@ -86,6 +86,7 @@ def test_overview_heatmap_straggler_and_collectives(
     assert seen[-1] == (4, 4) and [d for d, _ in seen] == sorted(d for d, _ in seen)
     assert ticks.longest < 1.0, f"the GUI thread was blocked {ticks.longest:.2f} s"
     assert not window.progress.isVisible() and not window.cancel_button.isVisible()
+    assert doc["warnings"] == [] and not window.warnings.isVisible()
 
     # heatmap cells = the document's step matrix = each rank's own steps
     heat = window.heatmap.heat
@@ -363,6 +364,8 @@ def test_two_real_nvidia_ranks_stack_aligned(
     ticks.wait_until(lambda: window.doc is not None)
     doc = window.doc
     assert doc is not None and doc["ranks_present"] == 2
+    # the report's warning that 126 of the job's 128 ranks are missing is on screen
+    assert window.warnings.isVisible() and "2 of 128 ranks are present" in window.warnings.text()
     window.heatmap.selectAll()
     ticks.wait_until(lambda: sorted(window.stack.views) == [0, 1], timeout=60)
     views = window.stack.views
