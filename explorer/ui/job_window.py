@@ -106,6 +106,7 @@ class JobWindow(QMainWindow):
         splitter.addWidget(top)
         splitter.addWidget(self.tabs)
         splitter.setSizes([380, 520])
+        self.splitter = splitter
         self.setCentralWidget(splitter)
         self._build_status_bar()
         self.resize(1400, 950)
@@ -250,12 +251,23 @@ class JobWindow(QMainWindow):
         self.quantity.addItems([STEP_TIME, *categories(per_step)])
         self.quantity.blockSignals(False)
         self._quantity_changed(STEP_TIME)
+        self._fit_heatmap()
         frame = collectives_frame(doc)
         self.collectives_model.set_frame(frame)
         self.collectives.resizeColumnsToContents()
         self.tabs.setTabText(1, f"Collectives ({doc['collectives']['matched']:,})")
         if doc["synthetic"]:
             self.headline.setText("SYNTHETIC TRACES — " + self.headline.text())
+
+    def _fit_heatmap(self) -> None:
+        """Give the heatmap the height its rows need (a few ranks leave the timelines more
+        room), at most 45% of the window."""
+        rows = self.heatmap.heat.rowCount()
+        table = self.heatmap.horizontalHeader().height() + 4
+        table += sum(self.heatmap.rowHeight(r) for r in range(min(rows, 64)))
+        above = self.splitter.widget(0).sizeHint().height() - self.heatmap.sizeHint().height()
+        top = min(above + table + 8, int(0.45 * self.height()))
+        self.splitter.setSizes([top, max(self.height() - top, 200)])
 
     def _quantity_changed(self, quantity: str) -> None:
         if self.doc is None or not quantity:
