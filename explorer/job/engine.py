@@ -36,6 +36,9 @@ from explorer.safe_write import interrupts_deferred
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
 
+#: How often :func:`map_ranks` looks for finished ranks (and asks ``check_cancel``).
+POLL_S = 0.1
+
 #: ``progress(done, total, eta_seconds)`` after each rank (eta is None until one is done).
 RankProgress = Callable[[int, int, "float | None"], None]
 
@@ -107,8 +110,12 @@ def map_ranks(
     use_cache: bool = True,
     step_pattern: str | None = None,
     progress: RankProgress | None = None,
+    check_cancel: Callable[[], None] | None = None,
 ) -> list[RankSummary]:
-    """Analyse every ``(rank, file)`` in a Dask task; summaries in rank order."""
+    """Analyse every ``(rank, file)`` in a Dask task; summaries in rank order.
+
+    ``check_cancel`` is called every :data:`POLL_S` while ranks run; whatever it raises
+    stops the map there (the viewer's Cancel), closing the cluster as it leaves."""
     token = uuid.uuid4().hex[:8]
     t0 = time.perf_counter()
     out: list[RankSummary] = []
@@ -126,8 +133,14 @@ def map_ranks(
             )  # fmt: skip
             for r, f in files
         ]
-        for fut in as_completed(futures, loop=client.loop):
-            summary: RankSummary = fut.result()
+        finished = as_completed(futures, loop=client.loop)
+        while not finished.is_empty():
+            if not finished.has_ready():
+                if check_cancel is not None:
+                    check_cancel()
+                time.sleep(POLL_S)
+                continue
+            summary: RankSummary = next(finished).result()
             if summary.error:
                 for other in futures:
                     other.cancel()

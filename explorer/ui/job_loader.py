@@ -2,10 +2,11 @@
 
 :class:`JobAnalysis` runs :func:`explorer.job.job_document` (Dask workers map the ranks,
 DuckDB reduces, as ``explorer report RUN_DIR`` does) in a ``QThread`` and reports ranks
-done / total. :meth:`JobAnalysis.cancel` makes the next rank's progress report raise, which
-leaves :func:`~explorer.job.engine.map_ranks` and so closes the local cluster (its workers
-stop); the job's store, then holding some ranks only, is removed, so no half job is ever
-read back. :class:`RankTraces` reads ranks' traces from the store entries the workers wrote
+done / total. :meth:`JobAnalysis.cancel` makes the map step's next check (every 0.1 s while
+ranks run, once the cluster is up) raise, which leaves
+:func:`~explorer.job.engine.map_ranks` and so closes the local cluster (its workers stop);
+the job's store, then holding some ranks only, is removed, so no half job is ever read
+back. :class:`RankTraces` reads ranks' traces from the store entries the workers wrote
 (no re-parse) for the stacked timelines.
 """
 
@@ -51,13 +52,18 @@ class JobAnalysis(QThread):
         self._cancel = True
 
     def _report(self, done: int, total: int, _eta: float | None) -> None:
+        self._check()
+        self.progress.emit(done, total)
+
+    def _check(self) -> None:
         if self._cancel:
             raise AnalysisCancelled()
-        self.progress.emit(done, total)
 
     def run(self) -> None:  # runs in the worker thread
         try:
-            doc = job_document(self.run_dir, workers=self.workers, progress=self._report)
+            doc = job_document(
+                self.run_dir, workers=self.workers, progress=self._report, check_cancel=self._check
+            )
             per_step = step_categories(doc)
         except AnalysisCancelled:
             shutil.rmtree(self.store, ignore_errors=True)  # some ranks only: never read back

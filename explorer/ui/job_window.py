@@ -203,7 +203,8 @@ class JobWindow(QMainWindow):
         analysis.start()
 
     def cancel(self) -> None:
-        """Stop the analysis: it ends at the next rank done, its workers stopped."""
+        """Stop the analysis: its workers are stopped within moments (once the cluster is
+        up; the reduce after the last rank runs to its end)."""
         if self.analysis is not None and self.analysis.isRunning():
             self.analysis.cancel()
             self.cancel_button.setEnabled(False)
@@ -332,7 +333,7 @@ class JobWindow(QMainWindow):
         return window
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
-        # A running analysis stops at its next rank; the window goes away at once meanwhile
+        # A running analysis stops within moments; the window goes away at once meanwhile
         # (the thread must end before its QThread object is destroyed with the window).
         self.hide()
         for worker in (self.analysis, self.rank_loader):
