@@ -3,7 +3,8 @@
 A terminal's Ctrl-C sends SIGINT to the whole foreground process group: the driver and its
 worker processes. The CLI must stop with status 130 (``explorer/cli/main.py``), say so in
 one line, print no traceback (neither its own nor a worker's), leave no worker process
-behind, and leave the store such that a rerun gives the same report as a fresh one.
+behind, and leave the store such that a rerun gives the same report as a fresh one. The
+viewer's Cancel goes through ``check_cancel``, tested here without Qt.
 """
 
 from __future__ import annotations
@@ -73,3 +74,33 @@ def test_ctrl_c_while_workers_run(sample_job: Path, tmp_path: Path, to: str) -> 
     assert a["step_matrix"] == f["step_matrix"]
     assert a["straggler"] == f["straggler"]
     assert a["ranks_present"] == 4
+
+
+def test_check_cancel_stops_the_map_and_its_workers(sample_job: Path, tmp_path: Path) -> None:
+    """What the viewer's Cancel uses: ``check_cancel`` is asked while ranks run, and what it
+    raises leaves ``job_document`` with the local cluster's workers stopped."""
+    from explorer.job import job_document
+
+    class Stop(Exception):
+        pass
+
+    workers: list[psutil.Process] = []
+    progress: list[int] = []
+
+    def check() -> None:
+        workers.extend(
+            p
+            for p in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(p.cmdline())
+        )
+        raise Stop  # at the first look: the ranks are still running
+
+    with pytest.raises(Stop):
+        job_document(
+            str(sample_job), store=tmp_path / "store", workers=2, use_cache=False,
+            progress=lambda d, t, e: progress.append(d), check_cancel=check,
+        )  # fmt: skip
+    assert progress == []  # stopped before any rank was done
+    assert workers, "the workers were running when it stopped"
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert alive == []
