@@ -19,7 +19,7 @@ from explorer.errors import TraceError
 from explorer.trace import columns
 from explorer.trace.args_store import ArgsStore
 from explorer.trace.decode import Decoded, EventChunks
-from explorer.trace.events import (
+from explorer.trace.event_types import (
     PH_ASYNC,
     PH_B,
     PH_C,
@@ -30,10 +30,8 @@ from explorer.trace.events import (
     PH_S,
     PH_T,
     PH_X,
-    EventColumns,
-    absolute_start,
-    decode_columns,
 )
+from explorer.trace.events import EventColumns, absolute_start, decode_columns
 from explorer.trace.flows import FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
 from explorer.trace.model import KINDS, SLICE_COLUMNS, TraceData
