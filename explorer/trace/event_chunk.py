@@ -141,7 +141,8 @@ def decode_chunk(path: object, text: bytes | bytearray, first_event: int = 0) ->
     try:
         evs, typed = _decode_events(path, text, first_event)
         codes = _field_codes(path, evs, first_event)
-        out = ChunkColumns(**codes, **_times(path, evs, typed, first_event))
+        ts, dur, dur_missing = _times(path, evs, typed, first_event)
+        out = ChunkColumns(**codes, ts=ts, dur=dur, dur_missing=dur_missing)
         _add_slice_args(path, evs, out, first_event)
         _add_flows(path, evs, out, first_event)
         _add_instants(evs, out)
@@ -198,28 +199,25 @@ def _field_codes(path: object, evs: list[Any], start: int) -> dict[str, Any]:
     return out
 
 
-def _times(path: object, evs: list[Any], typed: bool, start: int) -> dict[str, np.ndarray]:
+def _times(
+    path: object, evs: list[Any], typed: bool, start: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``ts`` and ``dur`` in µs as floats, and which events have no ``dur``."""
     if typed:
         n = len(evs)
         dur = np.fromiter(map(attrgetter("dur"), evs), np.float64, n)
-        return {
-            "ts": np.fromiter(map(attrgetter("ts"), evs), np.float64, n),
-            "dur": dur,
-            "dur_missing": np.isnan(dur),  # NaN: absent (see TypedEvent)
-        }
+        ts = np.fromiter(map(attrgetter("ts"), evs), np.float64, n)
+        return ts, dur, np.isnan(dur)  # NaN: absent (see TypedEvent)
 
     def where(k: int) -> str:
         return f"event {start + k}"
 
     durs = list(map(attrgetter("dur"), evs))
-    return {
-        "ts": columns.floats(
-            list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
-        ),
-        "dur": columns.floats(durs, path=path, what="a duration", where=where),
-        "dur_missing": np.equal(np.array(durs, dtype=object), np.array(None)),
-    }
+    ts = columns.floats(
+        list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
+    )
+    dur = columns.floats(durs, path=path, what="a duration", where=where)
+    return ts, dur, np.equal(np.array(durs, dtype=object), np.array(None))
 
 
 def _add_slice_args(path: object, evs: list[Any], out: ChunkColumns, start: int) -> None:
