@@ -71,7 +71,7 @@ def arrow_table(name: str, df: pd.DataFrame, ids: bool = True) -> pa.Table:
 TABLE_FORMATS: dict[str, str] = {"parquet": ".parquet", "arrow": ".arrow"}
 
 
-def encode_table(name: str, df: pd.DataFrame, table_format: str = "parquet") -> bytes:
+def encode_table(name: str, df: pd.DataFrame, table_format: str = "parquet") -> pa.Buffer:
     """Model table ``name`` as file bytes in ``table_format`` (see the module docstring)."""
     # Only Explorer reads the cache's Arrow files: no ``id`` column to write, map and drop.
     table = arrow_table(name, df, ids=table_format == "parquet")
@@ -81,7 +81,7 @@ def encode_table(name: str, df: pd.DataFrame, table_format: str = "parquet") -> 
             writer.write_table(table)
     else:
         pq.write_table(table, sink, row_group_size=max(len(df), 1), **_WRITE)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()  # not copied to a bytes: the file is written from it
 
 
 def decode_table(
@@ -122,11 +122,11 @@ def args_table(store: ArgsStore | None, n_slices: int) -> pa.Table:
     return pa.table({"slice_id": np.arange(len(column), dtype=np.int64), "json": column})
 
 
-def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
+def encode_args(store: ArgsStore | None, n_slices: int) -> pa.Buffer:
     """:func:`args_table` as Parquet bytes."""
     sink = pa.BufferOutputStream()
     pq.write_table(args_table(store, n_slices), sink, **_ARGS_WRITE)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
 def decode_args(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:

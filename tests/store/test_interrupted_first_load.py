@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # real traces here load in well under a second: too quick to interrupt reliably
-    return write_large(tmp_path_factory.mktemp("big") / "big.json.gz", 250_000)
+    return write_large(tmp_path_factory.mktemp("big") / "big.json.gz", 500_000)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_ctrl_c_while_parsing_leaves_no_entry(
 ) -> None:
     cache = tmp_path / "cache"
     proc = _start_info(big_trace, cache)
-    time.sleep(1.5)  # the load takes ~3 s here; the entry is written at its end
+    time.sleep(1.5)  # the load takes ~4 s here; the entry is written at its end
     assert proc.poll() is None, "the load finished before it could be interrupted"
     rc, err = _interrupted(proc)
     assert rc == 130, err
