@@ -21,9 +21,13 @@ Directory rules (documented for users in the README):
 from __future__ import annotations
 
 import re
+import resource
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from os import PathLike
 from pathlib import Path
+
+import psutil
 
 from explorer.errors import TraceError
 from explorer.trace.build import build, build_tables
@@ -123,8 +127,28 @@ def _read_one(
 
 
 def _parse(path: Path, progress: Progress | None) -> TraceData:
-    """The tables of one trace file: read in chunks (:mod:`explorer.trace.chunked_read`),
-    or by the careful reader when the file needs it (damaged, cut short, standard input)."""
+    """The tables of one trace file; running out of memory is a :class:`TraceError` that
+    says how much this process may use."""
+    try:
+        return _parse_file(path, progress)
+    except (MemoryError, BrokenProcessPool):  # a worker killed by the OOM killer: the latter
+        raise TraceError(
+            path,
+            f"does not fit in the memory this process may use ({_memory_allowed()})",
+            "free memory, raise the limit, or load it on a larger machine",
+        ) from None
+
+
+def _memory_allowed() -> str:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        return f"an address-space limit of {soft / 2**30:.1f} GiB"
+    return f"{psutil.virtual_memory().available / 2**30:.1f} GiB available now"
+
+
+def _parse_file(path: Path, progress: Progress | None) -> TraceData:
+    """Read in chunks (:mod:`explorer.trace.chunked_read`), or by the careful reader when
+    the file needs it (damaged, cut short, standard input)."""
     if str(path) != "-":
         try:
             read = read_chunked(path, progress)
