@@ -174,9 +174,9 @@ def check_scalars(
     numeric_id = field_name in ("pid", "tid", "id")
     if kinds <= allowed and not (numeric_id and kinds & {int, float}):
         return
-    if kinds <= allowed and kinds <= {int, float, bool, type(None)}:
-        numbers = np.array([v for v in values if v is not None])  # one C pass, not a loop
-        if numbers.dtype.kind in "ib":
+    if kinds <= allowed:  # ids that are numbers (beside strings, e.g. pid "Spans"): in range?
+        numbers = np.array([v for v in values if type(v) is int or type(v) is float])
+        if numbers.dtype.kind == "i":
             return
         if numbers.dtype.kind == "f":
             with np.errstate(invalid="ignore"):
