@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from explorer.errors import UsageError
@@ -247,7 +246,7 @@ def _collectives(coll: pd.DataFrame, unmatched: int) -> dict[str, Any]:
         "matched": len(coll),
         "unmatched": unmatched,
         "by_op": [
-            {k: (int(v) if isinstance(v, (int, np.integer)) else str(v)) for k, v in r.items()}
+            {k: (str(v) if k == "op" else 0 if pd.isna(v) else int(v)) for k, v in r.items()}
             for r in by_op.to_dict("records")
         ],
         "rows": [

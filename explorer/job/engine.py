@@ -55,7 +55,9 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
             n_workers=n,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            # any free port: the scheduler's HTTP server starts even without a dashboard,
+            # and on the default 8787 a second job on the machine warns that it is taken
+            dashboard_address=":0",
             silence_logs=logging.CRITICAL,
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
