@@ -317,9 +317,17 @@ class _Decoders:
             # Forked: a worker starts at once with everything imported, and nothing of the
             # caller's script runs again in it (spawned or forkserver workers re-import the
             # main module: a script without a __main__ guard would run once per worker).
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
-            )
+            # Ctrl-C is held back while the workers are forked (the first submit forks them
+            # all): a signal landing mid-fork would reach a worker and be lost to this
+            # process. A worker ignores it (this process cancels the workers) and unblocks.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
+                )
+                self._pool.submit(int).result()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self
 
     def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
@@ -343,6 +351,7 @@ class _Decoders:
 def _ignore_sigint() -> None:
     """Workers leave Ctrl-C to the loading process, which cancels them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _run(task: tuple[Any, ...]) -> ChunkColumns:
