@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +60,37 @@ ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
-def _encoded_files(
-    model: TraceData, table_format: str, extra_tables: Mapping[str, pd.DataFrame]
-) -> Iterator[tuple[str, Any]]:
-    """``(file name, its bytes)`` of every file of the entry but the header, one at a time:
-    each is written and let go before the next is encoded (holding them all would cost
-    the tables' size again at the peak of a first load)."""
+def _write_files(
+    model: TraceData,
+    table_format: str,
+    extra_tables: Mapping[str, pd.DataFrame],
+    directory: Path,
+) -> dict[str, tuple[int, int]]:
+    """Write every file of the entry but the header into ``directory``, each straight to
+    its file (holding the encoded files in memory would cost the tables' size again at the
+    peak of a first load); ``{file name: (size, checksum)}``."""
     suffix = TABLE_FORMATS[table_format]
     tables = {t: getattr(model, t) for t in TABLES}
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
-    yield METADATA_FILE, _metadata_bytes(model.metadata)
+    (directory / METADATA_FILE).write_bytes(_metadata_bytes(model.metadata))
     for name, df in {**tables, **extra_tables}.items():
-        yield name + suffix, encode_table(name, df, table_format)
-    yield ARGS_FILE, encode_args(model.args_store, len(model.slices))
+        with pa.OSFile(str(directory / (name + suffix)), "wb") as sink:
+            encode_table(name, df, sink, table_format)
+    with pa.OSFile(str(directory / ARGS_FILE), "wb") as sink:
+        encode_args(model.args_store, len(model.slices), sink)
+    return {p.name: _size_and_checksum(p) for p in sorted(directory.iterdir())}
+
+
+def _size_and_checksum(path: Path) -> tuple[int, int]:
+    """A written file's size and :func:`checksum`, read back a block at a time (from the
+    page cache: the file was just written)."""
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while block := f.read(16 << 20):
+            crc = checksum(block, crc)
+            size += len(block)
+    return size, crc
 
 
 def _metadata_bytes(metadata: dict[str, Any]) -> bytes:
@@ -148,11 +165,7 @@ def write_trace(
             tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent)
         )
         try:
-            files: dict[str, tuple[int, int]] = {}
-            for name, data in _encoded_files(model, table_format, extra_tables):
-                (tmp / name).write_bytes(data)
-                files[name] = (len(data), checksum(data))
-                del data
+            files = _write_files(model, table_format, extra_tables, tmp)
             write_header(tmp, files, source, extra)  # last: an entry without it is incomplete
             _install(tmp, target)
         except MemoryError:

@@ -66,9 +66,10 @@ class SourceStamp:
         }
 
 
-def checksum(data: bytes | memoryview) -> int:
-    """CRC-32 of a file's bytes: ~3 GB/s, and catches every single-bit flip."""
-    return zlib.crc32(data)
+def checksum(data: bytes | memoryview, running: int = 0) -> int:
+    """CRC-32 of a file's bytes: ~3 GB/s, and catches every single-bit flip. ``running``
+    is the checksum of the bytes before ``data`` (to checksum a file block by block)."""
+    return zlib.crc32(data, running)
 
 
 def write_header(
