@@ -48,8 +48,8 @@ def model_tables(model: TraceData, names: Iterable[str] | None = None) -> dict[s
 
 #: What a query that runs out of memory says (Arrow's and numpy's errors are MemoryErrors).
 _NO_MEMORY = (
-    "SQL: not enough memory for this query's tables in this process (name only the tables "
-    "it needs, free memory, or raise the process's memory limit)"
+    "SQL: not enough memory for this query's tables in this process (free memory, or raise "
+    "the process's memory limit)"
 )
 
 
