@@ -53,3 +53,44 @@ def test_trace_beyond_an_address_space_limit_is_one_line(tmp_path: Path, workers
     assert str(trace) in lines[0] and "does not fit in the memory" in lines[0]
     assert f"{limit / 2**30:.1f} GiB" in lines[0]
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_every_verb_step_out_of_memory_is_one_line(tmp_path: Path) -> None:
+    """With the trace already in the store, whatever runs out of memory first under a
+    tight cap — opening the entry or the verb's own work — says so in one line. (Not
+    ``sql``: under an address-space cap DuckDB's new threads can fail in the C library,
+    which aborts the process before Python sees an error.)"""
+    trace = write_large(tmp_path / "big.json", 200_000)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(tmp_path / "cache")}
+    stored = subprocess.run(
+        [sys.executable, "-m", "explorer", "info", str(trace)], env=env, cwd=ROOT, timeout=300
+    )
+    assert stored.returncode == 0
+    imported = subprocess.run(
+        [sys.executable, "-c", _VM_AFTER_IMPORT], env=env, capture_output=True, check=True
+    )
+    outcomes = set()
+    for extra_mb in (8, 48, 120):
+        limit = int(imported.stdout) + (extra_mb << 20)
+
+        def cap(limit: int = limit) -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        for verb in (["info", str(trace)], ["report", str(trace)]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "explorer", *verb],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                preexec_fn=cap,
+                timeout=300,
+            )
+            lines = proc.stderr.strip().splitlines()
+            if proc.returncode == 0:
+                outcomes.add("ran")
+                continue
+            assert proc.returncode == 2 and len(lines) == 1, (verb, extra_mb, proc.stderr)
+            assert "memory" in lines[0].lower(), lines[0]
+            outcomes.add("one line")
+    assert "one line" in outcomes  # the cap did bite somewhere
