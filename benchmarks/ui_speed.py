@@ -98,6 +98,7 @@ def window_figures(trace, app) -> tuple[float, list[float]]:
         k += 1
         busy.append(repaint_ms(window.timeline))
     window.analysis.wait()
+    window.timeline.stop_indexing()
     window.close()
     return first, busy
 
@@ -139,7 +140,11 @@ def main() -> int:
     view.set_trace(trace)
     repaint_ms(view)
     first_frame = time.perf_counter() - t
-    print(f"first frame after load: {first_frame * 1e3:.0f} ms (target ≤ 2000 ms)")
+    view.wait_for_lanes()  # a large trace is indexed in the background (ui_scale.py)
+    print(
+        f"first frame after load: {first_frame * 1e3:.0f} ms (target ≤ 2000 ms); full lane "
+        f"index ({view.lanes_state}) at {(time.perf_counter() - t) * 1e3:.0f} ms"
+    )
 
     span = trace.span_ns
     rng = np.random.default_rng(0)

@@ -13,16 +13,44 @@ methods are thin: each calls the pure function in ``explorer.analysis`` that doe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pandas as pd
 
 from explorer.trace.model import TraceData
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from explorer.analysis.critical_path import CriticalPath
     from explorer.analysis.dependency_graph import DependencyGraph
     from explorer.analysis.finding import Finding
+
+
+class _ModelMember(Generic[T]):
+    """A member of the wrapped model, read through with its type (one line per member
+    in :class:`Trace` instead of a property each). Read-only: a ``Trace`` has no state
+    of its own to set."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _ModelMember[T]: ...
+    @overload
+    def __get__(self, obj: Trace, owner: type) -> T: ...
+    def __get__(self, obj: Trace | None, owner: type) -> T | _ModelMember[T]:
+        if obj is None:
+            return self
+        value: T = getattr(obj.data, self.name)
+        return value
+
+
+class _SettableModelMember(_ModelMember[T]):
+    """A model member the user may set through the façade (the step pattern)."""
+
+    def __set__(self, obj: Trace, value: T) -> None:
+        setattr(obj.data, self.name, value)
 
 
 class Trace:
@@ -36,50 +64,17 @@ class Trace:
     def __repr__(self) -> str:
         return f"Trace({self.path!r}, {len(self)} slices)"
 
-    # -- the model, read through ---------------------------------------------------------
-    @property
-    def slices(self) -> pd.DataFrame:
-        return self.data.slices
-
-    @property
-    def tracks(self) -> pd.DataFrame:
-        return self.data.tracks
-
-    @property
-    def flows(self) -> pd.DataFrame:
-        return self.data.flows
-
-    @property
-    def counters(self) -> pd.DataFrame:
-        return self.data.counters
-
-    @property
-    def instants(self) -> pd.DataFrame:
-        return self.data.instants
-
-    @property
-    def memory(self) -> pd.DataFrame:
-        return self.data.memory
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return self.data.metadata
-
-    @property
-    def args_store(self) -> Any:
-        return self.data.args_store
-
-    @property
-    def execution_trace(self) -> pd.DataFrame | None:
-        return self.data.execution_trace
-
-    @property
-    def step_pattern(self) -> str | None:
-        return self.data.step_pattern
-
-    @step_pattern.setter
-    def step_pattern(self, pattern: str | None) -> None:
-        self.data.step_pattern = pattern
+    # -- the model, read through (typed here; anything else through __getattr__) ----------
+    slices = _ModelMember[pd.DataFrame]()
+    tracks = _ModelMember[pd.DataFrame]()
+    flows = _ModelMember[pd.DataFrame]()
+    counters = _ModelMember[pd.DataFrame]()
+    instants = _ModelMember[pd.DataFrame]()
+    memory = _ModelMember[pd.DataFrame]()
+    metadata = _ModelMember[dict[str, Any]]()
+    args_store = _ModelMember[Any]()
+    execution_trace = _ModelMember["pd.DataFrame | None"]()
+    step_pattern = _SettableModelMember["str | None"]()
 
     def __len__(self) -> int:
         return len(self.data)

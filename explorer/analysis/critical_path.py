@@ -58,7 +58,6 @@ class CriticalPath:
 
     slices: np.ndarray
     edges: pd.DataFrame
-    length_ns: int
     start_ns: int
     end_ns: int
     summary: pd.DataFrame
@@ -71,6 +70,11 @@ class CriticalPath:
     #: Where the path runs: consecutive path edges on one track merged into a segment —
     #: ``track, label, start_ns, end_ns, ns, top_op`` (the op holding most of it).
     segments: pd.DataFrame = field(default_factory=lambda: _segments_frame([]), repr=False)
+
+    @property
+    def length_ns(self) -> int:
+        """The path's length: from its start to its end."""
+        return self.end_ns - self.start_ns
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: numbers in ns, slices as ids."""
@@ -268,20 +272,33 @@ def longest_work_path(
     reach = np.flatnonzero(np.isfinite(dist))
     work = np.round((point_time[reach] - t0) - dist[reach], 3)
     sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
+    points = _route_to(pred, sink, source)
+    if len(points) < 2:
+        return points, np.empty(0, np.int64)
+    return points, _cheapest_edges(u, v, cost, points, n + 1)
+
+
+def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
+    """The points from the search's source to ``sink`` (source left out), following the
+    predecessors back."""
     chain = [sink]
     p = int(pred[sink])
     while p != source and p >= 0:
         chain.append(p)
         p = int(pred[p])
-    points = np.array(chain[::-1], np.int64)
-    if len(points) < 2:
-        return points, np.empty(0, np.int64)
-    # Each consecutive pair of points is one edge: the cheapest between them.
-    edge_key = u * (n + 1) + v
+    return np.array(chain[::-1], np.int64)
+
+
+def _cheapest_edges(
+    u: np.ndarray, v: np.ndarray, cost: np.ndarray, points: np.ndarray, width: int
+) -> np.ndarray:
+    """For each consecutive pair of ``points``, the index of the cheapest edge between
+    them (``width`` exceeds every point id)."""
+    edge_key = u * width + v
     order = np.lexsort((cost, edge_key))
-    want = points[:-1] * (n + 1) + points[1:]
-    at = order[np.searchsorted(edge_key[order], want)]
-    return points, at
+    want = points[:-1] * width + points[1:]
+    at: np.ndarray = order[np.searchsorted(edge_key[order], want)]
+    return at
 
 
 def _describe(
@@ -291,29 +308,56 @@ def _describe(
     edges: pd.DataFrame,
     categories: TimeCategories | None,
 ) -> CriticalPath:
+    """The path as results: its slices, its edges with what their time is, the time per
+    category, and the ops, lines and track segments that hold it."""
     arrays = graph.arrays
-    nodes = graph.nodes
-    empty_summary = pd.DataFrame(
-        {"category": list(PATH_CATEGORIES), "ns": np.zeros(len(PATH_CATEGORIES), np.int64)}
-    )
     if arrays is None or categories is None or len(points) == 0:
-        return CriticalPath(
-            slices=np.empty(0, np.int64),
-            edges=edges.assign(category=[], owner=[]),
-            length_ns=0,
-            start_ns=0,
-            end_ns=0,
-            summary=empty_summary,
-            top_ops=_empty_ops(),
-            top_lines=_empty_lines(),
-            step=graph.step,
-            window=graph.window,
-        )
-    slice_of_point = nodes[points // 2]
+        return _no_path(graph, edges)
+    slice_of_point = graph.nodes[points // 2]
     first = np.unique(slice_of_point, return_index=True)[1]
-    slices = slice_of_point[np.sort(first)]
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
+    edges = _categorised(graph, edges, categories)
+    cat = edges["category"].to_numpy()
+    w = edges["weight"].to_numpy(np.int64)
+    # Idle time (only a step span around it) is nobody's to speed up.
+    busy_owner = np.where(cat == "idle_gap", -1, edges["owner"].to_numpy())
+    return CriticalPath(
+        slices=slice_of_point[np.sort(first)],
+        edges=edges,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        summary=_summary(cat, w),
+        top_ops=_top_ops(trace, busy_owner, w, end_ns - start_ns),
+        top_lines=_top_lines(trace, busy_owner, w, end_ns - start_ns),
+        step=graph.step,
+        window=graph.window,
+        segments=_segments(trace, edges, t[0]),
+    )
+
+
+def _no_path(graph: DependencyGraph, edges: pd.DataFrame) -> CriticalPath:
+    """The result for a graph with no route through it (no nodes)."""
+    return CriticalPath(
+        slices=np.empty(0, np.int64),
+        edges=edges.assign(category=[], owner=[]),
+        start_ns=0,
+        end_ns=0,
+        summary=_summary(np.empty(0, object), np.empty(0, np.int64)),
+        top_ops=_empty_ops(),
+        top_lines=_empty_lines(),
+        step=graph.step,
+        window=graph.window,
+    )
+
+
+def _categorised(
+    graph: DependencyGraph, edges: pd.DataFrame, categories: TimeCategories
+) -> pd.DataFrame:
+    """The path's edges with ``owner`` (the slice whose time each is, -1: nobody's) and
+    ``category`` (one of :data:`PATH_CATEGORIES`)."""
+    arrays = graph.arrays
+    assert arrays is not None  # _describe returns early without them
     owner = owners(graph, edges)
     code = edges["type"].cat.codes.to_numpy()
     # A slice's own time (duration, self time) is what the slice is; launch delays, waits
@@ -328,28 +372,16 @@ def _describe(
     )
     cat = by_type.copy()
     cat[has] = names[categories(owner[has], at[has])]
-    edges = edges.reset_index(drop=True).assign(category=cat, owner=owner)
-    w = edges["weight"].to_numpy(np.int64)
-    summary = pd.DataFrame(
+    return edges.reset_index(drop=True).assign(category=cat, owner=owner)
+
+
+def _summary(cat: np.ndarray, w: np.ndarray) -> pd.DataFrame:
+    """``category, ns``: the path's time in each of :data:`PATH_CATEGORIES` (zeros kept)."""
+    return pd.DataFrame(
         {
             "category": list(PATH_CATEGORIES),
             "ns": np.array([int(w[cat == c].sum()) for c in PATH_CATEGORIES], np.int64),
         }
-    )
-    length = end_ns - start_ns
-    return CriticalPath(
-        slices=slices,
-        edges=edges,
-        length_ns=length,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        summary=summary,
-        # Idle time (only a step span around it) is nobody's to speed up.
-        top_ops=_top_ops(trace, np.where(cat == "idle_gap", -1, owner), w, length),
-        top_lines=_top_lines(trace, np.where(cat == "idle_gap", -1, owner), w, length),
-        step=graph.step,
-        window=graph.window,
-        segments=_segments(trace, edges, t[0]),
     )
 
 

@@ -123,17 +123,19 @@ def dependency_graph(
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)
-    if window is None:
-        window = (
-            (int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())) if len(nodes) else (0, 0)
-        )
-    graph = DependencyGraph(
+    return DependencyGraph(
         nodes=nodes,
         edges=frame,
         step=step,
-        window=window,
+        window=window if window is not None else _span(arrays, nodes),
         dropped=dropped,
         arrays=arrays,
         owner_after=owner_after,
     )
-    return graph
+
+
+def _span(arrays: SliceArrays, nodes: np.ndarray) -> tuple[int, int]:
+    """``[start, end)`` of the nodes: the window of a graph over the whole trace."""
+    if not len(nodes):
+        return (0, 0)
+    return int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())

@@ -11,6 +11,8 @@ time (a loop over depths, never over events). An op nested in itself (``aten::di
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -74,104 +76,146 @@ def operator_stats(
       to 1; rows on other tracks (the profiler's own span) have none (NaN).
     """
     s = trace.slices
-    n = len(s)
-    if n == 0:
+    if len(s) == 0:
         return pd.DataFrame({c: [] for c in COLUMNS}).astype(
             {c: np.int64 for c in ("count", "total_ns", "self_ns", "avg_ns", "device_ns")}
             | {"self_share": np.float64}
         )
-    ts = s["ts"].to_numpy(np.int64)
-    dur = s["dur"].to_numpy(np.int64)
-    end = ts + dur
-    if start_ns is not None or end_ns is not None:
-        lo = np.int64(start_ns if start_ns is not None else ts.min())
-        hi = np.int64(end_ns if end_ns is not None else end.max())
-        clipped = np.clip(end, lo, hi) - np.clip(ts, lo, hi)
-        inside = (clipped > 0) | ((dur == 0) & (ts >= lo) & (ts < hi))
-        a, b = np.clip(ts, lo, hi), np.clip(end, lo, hi)
-    else:
-        clipped = dur.copy()
-        inside = np.ones(n, bool)
-        a, b = ts, end
-    clipped = np.where(inside, clipped, 0)
-
-    parent = s["parent"].to_numpy(np.int64)
-    # Self time: the call's time minus the union of its children's (siblings may overlap
-    # one another where a trace is not well nested).
-    kids = np.flatnonzero((parent >= 0) & inside)
-    kids = kids[np.lexsort((a[kids], parent[kids]))]
-    children = np.bincount(
-        parent[kids], weights=_union_parts(parent[kids], a[kids], b[kids]), minlength=n
-    )
-    self_time = clipped - children.astype(np.int64)
-
-    kinds = s["kind"].astype(str).to_numpy()
+    a, b, inside = _window(s, start_ns, end_ns)
+    clipped = np.where(inside, b - a, 0)
     side = slice_sides(trace)
-    on_device = side == 1
-    device_time = np.where(on_device, clipped, 0).astype(np.float64)
-    flows = trace.flows
-    if len(flows):
-        launch = (flows["type"].astype(str) == "launch").to_numpy()
-        src = flows["src"].to_numpy(np.int64)[launch]
-        dst = flows["dst"].to_numpy(np.int64)[launch]
-        ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)
-        src, dst = src[ok], dst[ok]
-        launched = np.bincount(src, weights=clipped[dst], minlength=n)
-        device_time = device_time + np.where(on_device, 0.0, launched)
-        depth = s["depth"].to_numpy(np.int64)
-        # Sum launched device time up the parent chain, deepest level first: one
-        # vectorised step per depth level.
-        for level in range(int(depth.max()), 0, -1):
-            rows = np.flatnonzero((depth == level) & (parent >= 0) & ~on_device)
-            if len(rows):
-                device_time += (
-                    np.bincount(parent[rows], weights=device_time[rows], minlength=n) * ~on_device
-                )
-
-    # Group by (name, kind, side): a host annotation and its copy on a device are two rows.
-    names = s["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype("category")
-    name_codes = names.cat.codes.to_numpy().astype(np.int64)
-    name_codes = np.where(name_codes < 0, len(names.cat.categories), name_codes)
-    kind_values, kind_codes = np.unique(kinds, return_inverse=True)
-    per_name = len(SIDES) * len(kind_values)  # (kind, side) pairs
-    keys = name_codes * per_name + kind_codes.reshape(-1) * len(SIDES) + side
+    keys, labels = _group_keys(s, side)
     rows = np.flatnonzero(inside)
     present, group = np.unique(keys[rows], return_inverse=True)
     group = group.reshape(-1)
     groups = len(present)
-    count = np.bincount(group, minlength=groups).astype(np.int64)
-    # Time once per name: the union of its calls on each track.
-    track = s["track"].to_numpy(np.int64)
-    by_track = np.lexsort((a[rows], track[rows], group))
-    run = group[by_track] * (int(track.max()) + 1) + track[rows][by_track]
-    once = np.empty(len(rows))
-    once[by_track] = _union_parts(run, a[rows][by_track], b[rows][by_track])
-    total = np.bincount(group, weights=once, minlength=groups)
-    self_sum = np.bincount(group, weights=self_time[rows], minlength=groups)
+    parent = s["parent"].to_numpy(np.int64)
+    self_time = clipped - _children_time(parent, inside, a, b).astype(np.int64)
+    device_time = _device_time(trace, side == 1, clipped, parent)
     outer = ~_inside_same_key(keys, parent)[rows]
-    device_sum = np.bincount(group[outer], weights=device_time[rows][outer], minlength=groups)
-    labels = np.append(names.cat.categories.astype(str).to_numpy(), "")
+    track = s["track"].to_numpy(np.int64)
+    total = _time_once(group, groups, track[rows], int(track.max()) + 1, a[rows], b[rows])
+    self_sum = np.bincount(group, weights=self_time[rows], minlength=groups)
     out = pd.DataFrame(
         {
-            "name": labels[present // per_name],
-            "kind": kind_values[(present % per_name) // len(SIDES)],
-            "side": np.asarray(SIDES, dtype=object)[present % len(SIDES)],
-            "count": count,
+            **labels(present),
+            "count": np.bincount(group, minlength=groups).astype(np.int64),
             "total_ns": np.rint(total).astype(np.int64),
             "self_ns": np.rint(self_sum).astype(np.int64),
         }
     )
     out["avg_ns"] = (out["total_ns"] // out["count"].clip(lower=1)).astype(np.int64)
+    device_sum = np.bincount(group[outer], weights=device_time[rows][outer], minlength=groups)
     out["device_ns"] = np.rint(device_sum).astype(np.int64)
+    out["self_share"] = _self_shares(out)
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _window(
+    s: pd.DataFrame, start_ns: int | None, end_ns: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each slice clipped to ``[start_ns, end_ns)`` (the whole trace when both are None):
+    its start and end there, and whether it counts (some time inside, or a zero-length
+    slice at a point inside)."""
+    ts = s["ts"].to_numpy(np.int64)
+    dur = s["dur"].to_numpy(np.int64)
+    end = ts + dur
+    if start_ns is None and end_ns is None:
+        return ts, end, np.ones(len(ts), bool)
+    lo = np.int64(start_ns if start_ns is not None else ts.min())
+    hi = np.int64(end_ns if end_ns is not None else end.max())
+    a, b = np.clip(ts, lo, hi), np.clip(end, lo, hi)
+    inside = (b - a > 0) | ((dur == 0) & (ts >= lo) & (ts < hi))
+    return a, b, inside
+
+
+def _children_time(
+    parent: np.ndarray, inside: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """Per slice, the union of its direct children's (clipped) time: what self time
+    subtracts (siblings may overlap one another where a trace is not well nested)."""
+    kids = np.flatnonzero((parent >= 0) & inside)
+    kids = kids[np.lexsort((a[kids], parent[kids]))]
+    parts = _union_parts(parent[kids], a[kids], b[kids])
+    return np.bincount(parent[kids], weights=parts, minlength=len(parent))
+
+
+def _device_time(
+    trace: TraceData, on_device: np.ndarray, clipped: np.ndarray, parent: np.ndarray
+) -> np.ndarray:
+    """Per slice: for device ops their own (clipped) time; for host slices the time of
+    the device ops launched from inside them (launch flows), at any depth."""
+    n = len(clipped)
+    device_time = np.where(on_device, clipped, 0).astype(np.float64)
+    flows = trace.flows
+    if not len(flows):
+        return device_time
+    launch = (flows["type"].astype(str) == "launch").to_numpy()
+    src = flows["src"].to_numpy(np.int64)[launch]
+    dst = flows["dst"].to_numpy(np.int64)[launch]
+    ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)
+    src, dst = src[ok], dst[ok]
+    launched = np.bincount(src, weights=clipped[dst], minlength=n)
+    device_time = device_time + np.where(on_device, 0.0, launched)
+    depth = trace.slices["depth"].to_numpy(np.int64)
+    # Sum launched device time up the parent chain, deepest level first: one
+    # vectorised step per depth level.
+    for level in range(int(depth.max()), 0, -1):
+        rows = np.flatnonzero((depth == level) & (parent >= 0) & ~on_device)
+        if len(rows):
+            device_time += (
+                np.bincount(parent[rows], weights=device_time[rows], minlength=n) * ~on_device
+            )
+    return device_time
+
+
+def _group_keys(
+    s: pd.DataFrame, side: np.ndarray
+) -> tuple[np.ndarray, Callable[[np.ndarray], dict[str, np.ndarray]]]:
+    """Each slice's group, (name, kind, side) as one integer (a host annotation and its
+    copy on a device are two rows), and the function turning group keys back into the
+    ``name``, ``kind`` and ``side`` columns."""
+    names = s["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype("category")
+    name_codes = names.cat.codes.to_numpy().astype(np.int64)
+    name_codes = np.where(name_codes < 0, len(names.cat.categories), name_codes)
+    kind_values, kind_codes = np.unique(s["kind"].astype(str).to_numpy(), return_inverse=True)
+    per_name = len(SIDES) * len(kind_values)  # (kind, side) pairs
+    keys = name_codes * per_name + kind_codes.reshape(-1) * len(SIDES) + side
+    name_labels = np.append(names.cat.categories.astype(str).to_numpy(), "")
+
+    def labels(present: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            "name": name_labels[present // per_name],
+            "kind": kind_values[(present % per_name) // len(SIDES)],
+            "side": np.asarray(SIDES, dtype=object)[present % len(SIDES)],
+        }
+
+    return keys, labels
+
+
+def _time_once(
+    group: np.ndarray, groups: int, track: np.ndarray, tracks: int, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """Per group (``groups`` of them), the time its calls ran counted once: the union of
+    its calls on each track (ids below ``tracks``), summed over tracks."""
+    by_track = np.lexsort((a, track, group))
+    run = group[by_track] * tracks + track[by_track]
+    once = np.empty(len(group))
+    once[by_track] = _union_parts(run, a[by_track], b[by_track])
+    return np.bincount(group, weights=once, minlength=groups)
+
+
+def _self_shares(out: pd.DataFrame) -> np.ndarray:
+    """Each row's self time over its side's (host rows sum to 1, device rows sum to 1);
+    "other" rows (profiler spans) get none (NaN)."""
     sides = out["side"].to_numpy()
     self_ns = out["self_ns"].to_numpy(np.float64)
     denom = np.zeros(len(out))
-    for name in ("host", "device"):  # "other" rows (profiler spans) get no share
+    for name in ("host", "device"):
         denom[sides == name] = self_ns[sides == name].sum()
-    out["self_share"] = np.divide(self_ns, denom, out=np.full(len(out), np.nan), where=denom > 0)
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return np.divide(self_ns, denom, out=np.full(len(out), np.nan), where=denom > 0)
 
 
 def _union_parts(run: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -12,17 +12,19 @@ import runpy
 import sys
 from pathlib import Path
 
+from explorer.cli import options
 from explorer.errors import ExplorerError
 from explorer.safe_write import atomic_write
 from explorer.ui.app import has_display  # no Qt import: only the environment is read
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p = options.verb_parser(
+        subparsers,
         "demo",
-        help="train a small model with the collector and explain its trace",
-        description="Train a small CNN on synthetic data under explorer.collect(), write the "
-        "trace, print the report and open the viewer.",
+        "train a small model with the collector and explain its trace",
+        """Train a small CNN on synthetic data under explorer.collect(), write the trace, print
+        the report and open the viewer.""",
     )
     p.add_argument(
         "--out", default="explorer-demo", help="output directory (default: ./explorer-demo)"
@@ -38,9 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "(its timings are CPU timings, not Trainium's)",
     )
     p.add_argument("--no-view", action="store_true", help="do not open the viewer")
-    p.add_argument(
-        "--force", action="store_true", help="replace OUT/demo_train.py even if you changed it"
-    )
+    options.add_force(p, "replace OUT/demo_train.py even if you changed it")
     return p
 
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.safe_write import atomic_write, check_target
@@ -17,23 +18,21 @@ from explorer.trace.loading import input_files
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = options.verb_parser(
+        sub,
         "diff",
-        help="what changed between two traces (before -> after)",
-        description="Compare trace A (before) with trace B (after): median step time and "
-        "breakdown with spread, ops, kernels and source lines added/removed/changed, findings "
-        "that appeared, disappeared or changed. Works across devices (CUDA vs MTIA vs CPU).",
+        "what changed between two traces (before -> after)",
+        """Compare trace A (before) with trace B (after): median step time and breakdown with
+        spread, ops, kernels and source lines added/removed/changed, findings that appeared,
+        disappeared or changed. Works across devices (CUDA vs MTIA vs CPU).""",
     )
     p.add_argument("a", help="the 'before' trace (file or directory), or job (run dir or glob)")
     p.add_argument("b", help="the 'after' trace (file or directory), or job (run dir or glob)")
-    p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
+    options.add_report_format(p)
     p.add_argument("--top", type=int, default=15, help="rows per table (default 15)")
-    p.add_argument("-o", "--output", default=None, help="write to this file instead of stdout")
-    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
-    p.add_argument(
-        "--no-cache", action="store_true", help="ignore and do not write the trace cache"
-    )
-    p.add_argument("--workers", type=int, help="jobs: local worker processes (default: cores)")
+    options.add_output(p, "write to this file instead of stdout")
+    options.add_no_cache(p)
+    options.add_job_options(p, store=False)  # two jobs' ranks would share one store
     return p
 
 
@@ -91,7 +90,11 @@ def _job_diff_text(args: argparse.Namespace, jobs: list[bool]) -> str:
         raise UsageError("--workers must be at least 1")
     a, b = (
         job_document(
-            run, workers=args.workers, use_cache=not args.no_cache, progress=rank_progress()
+            run,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            use_cache=not args.no_cache,
+            progress=rank_progress(),
         )  # fmt: skip
         for run in (args.a, args.b)
     )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.export import FORMATS, format_for_path
@@ -24,29 +25,26 @@ from explorer.units import fmt_bytes, fmt_ns
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     endings = "; ".join(f"{fmt}: {', '.join(e)}" for fmt, e in FORMATS.items())
-    p = sub.add_parser(
+    p = options.verb_parser(
+        sub,
         "export",
-        help="write a trace as Perfetto protobuf (.pftrace) or Chrome JSON",
-        description="Write TRACE for other tools. The format follows OUT's ending "
-        f"({endings}) unless --format says otherwise.",
+        "write a trace as Perfetto protobuf (.pftrace) or Chrome JSON",
+        f"""Write TRACE for other tools. The format follows OUT's ending ({endings}) unless
+        --format says otherwise.""",
     )
-    p.add_argument(
-        "trace",
-        help="trace file (.json/.json.gz), directory, or - for stdin; a run directory or "
+    options.add_trace_input(
+        p,
+        "trace file (.json/.json.gz), directory, or - for stdin; a run directory or "
         "glob of several ranks writes the whole job (Perfetto only)",
     )
-    p.add_argument("-o", "--output", required=True, help="file to write")
+    options.add_output(p, "file to write", required=True, force="OUT")
     p.add_argument("--format", choices=sorted(FORMATS), help="output format (default: from OUT)")
-    p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     p.add_argument(
         "--no-results",
         action="store_true",
         help="leave out Explorer's Findings and Critical path rows (faster on huge traces)",
     )
-    p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
-    p.add_argument("--scheduler", help="jobs: Dask scheduler address (default: local workers)")
-    p.add_argument("--workers", type=int, help="jobs: local worker processes (default: cores)")
-    p.add_argument("--store", help="jobs: directory for the ranks' tables (default: cache dir)")
+    options.add_job_options(p)
     return p
 
 

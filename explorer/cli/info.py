@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.trace.model import PROFILER_STEP, TraceData
@@ -16,12 +17,11 @@ from explorer.units import fmt_ns
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "info", help="summarise a trace: span, events by kind, tracks, devices, steps"
+    p = options.verb_parser(
+        sub, "info", "summarise a trace: span, events by kind, tracks, devices, steps"
     )
-    p.add_argument("trace", help="trace file (.json/.json.gz), directory, or - for stdin")
+    options.add_trace_input(p, "trace file (.json/.json.gz), directory, or - for stdin")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     return p
 
 

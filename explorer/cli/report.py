@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Any
 
+from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.safe_write import atomic_write, check_target
@@ -19,18 +20,19 @@ from explorer.trace.model import step_regex
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = options.verb_parser(
+        sub,
         "report",
-        help="why the steps are slow and which lines are responsible (text, markdown, json, html)",
-        description="Analyse a trace: step time breakdown per device, ranked findings with "
-        "source lines, top lines, memory. Exits 1 when a --fail-on rule fires.",
+        "why the steps are slow and which lines are responsible (text, markdown, json, html)",
+        """Analyse a trace: step time breakdown per device, ranked findings with source lines,
+        top lines, memory. Exits 1 when a --fail-on rule fires.""",
     )
-    p.add_argument(
-        "trace",
-        help="trace file (.json/.json.gz), directory, or - for stdin; a directory of per-rank "
+    options.add_trace_input(
+        p,
+        "trace file (.json/.json.gz), directory, or - for stdin; a directory of per-rank "
         "traces, a TensorBoard dir with several workers or a quoted glob gives the job report",
     )
-    p.add_argument("--format", "-f", choices=["text", "markdown", "json", "html"], default="text")
+    options.add_report_format(p)
     p.add_argument(
         "--step",
         type=int,
@@ -51,27 +53,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--fail-on", action="append", default=[], metavar="EXPR",
         help="exit 1 when crossed, e.g. 'input_stall>10%%', 'sync_stall>5ms', 'compute<50%%' (repeatable)",
     )  # fmt: skip
-    p.add_argument(
-        "-o", "--output", default=None, help="write the report to this file instead of stdout"
-    )
-    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
+    options.add_output(p, "write the report to this file instead of stdout")
     p.add_argument(
         "--color", choices=["auto", "always", "never"], default="auto", help="colour text output"
     )
-    p.add_argument(
-        "--no-cache", action="store_true", help="ignore and do not write the trace cache"
-    )
-    job = p.add_argument_group("jobs (several ranks)")
-    job.add_argument(
-        "--scheduler", metavar="ADDRESS", default=None,
-        help="run the ranks on this Dask scheduler (default: $EXPLORER_DASK_SCHEDULER, else a "
-        "local cluster of processes)",
-    )  # fmt: skip
-    job.add_argument("--workers", type=int, default=None, help="local worker processes")
-    job.add_argument(
-        "--store", metavar="DIR", default=None,
-        help="write the ranks' tables here (default: the cache dir)",
-    )  # fmt: skip
+    options.add_job_options(p)
     return p
 
 

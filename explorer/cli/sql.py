@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
+from explorer.cli import options
 from explorer.cli.progress import terminal_progress
 from explorer.store import open_trace
 from explorer.store.entry import is_entry
@@ -32,20 +33,20 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = options.verb_parser(
+        sub,
         "sql",
-        help="query a trace's tables with SQL (DuckDB): slices, tracks, flows, steps, findings...",
-        description="Run one SQL query (DuckDB dialect) over the trace's tables: slices (id, "
-        "ts, dur, name, kind, track, parent...), tracks, flows, counters, instants, memory, "
-        "args (slice_id, json), steps, findings. Times are int64 nanoseconds.",
+        "query a trace's tables with SQL (DuckDB): slices, tracks, flows, steps, findings...",
+        """Run one SQL query (DuckDB dialect) over the trace's tables: slices (id, ts, dur,
+        name, kind, track, parent...), tracks, flows, counters, instants, memory, args
+        (slice_id, json), steps, findings. Times are int64 nanoseconds.""",
     )
-    p.add_argument("trace", help="trace file or directory, or a store entry directory")
+    options.add_trace_input(p, "trace file or directory, or a store entry directory")
     p.add_argument("query", help='the SQL, e.g. "SELECT name, sum(dur) FROM slices GROUP BY 1"')
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format")
     p.add_argument(
         "--store", metavar="DIR", default=None, help="keep the trace's cache entry in DIR"
     )
-    p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     return p
 
 

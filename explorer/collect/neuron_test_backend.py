@@ -234,7 +234,12 @@ def _copy(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
 
 
 # -- kernels --------------------------------------------------------------------------------
+Registrar = Callable[[str], Callable[[Callable[..., Any]], Callable[..., Any]]]
+
+
 def _install_kernels() -> None:
+    """Register the device's kernels with PyTorch (PrivateUse1), then the CPU fallback for
+    every other operator."""
     lib = Library("aten", "IMPL")
     _libraries.append(lib)
 
@@ -245,6 +250,17 @@ def _install_kernels() -> None:
 
         return register_kernel
 
+    _install_memory_kernels(impl)
+    _install_view_kernels(impl)
+    _install_native_kernels(lib)
+    _install_convolution_kernels(impl)
+    fallback_lib = Library("_", "IMPL")
+    _libraries.append(fallback_lib)
+    fallback_lib.fallback(_cpu_fallback, "PrivateUse1")
+
+
+def _install_memory_kernels(impl: Registrar) -> None:
+    """Allocation and copies: device tensors are host tensors wrapped."""
     dtype_of = torch.get_default_dtype
 
     @impl("empty.memory_format")
@@ -264,7 +280,10 @@ def _install_kernels() -> None:
         (to_host(dst) if is_test_backend_tensor(dst) else dst).resize_(src.shape)
         return _copy(src, dst)
 
-    # Views share the device tensor's memory: a view of the host data, wrapped.
+
+def _install_view_kernels(impl: Registrar) -> None:
+    """Views share the device tensor's memory: a view of the host data, wrapped."""
+
     @impl("view")
     def view(t, size):  # noqa: ANN001, ANN202
         return _wrap(to_host(t).view(size))
@@ -284,12 +303,18 @@ def _install_kernels() -> None:
     # ``detach`` and ``alias`` keep PyTorch's own kernels: a new tensor over the same storage
     # (so the same data) that no Python object owns yet — ``nn.Parameter`` requires that.
 
-    # The device's own operators: the same aten op, run on the host data, measured.
+
+def _install_native_kernels(lib: Library) -> None:
+    """The device's own operators: the same aten op, run on the host data, measured."""
     for name in NATIVE_OPS:
         if not name.startswith("convolution"):
             base, _, overload = name.partition(".")
             op = getattr(getattr(_aten, base), overload or "default")
             lib.impl(name, functools.partial(_run_native, base, op), "PrivateUse1")
+
+
+def _install_convolution_kernels(impl: Registrar) -> None:
+    """Convolutions, forward and backward, as device kernels."""
 
     @impl("convolution_overrideable")
     def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: ANN001, ANN202
@@ -320,10 +345,6 @@ def _install_kernels() -> None:
 
         outs = _device_run("kernel", "neuron::convolution_backward", "nrtExecute", run)
         return tuple(_wrap(o) if o is not None else None for o in outs)
-
-    fallback_lib = Library("_", "IMPL")
-    _libraries.append(fallback_lib)
-    fallback_lib.fallback(_cpu_fallback, "PrivateUse1")
 
 
 def _cpu_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,15 +45,17 @@ def job_document(
     use_cache: bool = True,
     step_pattern: str | None = None,
     progress: RankProgress | None = None,
+    check_cancel: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Analyse the job at ``run`` (a run dir or glob) and return the report document."""
+    """Analyse the job at ``run`` (a run dir or glob) and return the report document.
+    ``check_cancel`` (see :func:`~explorer.job.engine.map_ranks`) may stop the map step."""
     from explorer import __version__
 
     files = job_files(run)
     store_dir = _prepare_store(run, store)
     summaries = map_ranks(
         files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
-        step_pattern=step_pattern, progress=progress,
+        step_pattern=step_pattern, progress=progress, check_cancel=check_cancel,
     )  # fmt: skip
     world = max([s.world_size for s in summaries] + [len(summaries)])
     r = _reduce_ranks(summaries, world)

@@ -9,24 +9,35 @@ cluster instead; its workers must see the run directory and the store at the sam
 The driver only ever receives :class:`~explorer.job.rank_map.RankSummary` objects. Leaving
 the ``with`` blocks (normally, on an error, or on Ctrl-C) closes the client and a local
 cluster, which stops its worker processes.
+
+Ctrl-C in a terminal sends SIGINT to every process of the foreground group, the local
+workers included. Only the driver acts on it: the workers are started with SIGINT ignored
+(see :func:`_workers_deaf_to_sigint`), so none dies mid-task printing its own traceback,
+and the driver closes the cluster, which stops them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from distributed import Client, LocalCluster, as_completed
 
 from explorer.errors import ExplorerError, UsageError
 from explorer.job.rank_map import RankSummary, analyse_rank
+from explorer.safe_write import interrupts_deferred
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
+
+#: How often :func:`map_ranks` looks for finished ranks (and asks ``check_cancel``).
+POLL_S = 0.1
 
 #: ``progress(done, total, eta_seconds)`` after each rank (eta is None until one is done).
 RankProgress = Callable[[int, int, "float | None"], None]
@@ -50,19 +61,44 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
     n = workers or min(max(n_tasks, 1), os.cpu_count() or 1)
     if n < 1:
         raise UsageError("--workers must be at least 1")
-    with (
-        LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            # any free port: the scheduler's HTTP server starts even without a dashboard,
-            # and on the default 8787 a second job on the machine warns that it is taken
-            dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
+    with ExitStack() as running:
+        # No Ctrl-C lands in a half-built LocalCluster (it fails its own close at exit, with
+        # a traceback): SIGINT is ignored meanwhile, and a SIGTERM is held until it is up.
+        with interrupts_deferred(), _workers_deaf_to_sigint():
+            cluster = running.enter_context(
+                LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    # any free port: the scheduler's HTTP server starts even without a
+                    # dashboard, and on the default 8787 a second job on the machine warns
+                    # that it is taken
+                    dashboard_address=":0",
+                    silence_logs=logging.CRITICAL,
+                )
+            )
+            client = running.enter_context(Client(cluster, set_as_default=False))
         yield client
+
+
+@contextmanager
+def _workers_deaf_to_sigint() -> Iterator[None]:
+    """Ignore SIGINT while the local cluster starts its worker processes: an ignored signal
+    stays ignored in a child, through fork and exec, from its first instruction (Python and
+    asyncio then leave it so), so a terminal's Ctrl-C reaches the driver alone. A signal
+    *mask* would not do: multiprocessing unblocks SIGINT in the thread that first starts
+    its resource tracker, which here is the cluster's event loop. The cost: a Ctrl-C in
+    the second or two the workers take to start is dropped; the driver takes the next one.
+    Only the main thread may set a handler; elsewhere (the viewer's analysis thread) the
+    block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def map_ranks(
@@ -74,8 +110,12 @@ def map_ranks(
     use_cache: bool = True,
     step_pattern: str | None = None,
     progress: RankProgress | None = None,
+    check_cancel: Callable[[], None] | None = None,
 ) -> list[RankSummary]:
-    """Analyse every ``(rank, file)`` in a Dask task; summaries in rank order."""
+    """Analyse every ``(rank, file)`` in a Dask task; summaries in rank order.
+
+    ``check_cancel`` is called every :data:`POLL_S` while ranks run; whatever it raises
+    stops the map there (the viewer's Cancel), closing the cluster as it leaves."""
     token = uuid.uuid4().hex[:8]
     t0 = time.perf_counter()
     out: list[RankSummary] = []
@@ -93,8 +133,14 @@ def map_ranks(
             )  # fmt: skip
             for r, f in files
         ]
-        for fut in as_completed(futures, loop=client.loop):
-            summary: RankSummary = fut.result()
+        finished = as_completed(futures, loop=client.loop)
+        while not finished.is_empty():
+            if not finished.has_ready():
+                if check_cancel is not None:
+                    check_cancel()
+                time.sleep(POLL_S)
+                continue
+            summary: RankSummary = next(finished).result()
             if summary.error:
                 for other in futures:
                     other.cancel()

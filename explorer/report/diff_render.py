@@ -10,10 +10,10 @@ from html import escape
 from typing import Any
 
 from explorer.errors import UsageError
+from explorer.report import FORMATS
 from explorer.report.sections import LABELS
 from explorer.units import fmt_ns
 
-FORMATS = ("text", "markdown", "json", "html")
 #: Rows each table shows (the JSON keeps everything).
 TOP = 15
 

@@ -8,11 +8,13 @@ timestamp, which is where a loaded trace's ``ts == 0`` is.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from explorer.scenarios.simulator import DeviceOp, Simulator
+from explorer.scenarios.simulator import DeviceOp, HostSpan, Simulator
 from explorer.scenarios.workload import LINES, TRAIN_FILE
 
 
@@ -71,33 +73,48 @@ class DeviceBusy:
         return prev_end, int(self.starts[k + 1])
 
 
-def _source(function: str, line: int | None = None) -> dict[str, Any]:
-    return {
-        "source_line": [TRAIN_FILE, int(line if line is not None else LINES[function])],
-        "function": function,
-    }
+#: What a ground-truth function measures: the time lost per step, the ranges it lies in,
+#: and the extra fields its finding is checked on.
+Measured = tuple[dict[int, int], list[tuple[int, int]], dict[str, Any]]
 
 
-def _entry(
-    kind: str,
-    per_step: dict[int, int],
-    ranges: list[tuple[int, int]],
-    definition: str | None,
-    **extra: Any,
-) -> dict[str, Any]:
-    steps = sorted(s for s, v in per_step.items() if v > 0)
-    return {
-        "kind": kind,
-        "time_lost_ns": int(sum(per_step.values())),
-        "steps": steps,
-        "per_step": [[s, int(per_step[s])] for s in steps],
-        "ranges": [[int(a), int(b)] for a, b in ranges],
-        "definition": definition,
-        **extra,
-    }
+def _measures(
+    kind: str, function: str
+) -> Callable[[Callable[[Simulator], Measured]], Callable[[Simulator], dict[str, Any]]]:
+    """Declare a ground-truth function: the finding ``kind`` it sizes and the workload
+    ``function`` whose line that finding must name. The entry (kind, totals, steps,
+    ranges, the function's docstring as its definition, the source line) is built here,
+    once, from what the function measured."""
+
+    def declare(measure: Callable[[Simulator], Measured]) -> Callable[[Simulator], dict[str, Any]]:
+        @functools.wraps(measure)
+        def entry(sim: Simulator) -> dict[str, Any]:
+            per_step, ranges, extra = measure(sim)
+            steps = sorted(s for s, v in per_step.items() if v > 0)
+            return {
+                "kind": kind,
+                "time_lost_ns": int(sum(per_step.values())),
+                "steps": steps,
+                "per_step": [[s, int(per_step[s])] for s in steps],
+                "ranges": [[int(a), int(b)] for a, b in ranges],
+                "definition": measure.__doc__,
+                **extra,
+                "source_line": [TRAIN_FILE, int(LINES[function])],
+                "function": function,
+            }
+
+        return entry
+
+    return declare
 
 
-def input_stall(sim: Simulator) -> dict[str, Any]:
+def _spans(records: Sequence[HostSpan | DeviceOp]) -> list[tuple[int, int]]:
+    """Each record's ``(start, end)``."""
+    return [(r.start, r.end) for r in records]
+
+
+@_measures("input_stall", "load_batch")
+def input_stall(sim: Simulator) -> Measured:
     """time_lost_ns = device idle time (no op on any stream) inside the host's
     ``enumerate(DataLoader)#...__next__`` annotations."""
     busy = DeviceBusy(sim.device_ops)
@@ -106,17 +123,11 @@ def input_stall(sim: Simulator) -> dict[str, Any]:
     per: dict[int, int] = {}
     for s, v in zip(spans, idle, strict=True):
         per[s.step] = per.get(s.step, 0) + int(v)
-    return _entry(
-        "input_stall",
-        per,
-        [(s.start, s.end) for s in spans],
-        input_stall.__doc__,
-        host_wait_ns=int(sum(s.end - s.start for s in spans)),
-        **_source("load_batch"),
-    )
+    return per, _spans(spans), {"host_wait_ns": int(sum(s.end - s.start for s in spans))}
 
 
-def memcpy_stall(sim: Simulator) -> dict[str, Any]:
+@_measures("memcpy_stall", "to_device")
+def memcpy_stall(sim: Simulator) -> Measured:
     """time_lost_ns = Σ over the batch's Pageable→Device copies of (copy duration + the
     device idle gap right after it, until the next device op starts). The host is blocked
     in ``cudaMemcpyAsync`` for each copy and no other device work overlaps them."""
@@ -133,19 +144,11 @@ def memcpy_stall(sim: Simulator) -> dict[str, Any]:
         per[o.step] = per.get(o.step, 0) + (o.end - o.start) + (b - a)
         copy_ns += o.end - o.start
         idle_ns += b - a
-    return _entry(
-        "memcpy_stall",
-        per,
-        [(o.start, o.end) for o in copies],
-        memcpy_stall.__doc__,
-        copy_ns=copy_ns,
-        idle_after_ns=idle_ns,
-        count=len(copies),
-        **_source("to_device"),
-    )
+    return per, _spans(copies), {"copy_ns": copy_ns, "idle_after_ns": idle_ns, "count": len(copies)}
 
 
-def sync_stall(sim: Simulator) -> dict[str, Any]:
+@_measures("sync_stall", "check_finite")
+def sync_stall(sim: Simulator) -> Measured:
     """time_lost_ns = Σ over the ``cudaStreamSynchronize`` calls made for ``.item()`` of the
     device idle gap in which the call returns: from the end of the last device op the sync
     waited for to the start of the next device op (the queue the sync drained, refilled)."""
@@ -157,12 +160,11 @@ def sync_stall(sim: Simulator) -> dict[str, Any]:
         a, b = busy.gap_containing(s.end)
         per[s.step] = per.get(s.step, 0) + (b - a)
         ranges.append((a, b))
-    return _entry(
-        "sync_stall", per, ranges, sync_stall.__doc__, count=len(syncs), **_source("check_finite")
-    )
+    return per, ranges, {"count": len(syncs)}
 
 
-def cpu_fallback(sim: Simulator) -> dict[str, Any]:
+@_measures("cpu_fallback", "augment")
+def cpu_fallback(sim: Simulator) -> Measured:
     """time_lost_ns = Σ per fallback (one ``aten::linalg_eig`` per step, wrapped in an
     ``explorer_fallback`` event unless generated with ``collector_events=False``) of the
     device time from the start of its Device→Host
@@ -180,19 +182,11 @@ def cpu_fallback(sim: Simulator) -> dict[str, Any]:
         per[dtoh.step] = per.get(dtoh.step, 0) + end - dtoh.start
         ranges.append((dtoh.start, end))
         copies_ns += (dtoh.end - dtoh.start) + (htod.end - htod.start)
-    return _entry(
-        "cpu_fallback",
-        per,
-        ranges,
-        cpu_fallback.__doc__,
-        copies_ns=copies_ns,
-        count=len(ranges),
-        op="aten::linalg_eig",
-        **_source("augment"),
-    )
+    return per, ranges, {"copies_ns": copies_ns, "count": len(ranges), "op": "aten::linalg_eig"}
 
 
-def launch_bound(sim: Simulator) -> dict[str, Any]:
+@_measures("launch_bound", "compute_metrics")
+def launch_bound(sim: Simulator) -> Measured:
     """time_lost_ns = device idle time between the first and the last of the tiny kernels
     launched by ``compute_metrics`` in each step (the host was busy launching them)."""
     busy = DeviceBusy(sim.device_ops)
@@ -205,18 +199,11 @@ def launch_bound(sim: Simulator) -> dict[str, Any]:
         per[step] = int(busy.idle_within(a, b))
         ranges.append((a, b))
     mean = int(np.mean([o.end - o.start for o in tiny])) if tiny else 0
-    return _entry(
-        "launch_bound",
-        per,
-        ranges,
-        launch_bound.__doc__,
-        kernels=len(tiny),
-        mean_kernel_ns=mean,
-        **_source("compute_metrics"),
-    )
+    return per, ranges, {"kernels": len(tiny), "mean_kernel_ns": mean}
 
 
-def compile_pause(sim: Simulator) -> dict[str, Any]:
+@_measures("compile", "compiled_block")
+def compile_pause(sim: Simulator) -> Measured:
     """time_lost_ns = Σ duration of the ``explorer_compile`` slices with event ``compile`` or
     ``recompile`` (graph-break markers inside them add nothing); in a trace generated with
     ``collector_events=False``, Σ duration of dynamo's ``_compile.compile_inner
@@ -230,20 +217,20 @@ def compile_pause(sim: Simulator) -> dict[str, Any]:
         if spans
         else 0
     )
-    return _entry(
-        "compile",
+    return (
         per,
-        [(s.start, s.end) for s in spans],
-        compile_pause.__doc__,
-        device_idle_ns=idle,
-        compiles=len(spans),
-        graph_breaks=len(spans),
-        graph_break_line=[TRAIN_FILE, 50],
-        **_source("compiled_block"),
+        _spans(spans),
+        {
+            "device_idle_ns": idle,
+            "compiles": len(spans),
+            "graph_breaks": len(spans),
+            "graph_break_line": [TRAIN_FILE, 50],
+        },
     )
 
 
-def memory_growth(sim: Simulator) -> dict[str, Any]:
+@_measures("memory", "remember")
+def memory_growth(sim: Simulator) -> Measured:
     """time_lost_ns = 0 (a leak costs memory, not time). ``leaked_bytes`` = bytes allocated by
     ``remember`` (``aten::clone``) in every step and never freed; ``bytes_per_step`` each."""
     frame = f"{TRAIN_FILE}({LINES['remember']}): remember"
@@ -251,17 +238,12 @@ def memory_growth(sim: Simulator) -> dict[str, Any]:
         m for m in sim.memory if m["frame"] == frame and m["bytes"] > 0 and m["addr"] in sim.live
     ]
     steps = sorted({m["step"] for m in leaks})
-    entry = _entry(
-        "memory",
-        {},
-        [],
-        memory_growth.__doc__,
-        device="cuda:0",
-        leaked_bytes=int(sum(m["bytes"] for m in leaks)),
-        bytes_per_step=int(leaks[0]["bytes"]) if leaks else 0,
-        allocations=len(leaks),
-        op="aten::clone",
-        **_source("remember"),
-    )
-    entry["steps"] = steps
-    return entry
+    grown = {
+        "device": "cuda:0",
+        "leaked_bytes": int(sum(m["bytes"] for m in leaks)),
+        "bytes_per_step": int(leaks[0]["bytes"]) if leaks else 0,
+        "allocations": len(leaks),
+        "op": "aten::clone",
+    }
+    # No time is lost, so no step would be listed: the steps are those the leak grew in.
+    return {}, [], {**grown, "steps": steps}

@@ -122,6 +122,7 @@ def open_headless(
     window.show()  # laid out before any panel draws, as in an interactive session
     trace = explorer.load(path)
     window.set_trace(trace)
+    window.timeline.wait_for_lanes()  # a large trace's timeline is indexed in the background
     if window.analysis is not None:
         window.analysis.cancel()  # headless runs them here, in order
         window.analysis.wait()

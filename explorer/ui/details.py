@@ -158,6 +158,19 @@ class DetailsPanel(QWidget):
         """The details follow the selection only."""
 
     def _html(self, i: int) -> str:
+        out = ["<table cellspacing=0 cellpadding=2>"]
+        out += [
+            f"<tr><td style='color:#5c6670'>{k}</td><td>{v}</td></tr>" for k, v in self._fields(i)
+        ]
+        out.append("</table>")
+        out += self._source_html(i)
+        out += self._relations_html(i)
+        out += self._args_html(i)
+        return "".join(out)
+
+    def _fields(self, i: int) -> list[tuple[str, str]]:
+        """The slice's own columns as (label, HTML) rows: kind, times, track, depth, and
+        the ids, bytes and memory kinds it has."""
         t = self.trace
         s = t.slices
         esc = html.escape
@@ -180,22 +193,29 @@ class DetailsPanel(QWidget):
             if v >= 0:
                 rows.append((col.replace("_", " "), f"{v:,}" if col == "bytes" else str(v)))
         for col in ("copy_kind", "src_mem", "dst_mem"):
-            v = str(s[col].iat[i])
-            if v:
-                rows.append((col.replace("_", " "), esc(v)))
-        out = ["<table cellspacing=0 cellpadding=2>"]
-        out += [f"<tr><td style='color:#5c6670'>{k}</td><td>{v}</td></tr>" for k, v in rows]
-        out.append("</table>")
+            text = str(s[col].iat[i])
+            if text:
+                rows.append((col.replace("_", " "), esc(text)))
+        return rows
+
+    def _source_html(self, i: int) -> list[str]:
+        """The user line responsible for the slice (a link that opens it), once known."""
+        esc = html.escape
         if self.sources is None:
-            out.append("<p style='color:#5c6670'><b>Source</b>: finding the line…</p>")
-        elif i < len(self.sources) and str(self.sources["file"].iat[i]):
+            return ["<p style='color:#5c6670'><b>Source</b>: finding the line…</p>"]
+        if i < len(self.sources) and str(self.sources["file"].iat[i]):
             f, line = str(self.sources["file"].iat[i]), int(self.sources["line"].iat[i])
             fn = str(self.sources["function"].iat[i])
-            out.append(
+            return [
                 f"<p><b>Source</b>: <a href='source:{line}:{esc(f)}'>{esc(f)}:{line}</a>"
                 f" in <code>{esc(fn)}</code></p>"
-            )
-        parent = int(s["parent"].iat[i])
+            ]
+        return []
+
+    def _relations_html(self, i: int) -> list[str]:
+        """Links to the parent and to the related events (launches, flows, edges)."""
+        out = []
+        parent = int(self.trace.slices["parent"].iat[i])
         if parent >= 0:
             out.append(f"<p><b>Parent</b>: {self._link_to(parent)}</p>")
         if self.related:
@@ -203,21 +223,25 @@ class DetailsPanel(QWidget):
             for a, b, rel in self.related:
                 other = b if a == i else a
                 arrow = "→" if a == i else "←"
-                out.append(f"<li>{esc(rel)} {arrow} {self._link_to(other)}</li>")
+                out.append(f"<li>{html.escape(rel)} {arrow} {self._link_to(other)}</li>")
             out.append("</ul>")
-        args = t.args(i)
-        if args:
-            keys = [k for k in _ARG_ORDER if k in args] + sorted(
-                k for k in args if k not in _ARG_ORDER
+        return out
+
+    def _args_html(self, i: int) -> list[str]:
+        """The slice's args, the usual ones first."""
+        args = self.trace.args(i)
+        if not args:
+            return []
+        esc = html.escape
+        keys = [k for k in _ARG_ORDER if k in args] + sorted(k for k in args if k not in _ARG_ORDER)
+        out = ["<p><b>Args</b></p><table cellspacing=0 cellpadding=2>"]
+        for k in keys:
+            out.append(
+                f"<tr><td style='color:#5c6670'>{esc(str(k))}</td>"
+                f"<td><code>{esc(_fmt_arg(args[k]))}</code></td></tr>"
             )
-            out.append("<p><b>Args</b></p><table cellspacing=0 cellpadding=2>")
-            for k in keys:
-                out.append(
-                    f"<tr><td style='color:#5c6670'>{esc(str(k))}</td>"
-                    f"<td><code>{esc(_fmt_arg(args[k]))}</code></td></tr>"
-                )
-            out.append("</table>")
-        return "".join(out)
+        out.append("</table>")
+        return out
 
     def _link_to(self, j: int) -> str:
         s = self.trace.slices

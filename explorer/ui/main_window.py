@@ -85,18 +85,34 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.settings = settings if settings is not None else QSettings(ORG, APP)
         self.remember = remember  # save layout and recent files (not in headless runs)
+        self._init_state()
+        self.setWindowTitle("Explorer")
+        self.setAcceptDrops(True)
+        self.setDockOptions(
+            QMainWindow.DockOption.AllowTabbedDocks | QMainWindow.DockOption.AnimatedDocks
+        )
+        self._build_central()
+        self._build_docks()
+        self._build_status_bar()
+        self._build_menus()
+        self._wire()
+        self.fit_to_screen()
+        self.size_docks()
+        if restore:
+            self._restore_layout()
+
+    # -- construction -------------------------------------------------------------------
+    def _init_state(self) -> None:
+        """What the window holds before a trace is open: no trace, no results, no workers."""
         self.trace: Trace | None = None
         self.results: dict[str, Any] = {}
         self.loader: TraceLoader | None = None
         self.analysis: AnalysisRunner | None = None
         self.error_box: QMessageBox | None = None
         self.analysis_errors: list[str] = []
-        self.setWindowTitle("Explorer")
-        self.setAcceptDrops(True)
-        self.setDockOptions(
-            QMainWindow.DockOption.AllowTabbedDocks | QMainWindow.DockOption.AnimatedDocks
-        )
 
+    def _build_central(self) -> None:
+        """The timeline under the search bar and the (hidden) synthetic-data banner."""
         self.timeline = TimelineView(self)
         self.timeline.expanded_groups = set(self._setting_list("timeline/expanded_groups"))
         self.search = SearchBar(self)
@@ -116,6 +132,8 @@ class MainWindow(QMainWindow):
         box.addWidget(self.timeline, 1)
         self.setCentralWidget(central)
 
+    def _build_docks(self) -> None:
+        """Findings and Details on the right; the :data:`PANELS` tabbed at the bottom."""
         self.details = DetailsPanel(self)
         self.findings = FindingsPanel(self)
         self.docks: dict[str, QDockWidget] = {}
@@ -134,15 +152,6 @@ class MainWindow(QMainWindow):
         if first is not None:
             first.raise_()
 
-        self._build_status_bar()
-        self._build_menus()
-        self._wire()
-        self.fit_to_screen()
-        self.size_docks()
-        if restore:
-            self._restore_layout()
-
-    # -- construction -------------------------------------------------------------------
     def _dock(self, name: str, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock_{name}")

@@ -134,7 +134,6 @@ def graph_layout(
     the nodes closest in time to the centre) or, for a step, critical-path nodes and then the
     longest ones.
     """
-    from explorer.analysis.critical_path import critical_path
     from explorer.analysis.dependency_graph import dependency_graph
 
     notes: list[str] = []
@@ -143,70 +142,23 @@ def graph_layout(
     graph = dependency_graph(trace, step=step)
     edges = graph.edges
     edges = edges[edges["src"] != edges["dst"]]  # a leaf's own duration is the node itself
-    try:
-        cp = critical_path(trace, step=step)
-        cp_ids = np.asarray(cp.slices, np.int64)
-        cp_edges = cp.edges if {"src", "dst"} <= set(cp.edges.columns) else pd.DataFrame()
-        critical_ns = int(cp.length_ns)
-    except Exception as exc:  # noqa: BLE001 - the graph is still worth showing without it
-        cp_ids, critical_ns, cp_edges = np.zeros(0, np.int64), 0, pd.DataFrame()
-        notes.append(f"critical path unavailable: {exc}")
-    s = trace.slices
-    ts = s["ts"].to_numpy(np.int64)
-    dur = s["dur"].to_numpy(np.int64)
-    graph_nodes = np.asarray(graph.nodes, np.int64)
-    if center is not None:
-        if not np.isin(center, graph_nodes):
-            notes.append("the selected event is not a node of the dependency graph")
-            graph_nodes = np.array([center], np.int64)
-            edges = edges.iloc[:0]
-            distance = pd.Series({int(center): 0}, dtype=np.int64)
-        else:
-            distance = neighbourhood(edges, center, hops)
-        ids = distance.index.to_numpy(np.int64)
-        total = len(ids)
-        priority = np.lexsort((np.abs(ts[ids] - ts[center]), distance.to_numpy()))
-        ids = ids[priority[:max_nodes]]
-    else:
-        ids = graph_nodes
-        total = len(ids)
-        if total > max_nodes:
-            on_cp = np.isin(ids, cp_ids)
-            priority = np.lexsort((-dur[ids], ~on_cp))
-            ids = ids[priority[:max_nodes]]
-    ids = ids[np.argsort(ts[ids], kind="stable")]
+    cp_ids, critical_ns, cp_edges = _critical(trace, step, notes)
+    ids, total, edges = _scope(trace, graph.nodes, edges, center, hops, max_nodes, cp_ids, notes)
     keep = np.isin(edges["src"].to_numpy(), ids) & np.isin(edges["dst"].to_numpy(), ids)
     edges = edges[keep].reset_index(drop=True)
-
-    tracks = trace.tracks.set_index("id")
-    node_tracks = s["track"].to_numpy()[ids]
-    lane_tracks = pd.unique(node_tracks)
-    order_col = "order" if "order" in tracks.columns else None
-    type_rank = {"host_thread": 0, "device_stream": 1}
-    lane_key = [
-        (
-            type_rank.get(str(tracks.at[t, "type"]), 2) if t in tracks.index else 3,
-            int(tracks.at[t, order_col]) if order_col and t in tracks.index else int(t),
-            int(t),
-        )
-        for t in lane_tracks.tolist()  # one per track
-    ]
-    lane_tracks = [t for _, t in sorted(zip(lane_key, lane_tracks.tolist(), strict=True))]
-    lane_of = {t: i for i, t in enumerate(lane_tracks)}
-    lanes = [str(tracks.at[t, "label"]) if t in tracks.index else f"track {t}" for t in lane_tracks]
-
-    on_cp = np.isin(ids, cp_ids)
+    lane_of, lanes = _lanes(trace, ids)
+    s = trace.slices
     nodes = pd.DataFrame(
         {
             "id": ids,
             "name": s["name"].astype(str).to_numpy()[ids],
             "kind": s["kind"].astype(str).to_numpy()[ids],
-            "ts": ts[ids],
-            "dur": dur[ids],
-            "lane": pd.Series(node_tracks).map(lane_of).to_numpy(np.int64),
+            "ts": s["ts"].to_numpy(np.int64)[ids],
+            "dur": s["dur"].to_numpy(np.int64)[ids],
+            "lane": lane_of,
             "row": np.zeros(len(ids), np.int64),
             "column": np.arange(len(ids), dtype=np.int64),
-            "critical": on_cp,
+            "critical": np.isin(ids, cp_ids),
         }
     )
     # Nesting rows inside a lane: the dense rank of the depth among the lane's nodes.
@@ -222,6 +174,81 @@ def graph_layout(
     else:
         edges = edges.assign(critical=False)
     return GraphLayout(nodes, edges, lanes, total, critical_ns, notes)
+
+
+def _critical(
+    trace: Trace, step: int | None, notes: list[str]
+) -> tuple[np.ndarray, int, pd.DataFrame]:
+    """The critical path's slices, length and edges (none, with a note, when it cannot be
+    computed: the graph is still worth showing without it)."""
+    from explorer.analysis.critical_path import critical_path
+
+    try:
+        cp = critical_path(trace, step=step)
+        cp_ids = np.asarray(cp.slices, np.int64)
+        cp_edges = cp.edges if {"src", "dst"} <= set(cp.edges.columns) else pd.DataFrame()
+        return cp_ids, int(cp.length_ns), cp_edges
+    except Exception as exc:  # noqa: BLE001 - the graph is still worth showing without it
+        notes.append(f"critical path unavailable: {exc}")
+        return np.zeros(0, np.int64), 0, pd.DataFrame()
+
+
+def _scope(
+    trace: Trace,
+    graph_nodes: np.ndarray,
+    edges: pd.DataFrame,
+    center: int | None,
+    hops: int,
+    max_nodes: int,
+    cp_ids: np.ndarray,
+    notes: list[str],
+) -> tuple[np.ndarray, int, pd.DataFrame]:
+    """The nodes to draw, in time order, how many the scope held before the cap, and the
+    edges (none when ``center`` is not a node: it is then drawn alone)."""
+    ts = trace.slices["ts"].to_numpy(np.int64)
+    dur = trace.slices["dur"].to_numpy(np.int64)
+    graph_nodes = np.asarray(graph_nodes, np.int64)
+    if center is not None:
+        if not np.isin(center, graph_nodes):
+            notes.append("the selected event is not a node of the dependency graph")
+            edges = edges.iloc[:0]
+            distance = pd.Series({int(center): 0}, dtype=np.int64)
+        else:
+            distance = neighbourhood(edges, center, hops)
+        ids = distance.index.to_numpy(np.int64)
+        total = len(ids)
+        priority = np.lexsort((np.abs(ts[ids] - ts[center]), distance.to_numpy()))
+        ids = ids[priority[:max_nodes]]
+    else:
+        ids = graph_nodes
+        total = len(ids)
+        if total > max_nodes:
+            on_cp = np.isin(ids, cp_ids)
+            priority = np.lexsort((-dur[ids], ~on_cp))
+            ids = ids[priority[:max_nodes]]
+    return ids[np.argsort(ts[ids], kind="stable")], total, edges
+
+
+def _lanes(trace: Trace, ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each node's lane (one per track: host threads first, then device streams, each in
+    the tracks' order) and the lanes' labels, top to bottom."""
+    tracks = trace.tracks.set_index("id")
+    node_tracks = trace.slices["track"].to_numpy()[ids]
+    lane_tracks = pd.unique(node_tracks)
+    order_col = "order" if "order" in tracks.columns else None
+    type_rank = {"host_thread": 0, "device_stream": 1}
+    lane_key = [
+        (
+            type_rank.get(str(tracks.at[t, "type"]), 2) if t in tracks.index else 3,
+            int(tracks.at[t, order_col]) if order_col and t in tracks.index else int(t),
+            int(t),
+        )
+        for t in lane_tracks.tolist()  # one per track
+    ]
+    lane_tracks = [t for _, t in sorted(zip(lane_key, lane_tracks.tolist(), strict=True))]
+    lane_of = {t: i for i, t in enumerate(lane_tracks)}
+    lanes = [str(tracks.at[t, "label"]) if t in tracks.index else f"track {t}" for t in lane_tracks]
+    return pd.Series(node_tracks).map(lane_of).to_numpy(np.int64), lanes
 
 
 class _NodeItem(QGraphicsRectItem):
@@ -419,55 +446,8 @@ class DependencyGraphPanel(TracePanel):
             self.scene.clear()
             if layout is None or not len(layout.nodes):
                 return
-            width = LABEL_W + len(layout.nodes) * (NODE_W + COL_GAP)
-            rows = (
-                layout.nodes.groupby("lane")["row"]
-                .max()
-                .reindex(range(len(layout.lanes)), fill_value=0)
-            )
-            heights = (rows.to_numpy() + 1) * (NODE_H + ROW_GAP) - ROW_GAP
-            self.lane_tops = list(
-                np.concatenate([[0.0], np.cumsum(heights + LANE_GAP)[:-1]]).astype(float)
-            )
-            for lane, label in enumerate(layout.lanes):  # one per lane
-                y = self.lane_tops[lane]
-                band = self.scene.addRect(
-                    QRectF(-20, y - LANE_GAP / 2, width + 40, heights[lane] + LANE_GAP),
-                    QPen(Qt.PenStyle.NoPen),
-                    QBrush(QColor("#f3f5f7" if lane % 2 == 0 else "#ffffff")),
-                )
-                band.setZValue(-1)
-                text = QGraphicsSimpleTextItem(_elide(label, 40))
-                text.setBrush(QBrush(QColor("#555")))
-                text.setPos(0, y - LANE_GAP / 2 + 1)
-                text.setToolTip(label)
-                text.setZValue(5)
-                self.scene.addItem(text)
-                self.view.lane_labels.append(text)
-            rects: dict[int, QRectF] = {}
-            for node in layout.nodes.itertuples(index=False):  # ≤ max_nodes
-                rect = self.node_rect(int(node.column), int(node.lane), int(node.row))
-                item = _NodeItem(int(node.id), rect)
-                item.setBrush(QBrush(kind_color(node.kind)))
-                pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
-                item.setPen(pen)
-                item.setToolTip(
-                    f"{node.name}\n{node.kind} · {fmt_ns(node.dur)} at {fmt_ns(node.ts)}"
-                    f"\nslice {node.id}" + ("\non the critical path" if node.critical else "")
-                )
-                item.setZValue(2)
-                label = QGraphicsSimpleTextItem(_elide(node.name, 17), item)
-                label.setPos(rect.x() + 4, rect.y() + 5)
-                self.scene.addItem(item)
-                self.node_items[int(node.id)] = item
-                rects[int(node.id)] = rect
-            dim = bool(layout.edges["critical"].any()) if len(layout.edges) else False
-            self.edge_paths = []
-            for k, edge in enumerate(layout.edges.itertuples(index=False)):  # ≤ a few per node
-                a, b = rects[int(edge.src)], rects[int(edge.dst)]
-                item = _edge_item(a, b, str(edge.type), bool(edge.critical), dim, k % 3)
-                self.scene.addItem(item)
-                self.edge_paths.append((int(edge.src), int(edge.dst), item.path()))
+            self._draw_lanes(layout)
+            self._draw_edges(layout, self._draw_nodes(layout))
             if self.selected_slice is not None:
                 self._mark_selected(self.selected_slice)
         finally:
@@ -476,6 +456,65 @@ class DependencyGraphPanel(TracePanel):
         if self.selected_slice is not None and self.selected_slice in self.node_items:
             self.view.centerOn(self.node_items[self.selected_slice])
         self.view.pin_lane_labels()
+
+    def _draw_lanes(self, layout: GraphLayout) -> None:
+        """One band per lane, as tall as its rows, with its label (kept in view)."""
+        width = LABEL_W + len(layout.nodes) * (NODE_W + COL_GAP)
+        rows = (
+            layout.nodes.groupby("lane")["row"]
+            .max()
+            .reindex(range(len(layout.lanes)), fill_value=0)
+        )
+        heights = (rows.to_numpy() + 1) * (NODE_H + ROW_GAP) - ROW_GAP
+        self.lane_tops = list(
+            np.concatenate([[0.0], np.cumsum(heights + LANE_GAP)[:-1]]).astype(float)
+        )
+        for lane, label in enumerate(layout.lanes):  # one per lane
+            y = self.lane_tops[lane]
+            band = self.scene.addRect(
+                QRectF(-20, y - LANE_GAP / 2, width + 40, heights[lane] + LANE_GAP),
+                QPen(Qt.PenStyle.NoPen),
+                QBrush(QColor("#f3f5f7" if lane % 2 == 0 else "#ffffff")),
+            )
+            band.setZValue(-1)
+            text = QGraphicsSimpleTextItem(_elide(label, 40))
+            text.setBrush(QBrush(QColor("#555")))
+            text.setPos(0, y - LANE_GAP / 2 + 1)
+            text.setToolTip(label)
+            text.setZValue(5)
+            self.scene.addItem(text)
+            self.view.lane_labels.append(text)
+
+    def _draw_nodes(self, layout: GraphLayout) -> dict[int, QRectF]:
+        """One box per node (critical ones outlined); returns each node's rectangle."""
+        rects: dict[int, QRectF] = {}
+        for node in layout.nodes.itertuples(index=False):  # ≤ max_nodes
+            rect = self.node_rect(int(node.column), int(node.lane), int(node.row))
+            item = _NodeItem(int(node.id), rect)
+            item.setBrush(QBrush(kind_color(node.kind)))
+            pen = QPen(CRITICAL, 3) if node.critical else QPen(QColor("#333"), 0.8)
+            item.setPen(pen)
+            item.setToolTip(
+                f"{node.name}\n{node.kind} · {fmt_ns(node.dur)} at {fmt_ns(node.ts)}"
+                f"\nslice {node.id}" + ("\non the critical path" if node.critical else "")
+            )
+            item.setZValue(2)
+            label = QGraphicsSimpleTextItem(_elide(node.name, 17), item)
+            label.setPos(rect.x() + 4, rect.y() + 5)
+            self.scene.addItem(item)
+            self.node_items[int(node.id)] = item
+            rects[int(node.id)] = rect
+        return rects
+
+    def _draw_edges(self, layout: GraphLayout, rects: dict[int, QRectF]) -> None:
+        """The edges between the boxes (the others dimmed when a critical one is drawn)."""
+        dim = bool(layout.edges["critical"].any()) if len(layout.edges) else False
+        self.edge_paths = []
+        for k, edge in enumerate(layout.edges.itertuples(index=False)):  # ≤ a few per node
+            a, b = rects[int(edge.src)], rects[int(edge.dst)]
+            item = _edge_item(a, b, str(edge.type), bool(edge.critical), dim, k % 3)
+            self.scene.addItem(item)
+            self.edge_paths.append((int(edge.src), int(edge.dst), item.path()))
 
     def _mark_selected(self, slice_id: int) -> None:
         item = self.node_items.get(slice_id)

@@ -186,6 +186,11 @@ class SourceView(QPlainTextEdit):
         mark_x = time_x + time_width + 2
         small = QFont(self.font())
         small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
+        # The small-text columns right of the heat bar: the line's time, its finding marks.
+        text_columns = (
+            (self.times, time_x, time_width, QColor("#8a2a24"), Qt.AlignmentFlag.AlignRight),
+            (self.marks, mark_x, self.MARK_WIDTH, QColor("#c2185b"), Qt.AlignmentFlag.AlignLeft),
+        )
         while block.isValid() and top <= event.rect().bottom():
             line = block.blockNumber() + 1
             if block.isVisible() and top + height >= event.rect().top():
@@ -200,28 +205,13 @@ class SourceView(QPlainTextEdit):
                     color.setAlphaF(0.15 + 0.85 * min(1.0, heat))
                     painter.fillRect(number_width + 3, top, self.HEAT_WIDTH, height, color)
                 painter.setFont(small)
-                when = self.times.get(line)
-                if when:
-                    painter.setPen(QColor("#8a2a24"))
-                    painter.drawText(
-                        time_x,
-                        top,
-                        time_width,
-                        height,
-                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                        when,
-                    )
-                mark = self.marks.get(line)
-                if mark:
-                    painter.setPen(QColor("#c2185b"))
-                    painter.drawText(
-                        mark_x,
-                        top,
-                        self.MARK_WIDTH,
-                        height,
-                        Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                        mark,
-                    )
+                for texts, x, width, colour, align in text_columns:
+                    text = texts.get(line)
+                    if text:
+                        painter.setPen(colour)
+                        painter.drawText(
+                            x, top, width, height, align | Qt.AlignmentFlag.AlignVCenter, text
+                        )
             block = block.next()
             top += height
             height = round(self.blockBoundingRect(block).height())

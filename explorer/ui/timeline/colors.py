@@ -19,17 +19,29 @@ SHADES = 3
 _SHADE_FACTORS = (100, 115, 88)  # QColor.lighter() percentages
 
 
+def category_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, categories as str)`` of a column: a categorical's own codes (no per-row
+    conversion: 10M slices cost one pass over int codes), else those of its values."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, categories = column.array.codes, column.cat.categories  # a view, no copy
+    else:
+        cat = pd.Categorical(column.astype(str))
+        codes, categories = cat.codes, cat.categories
+    return np.asarray(codes), np.asarray(categories.astype(str), dtype=object)
+
+
 def kind_index(kinds: pd.Series) -> np.ndarray:
-    """Index into :data:`KINDS` of every slice's kind (``other`` for unknown)."""
-    cat = pd.Categorical(kinds.astype(str), categories=list(KINDS))
-    codes = np.asarray(cat.codes, dtype=np.int16)
-    codes[codes < 0] = KINDS.index("other")
-    return codes
+    """Index into :data:`KINDS` of every slice's kind (``other`` for unknown): looked up
+    once per category, then gathered by code."""
+    codes, categories = category_codes(kinds)
+    other = KINDS.index("other")
+    per_category = np.array([KINDS.index(k) if k in KINDS else other for k in categories] + [other])
+    return per_category[codes].astype(np.int16)  # code -1 (missing) takes the last: other
 
 
 def color_ids(kinds: pd.Series, names: pd.Series) -> np.ndarray:
     """Colour id of every slice: its kind's base colour, shaded by its name."""
-    name_codes = np.asarray(pd.Categorical(names).codes, dtype=np.int64)
+    name_codes = category_codes(names)[0].astype(np.int64)
     shade = (np.abs(name_codes * 2654435761) % SHADES).astype(np.int16)
     return (kind_index(kinds) * SHADES + shade).astype(np.int16)
 

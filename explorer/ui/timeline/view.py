@@ -5,6 +5,10 @@ State is view state only — the visible time window, vertical scroll, selection
 related-event arrows and the selected range. Everything drawn per repaint is computed from
 the window with numpy (see :mod:`explorer.ui.timeline.lod`).
 
+Large traces are indexed off the GUI thread (:mod:`explorer.ui.timeline.lane_builder`): the
+first frame shows the rows at once, then every track busy or idle per pixel (the coarse
+index), then the full lanes — or the index cached by an earlier open, memory-mapped.
+
 Keys: W/S zoom, A/D pan, F fit the selection, 0 fit the trace, Esc clears the selection.
 Mouse: wheel zooms at the pointer (Shift+wheel or wheel over the labels scrolls rows), drag
 pans, click selects, drag on the time axis selects a range, click a step zooms to it, click
@@ -14,21 +18,29 @@ track's name to show its first levels only.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
-from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
+from PyQt6.QtCore import QCoreApplication, QEventLoop, QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QFont, QFontMetrics
 from PyQt6.QtWidgets import QScrollBar, QWidget
 
 from explorer.trace.model import KINDS, TraceData
-from explorer.ui.timeline.colors import color_ids, palette
+from explorer.ui.timeline.colors import category_codes, color_ids, palette
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
+from explorer.ui.timeline.lane_builder import LaneBuilder, lod_directory, wait_for_builders
 from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
 from explorer.ui.timeline.paint import step_shares
 from explorer.ui.timeline.view_input import TimelineInput
 from explorer.ui.timeline.view_paint import COUNTER, TimelinePainting
 from explorer.units import fmt_ns
+
+#: Traces with at least this many slices are indexed in a background thread (a coarse frame
+#: first); smaller ones in place, in well under 0.1 s, so what a test or a screenshot sees
+#: right after ``set_trace`` is final.
+BACKGROUND_FROM = 200_000
 
 
 class TimelineView(TimelinePainting, TimelineInput, QWidget):
@@ -39,6 +51,10 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     range_selected = pyqtSignal(int, int)
     visible_range_changed = pyqtSignal(int, int)
     groups_changed = pyqtSignal()  # the user expanded or collapsed a device group
+    #: The lane index changed: ``"coarse"`` (one lane per track, while indexing), then
+    #: ``"cached"`` (mapped from an earlier open) or ``"built"``; ``"failed"``: no more comes
+    #: (``index_error`` says why).
+    lanes_changed = pyqtSignal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -48,6 +64,12 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.setMinimumSize(400, 200)
         self.trace: TraceData | None = None
         self.lanes: LaneIndex | None = None
+        #: ``"indexing"`` (rows only), ``"coarse"`` (busy per track) or ``"full"``.
+        self.lanes_state = "full"
+        self.index_error = ""  # why the background index failed (the note shows it)
+        self.background_from = BACKGROUND_FROM
+        self._builder: LaneBuilder | None = None
+        self._quit_connected = False
         self.layout_: TrackLayout | None = None
         self.steps: pd.DataFrame | None = None
         self.breakdown: pd.DataFrame | None = None
@@ -84,21 +106,19 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
 
     # -- data ----------------------------------------------------------------------------
     def set_trace(self, trace: TraceData) -> None:
-        """Index the trace's slices into lanes and show the whole trace."""
+        """Show the whole trace. A trace of ``background_from`` slices or more is indexed
+        off the GUI thread; this returns at once and the frames refine as the index comes."""
+        self._stop_builder()
         self.trace = trace
+        self.index_error = ""
         s = trace.slices
-        self.lanes = build_lanes(s, color_ids(s["kind"], s["name"]))
-        self.layout_ = TrackLayout(trace, self.lanes, frozenset(self.expanded_groups))
-        names = s["name"].cat if isinstance(s["name"].dtype, pd.CategoricalDtype) else None
-        if names is not None:
-            self._names = np.asarray(names.categories.astype(str), dtype=object)
-            self._name_codes = np.asarray(names.codes)
-        else:
-            cat = pd.Categorical(s["name"].astype(str))
-            self._names = np.asarray(cat.categories, dtype=object)
-            self._name_codes = np.asarray(cat.codes)
-        present = set(pd.unique(s["kind"].astype(str)))
+        self._name_codes, self._names = category_codes(s["name"])
+        kind_codes, kinds = category_codes(s["kind"])
+        used = np.zeros(len(kinds) + 1, bool)
+        used[kind_codes] = True  # code -1 (missing) marks the extra last flag
+        present = set(kinds[used[:-1]])
         self._kinds_present = [k for k in KINDS if k in present]
+        self.layout_ = None
         self.selected = -1
         self.highlights = np.zeros(0, np.int64)
         self.evidence = np.zeros(0, np.int64)
@@ -107,7 +127,92 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.range = None
         self.scroll_y = 0
         self.extent = self._extent_of(trace)
+        if len(s) < self.background_from:
+            self._set_lanes(build_lanes(s, color_ids(s["kind"], s["name"])), "full")
+        else:
+            tracks = trace.tracks["id"].to_numpy()
+            self._set_lanes(LaneIndex.tracks_only(s["track"].to_numpy(), tracks), "indexing")
+            self._start_builder(trace)
         self.fit_all()
+
+    def _set_lanes(self, lanes: LaneIndex, state: str) -> None:
+        """Swap in a lane index, keeping the user's collapsed and pinned rows."""
+        old = self.layout_
+        self.lanes = lanes
+        self.lanes_state = state
+        self.layout_ = TrackLayout(self.trace, lanes, frozenset(self.expanded_groups))
+        if old is not None:
+            self.layout_.collapsed = set(old.collapsed)
+            self.layout_.pinned = list(old.pinned)
+            self.layout_.relayout()
+        self._mark_cache = {}
+        self._update_scrollbar()
+
+    def _start_builder(self, trace: TraceData) -> None:
+        builder = LaneBuilder(trace.slices, lod_directory(trace.path))
+        builder.coarse.connect(self._on_coarse_lanes)
+        builder.ready.connect(self._on_lanes_ready)
+        builder.failed.connect(self._on_lanes_failed)
+        if not self._quit_connected:
+            app = QCoreApplication.instance()
+            if app is not None:
+                app.aboutToQuit.connect(wait_for_builders)
+                self._quit_connected = True
+        self._builder = builder
+        builder.begin()
+
+    @property
+    def indexer(self) -> LaneBuilder | None:
+        """The background indexing of the current trace while it runs, else None."""
+        return self._builder
+
+    def _stop_builder(self) -> None:
+        if self._builder is not None:
+            self._builder.cancel()  # it finishes its current phase, then stops; ignored
+            self._builder = None
+
+    def stop_indexing(self) -> None:
+        """Cancel the background indexing of this view's trace, and wait for every lane
+        builder still running (the window closes, the application quits)."""
+        self._stop_builder()
+        wait_for_builders()
+
+    def _on_coarse_lanes(self, builder: LaneBuilder, lanes: LaneIndex) -> None:
+        if builder is self._builder and self.lanes_state == "indexing":
+            self._set_lanes(lanes, "coarse")
+            self.lanes_changed.emit("coarse")
+            self.update()
+
+    def _on_lanes_ready(self, builder: LaneBuilder, lanes: LaneIndex, how: str) -> None:
+        if builder is not self._builder:
+            return  # a trace opened before this one
+        self._set_lanes(lanes, "full")
+        self._builder = None
+        if self.selected >= 0:
+            self.ensure_visible(self.selected)
+        self.lanes_changed.emit(how)
+        self.update()
+
+    def _on_lanes_failed(self, builder: LaneBuilder, message: str) -> None:
+        """The coarse rows stay (or the bare rows); the note says why nothing more comes."""
+        if builder is self._builder:
+            self._builder = None
+            self.index_error = message
+            self.lanes_changed.emit("failed")
+            self.update()
+
+    def wait_for_lanes(self, timeout_s: float = 120.0) -> bool:
+        """Deliver events until the full lane index is in place (scripts, the screenshot
+        mode, tests); False when ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        app = QCoreApplication.instance()
+        while self.lanes_state != "full" and not self.index_error and time.monotonic() < deadline:
+            builder = self._builder
+            if builder is not None:
+                builder.wait(20)
+            if app is not None:
+                app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        return self.lanes_state == "full"
 
     @staticmethod
     def _extent_of(trace: TraceData) -> tuple[int, int]:
@@ -235,8 +340,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
             self.set_visible_range(*self.range)
 
     def ensure_visible(self, slice_id: int) -> None:
-        """Expand the slice's group and scroll its row into view."""
-        if self.lanes is None or self.layout_ is None:
+        """Expand the slice's group and scroll its row into view (once indexed)."""
+        if self.lanes is None or self.layout_ is None or not self.lanes.n_slices:
             return
         lane = int(self.lanes.lane_of(np.array([slice_id]))[0])
         track = int(self.lanes.lane_track[lane])
@@ -335,6 +440,8 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         """Where a slice is drawn (widget coordinates), or None when its row is hidden."""
         if self.layout_ is None or self.lanes is None or self.trace is None:
             return None
+        if not self.lanes.n_slices:
+            return None  # not indexed yet
         lane = int(self.lanes.lane_of(np.array([slice_id]))[0])
         row = self.layout_.row_of_track(int(self.lanes.lane_track[lane]))
         if row is None or not self._lane_shown(row, lane):

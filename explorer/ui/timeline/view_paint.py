@@ -19,7 +19,7 @@ from explorer.ui.timeline.geometry import (
     STEP_H,
 )
 from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
-from explorer.ui.timeline.lod import counter_pixels, lane_rects
+from explorer.ui.timeline.lod import counter_pixels, lane_rects, visible_positions
 from explorer.units import fmt_bytes, fmt_ns
 
 COUNTER = QColor("#6b8fb3")
@@ -51,17 +51,39 @@ class TimelinePainting:
                 "Open a trace: File → Open, or drop a trace file here",
             )
             return
+        self._paint_tracks(p, top, bottom, width)
+        self._paint_axes(p, width)
+        self._paint_range(p, top, bottom)
+        self._paint_corner(p, top)
+        self.legend_hidden = paint.draw_legend(
+            p,
+            w - SCROLL_W,
+            bottom,
+            0,
+            LEGEND_H,
+            self._kinds_present,
+            self._font,
+            categories=self.breakdown is not None and len(self.breakdown) > 0,
+        )
+
+    def _paint_tracks(self, p: QPainter, top: int, bottom: int, width: int) -> None:
+        """The rows in view: backgrounds, grid, slices and their labels, counters,
+        highlights and the selection (clipped to the track area), then the row gutter."""
         rows = self._visible_rows(top, bottom)
         p.setClipRect(QRectF(LABEL_W, top, width, bottom - top))
-        self._paint_row_backgrounds(p, rows, top, w)
+        self._paint_row_backgrounds(p, rows, top, self.width())
         paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
         labels = self._paint_slices(p, rows, top, width)
         self._paint_labels(p, labels)
         self._paint_counter_axes(p, rows, top, width)
         self._paint_highlights(p, rows, top, width)
         self._paint_selection(p)
+        self._paint_indexing_note(p, bottom, width)
         p.setClipping(False)
         self._paint_gutter(p, rows, top, bottom)
+
+    def _paint_axes(self, p: QPainter, width: int) -> None:
+        """The time axis and the step strip under it."""
         self.axis_origin = paint.draw_axis(
             p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font, self.range_label_box()
         )
@@ -77,7 +99,9 @@ class TimelinePainting:
             self.step_shares,
             self._font,
         )
-        self._paint_range(p, top, bottom)
+
+    def _paint_corner(self, p: QPainter, top: int) -> None:
+        """The top-left corner: what the axis counts from, and the steps strip's name."""
         p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
         p.setPen(QPen(paint.MUTED))
         p.setFont(self._font)
@@ -89,16 +113,6 @@ class TimelinePainting:
             self.axis_origin,
         )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
-        self.legend_hidden = paint.draw_legend(
-            p,
-            w - SCROLL_W,
-            bottom,
-            0,
-            LEGEND_H,
-            self._kinds_present,
-            self._font,
-            categories=self.breakdown is not None and len(self.breakdown) > 0,
-        )
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
@@ -117,6 +131,26 @@ class TimelinePainting:
                     self._paint_group_summary(p, r, y)
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
+
+    def _paint_indexing_note(self, p: QPainter, bottom: int, width: int) -> None:
+        """While a large trace is indexed in the background: say so, and what is shown (at
+        the bottom right of the tracks, where rows run out first)."""
+        if self.lanes_state == "full":
+            return
+        n = len(self.trace.slices)
+        if self.index_error:
+            text = f"The timeline could not index its {n:,} slices: {self.index_error}"
+        elif self.lanes_state == "indexing":
+            text = f"Indexing {n:,} slices for the timeline…"
+        else:
+            text = f"Each track on one row (busy or idle per pixel) while {n:,} slices are indexed…"
+        p.setFont(self._font)
+        box_w = self._fm.horizontalAdvance(text) + 16
+        box_h = self._fm.height() + 8
+        box = QRectF(LABEL_W + width - box_w - 8, bottom - box_h - 6, box_w, box_h)
+        p.fillRect(box, paint.AXIS_LABEL_BG)
+        p.setPen(QPen(paint.TEXT))
+        p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_group_summary(self, p: QPainter, group: Row, y: int) -> None:
         """A collapsed group's header shows when any of its tracks is busy: the top-level
@@ -275,7 +309,7 @@ class TimelinePainting:
     ) -> None:
         """Outline the slices of ``self.<which>`` in the window; many merge per pixel."""
         ids = self.evidence if which == "evidence" else self.highlights
-        if not len(ids):
+        if not len(ids) or not self.lanes.n_slices:
             return
         positions = self._mark_positions(which, ids)
         lanes = self.lanes
@@ -287,9 +321,7 @@ class TimelinePainting:
                 continue
             y = self._row_top(r, top)
             for i, lane in enumerate(r.lanes):
-                a, b = int(lanes.lane_start[lane]), int(lanes.lane_start[lane + 1])
-                lo = a + int(np.searchsorted(lanes.endmax[a:b], self.t0, "right"))
-                hi = a + int(np.searchsorted(lanes.ts[a:b], self.t1, "left"))
+                lo, hi = visible_positions(lanes, int(lane), self.t0, self.t1)
                 k0, k1 = np.searchsorted(positions, [lo, hi])
                 if k1 <= k0:
                     continue

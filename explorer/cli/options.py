@@ -1,0 +1,77 @@
+"""What the verbs' parsers share, defined once: how a verb's parser is made, and the options
+several verbs take (the report format, where output goes, the cache switch, the options of
+a job of several ranks). A verb adds only what is its own; the same flag never says two
+things in two verbs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from explorer.report import FORMATS as REPORT_FORMATS
+
+
+def verb_parser(
+    subparsers: Any, name: str, summary: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of verb ``name``: ``summary`` is its line in ``explorer --help``,
+    ``description`` heads its own ``--help`` (the summary when there is none)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=summary, description=description or summary
+    )
+    return parser
+
+
+def add_report_format(parser: argparse.ArgumentParser) -> None:
+    """``--format/-f``: the report renderers' formats (:data:`explorer.report.FORMATS`)."""
+    parser.add_argument("--format", "-f", choices=list(REPORT_FORMATS), default="text")
+
+
+def add_output(
+    parser: argparse.ArgumentParser, what: str, required: bool = False, force: str = "OUTPUT"
+) -> None:
+    """``-o/--output`` (``what`` it writes) and ``--force`` to replace an existing file
+    (nothing a user has is overwritten without it)."""
+    parser.add_argument("-o", "--output", required=required, default=None, help=what)
+    add_force(parser, f"overwrite {force} if it exists")
+
+
+def add_force(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--force``: replace a file the user already has (``what``)."""
+    parser.add_argument("--force", action="store_true", help=what)
+
+
+def add_trace_input(parser: argparse.ArgumentParser, what: str) -> None:
+    """The positional ``trace`` (``what`` this verb accepts there) and ``--no-cache``, how
+    it is read."""
+    parser.add_argument("trace", help=what)
+    add_no_cache(parser)
+
+
+def add_no_cache(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: neither read nor write the trace cache (see :mod:`explorer.store`)."""
+    parser.add_argument(
+        "--no-cache", action="store_true", help="ignore and do not write the trace cache"
+    )
+
+
+def add_job_options(parser: argparse.ArgumentParser, store: bool = True) -> None:
+    """How a job (several ranks) runs: ``--scheduler``, ``--workers`` and, with ``store``,
+    ``--store``."""
+    job = parser.add_argument_group("jobs (several ranks)")
+    job.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="run the ranks on this Dask scheduler (default: $EXPLORER_DASK_SCHEDULER, else a "
+        "local cluster of processes)",
+    )
+    job.add_argument("--workers", type=int, default=None, help="local worker processes")
+    if store:
+        job.add_argument(
+            "--store",
+            metavar="DIR",
+            default=None,
+            help="write the ranks' tables here (default: the cache dir)",
+        )
