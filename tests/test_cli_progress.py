@@ -17,8 +17,9 @@ from explorer.scenarios.large import write_large
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The real traces here load in well under a second (the largest, 0.75 MB gzip, in about
-#: 0.35 s), so the over-a-second load is the large-trace writer's repeated real scenario step.
-N_EVENTS = 250_000
+#: 0.35 s), so the over-a-second load is the large-trace writer's repeated real scenario step
+#: (500k events: the chunked loader of #14 reads 250k in about a second on a quiet machine).
+N_EVENTS = 500_000
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExplorerError as exc:
         print(f"explorer: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # numpy's, Arrow's or msgspec's, anywhere in a verb
+        print(
+            "explorer: error: out of memory (free memory, raise this process's memory "
+            "limit, or run it on a larger machine)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("explorer: interrupted", file=sys.stderr)
         return 130

@@ -34,6 +34,7 @@ from explorer.store.header import (
     HEADER,
     SourceStamp,
     StoreDamaged,
+    checksum,
     map_checked,
     read_checked,
     read_header,
@@ -59,24 +60,59 @@ ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
-def _encode(
-    model: TraceData, table_format: str, extra_tables: Mapping[str, pd.DataFrame]
-) -> tuple[dict[str, bytes], dict[str, Any]]:
+def _write_files(
+    model: TraceData,
+    table_format: str,
+    extra_tables: Mapping[str, pd.DataFrame],
+    directory: Path,
+) -> dict[str, tuple[int, int]]:
+    """Write every file of the entry but the header into ``directory``, each straight to
+    its file (holding the encoded files in memory would cost the tables' size again at the
+    peak of a first load); ``{file name: (size, checksum)}``."""
     suffix = TABLE_FORMATS[table_format]
-    files: dict[str, bytes] = {}
-    categories: dict[str, Any] = {}
     tables = {t: getattr(model, t) for t in TABLES}
     if model.execution_trace is not None:
         tables["execution_trace"] = model.execution_trace
+    (directory / METADATA_FILE).write_bytes(_metadata_bytes(model.metadata))
     for name, df in {**tables, **extra_tables}.items():
-        files[name + suffix] = encode_table(name, df, table_format)
-        categories[name] = categories_of(df)
-    files[ARGS_FILE] = encode_args(model.args_store, len(model.slices))
-    files[METADATA_FILE] = json.dumps(model.metadata, default=_json_scalar).encode()
-    if json.loads(files[METADATA_FILE]) != model.metadata:  # a tuple, a non-str key, a NaN
+        with pa.OSFile(str(directory / (name + suffix)), "wb") as sink:
+            encode_table(name, df, sink, table_format)
+    with pa.OSFile(str(directory / ARGS_FILE), "wb") as sink:
+        encode_args(model.args_store, len(model.slices), sink)
+    return {p.name: _size_and_checksum(p) for p in sorted(directory.iterdir())}
+
+
+def _size_and_checksum(path: Path) -> tuple[int, int]:
+    """A written file's size and :func:`checksum`, read back a block at a time (from the
+    page cache: the file was just written)."""
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while block := f.read(16 << 20):
+            crc = checksum(block, crc)
+            size += len(block)
+    return size, crc
+
+
+def _metadata_bytes(metadata: dict[str, Any]) -> bytes:
+    data = json.dumps(metadata, default=_json_scalar).encode()
+    if json.loads(data) != metadata:  # a tuple, a non-str key, a NaN
         raise ExplorerError("the trace's metadata does not survive JSON; it cannot be stored")
-    extra = {"tables": sorted(tables), "categories": categories, "rows": len(model.slices)}
-    return files, {**extra, "extra_tables": sorted(extra_tables), "table_format": table_format}
+    return data
+
+
+def _header_extra(
+    model: TraceData, table_format: str, extra_tables: Mapping[str, pd.DataFrame]
+) -> dict[str, Any]:
+    tables = [*TABLES, *(["execution_trace"] if model.execution_trace is not None else [])]
+    categories = {t: categories_of(getattr(model, t)) for t in tables}
+    categories.update({t: categories_of(df) for t, df in extra_tables.items()})
+    return {
+        "tables": sorted(tables),
+        "categories": categories,
+        "rows": len(model.slices),
+        "extra_tables": sorted(extra_tables),
+        "table_format": table_format,
+    }
 
 
 def _json_scalar(v: Any) -> Any:
@@ -115,7 +151,9 @@ def write_trace(
     if clash:
         raise ValueError(f"extra table names {sorted(clash)} are the model's own")
     target = Path(directory)
-    files, extra = _encode(model, table_format, extra_tables or {})
+    extra_tables = extra_tables or {}
+    _metadata_bytes(model.metadata)  # refused before anything is written
+    extra = _header_extra(model, table_format, extra_tables)
     if target.exists() and not is_entry(target):
         raise ExplorerError(
             f"{target}: exists and is not an Explorer store entry — choose a new directory"
@@ -127,10 +165,14 @@ def write_trace(
             tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".writing", dir=target.parent)
         )
         try:
-            for name, data in files.items():
-                (tmp / name).write_bytes(data)
+            files = _write_files(model, table_format, extra_tables, tmp)
             write_header(tmp, files, source, extra)  # last: an entry without it is incomplete
             _install(tmp, target)
+        except MemoryError:
+            raise ExplorerError(
+                f"{target}: not enough memory to write this store entry — free memory, or "
+                "load without the cache (use_cache=False)"
+            ) from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # gone already when installed
     return target

@@ -66,20 +66,25 @@ class SourceStamp:
         }
 
 
-def checksum(data: bytes | memoryview) -> int:
-    """CRC-32 of a file's bytes: ~3 GB/s, and catches every single-bit flip."""
-    return zlib.crc32(data)
+def checksum(data: bytes | memoryview, running: int = 0) -> int:
+    """CRC-32 of a file's bytes: ~3 GB/s, and catches every single-bit flip. ``running``
+    is the checksum of the bytes before ``data`` (to checksum a file block by block)."""
+    return zlib.crc32(data, running)
 
 
 def write_header(
-    directory: Path, files: dict[str, bytes], source: SourceStamp | None, extra: dict[str, Any]
+    directory: Path,
+    files: dict[str, tuple[int, int]],
+    source: SourceStamp | None,
+    extra: dict[str, Any],
 ) -> None:
-    """Write ``header.json`` describing ``files`` (name -> the exact bytes written)."""
+    """Write ``header.json`` describing ``files`` (name -> (size, :func:`checksum`) of the
+    exact bytes written)."""
     doc = {
         "format": FORMAT,
         "version": STORE_VERSION,
         "source": source.to_json() if source is not None else None,
-        "files": {name: {"bytes": len(b), "crc32": checksum(b)} for name, b in files.items()},
+        "files": {name: {"bytes": n, "crc32": crc} for name, (n, crc) in files.items()},
         **extra,
     }
     doc["header_crc32"] = _self_checksum(doc)

@@ -27,7 +27,13 @@ import numpy as np
 
 from explorer.safe_write import interrupts_deferred
 from explorer.store.entry import _install, _remove_stale_temporaries
-from explorer.store.header import StoreDamaged, map_checked, read_header, write_header
+from explorer.store.header import (
+    StoreDamaged,
+    checksum,
+    map_checked,
+    read_header,
+    write_header,
+)
 
 #: Bump when the meaning of the stored arrays changes: entries with another version's key
 #: are rebuilt (the key includes it).
@@ -66,7 +72,8 @@ def write_lod(
         try:
             for name, data in files.items():
                 (tmp / name).write_bytes(data)
-            write_header(tmp, files, None, {"lod_key": key, "arrays": layout})
+            sums = {name: (len(data), checksum(data)) for name, data in files.items()}
+            write_header(tmp, sums, None, {"lod_key": key, "arrays": layout})
             _install(tmp, target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -36,11 +36,21 @@ def model_tables(model: TraceData, names: Iterable[str] | None = None) -> dict[s
     """The model's tables as SQL sees them (``args`` decoded only when asked for).
     ``names`` limits them to those (unknown names are ignored)."""
     wanted = set(TABLES) | {"args"} if names is None else set(names)
-    out = {t: arrow_table(t, getattr(model, t)) for t in TABLES if t in wanted}
-    if "args" in wanted:
-        args = args_table(model.args_store, len(model.slices))
-        out["args"] = args.set_column(1, "json", args.column("json").cast(pa.large_string()))
+    try:
+        out = {t: arrow_table(t, getattr(model, t)) for t in TABLES if t in wanted}
+        if "args" in wanted:
+            args = args_table(model.args_store, len(model.slices))
+            out["args"] = args.set_column(1, "json", args.column("json").cast(pa.large_string()))
+    except MemoryError:
+        raise QueryError(_NO_MEMORY) from None
     return out
+
+
+#: What a query that runs out of memory says (Arrow's and numpy's errors are MemoryErrors).
+_NO_MEMORY = (
+    "SQL: not enough memory for this query's tables in this process (free memory, or raise "
+    "the process's memory limit)"
+)
 
 
 def referenced_tables(sql: str) -> set[str]:
@@ -85,6 +95,8 @@ def run(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
         return rel.df()
     except duckdb.Error as exc:
         raise QueryError(_one_line(exc)) from exc
+    except MemoryError:
+        raise QueryError(_NO_MEMORY) from None
 
 
 def _one_line(exc: duckdb.Error) -> str:

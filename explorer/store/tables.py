@@ -71,17 +71,17 @@ def arrow_table(name: str, df: pd.DataFrame, ids: bool = True) -> pa.Table:
 TABLE_FORMATS: dict[str, str] = {"parquet": ".parquet", "arrow": ".arrow"}
 
 
-def encode_table(name: str, df: pd.DataFrame, table_format: str = "parquet") -> bytes:
-    """Model table ``name`` as file bytes in ``table_format`` (see the module docstring)."""
+def encode_table(
+    name: str, df: pd.DataFrame, sink: pa.NativeFile, table_format: str = "parquet"
+) -> None:
+    """Write model table ``name`` to ``sink`` in ``table_format`` (see the module docstring)."""
     # Only Explorer reads the cache's Arrow files: no ``id`` column to write, map and drop.
     table = arrow_table(name, df, ids=table_format == "parquet")
-    sink = pa.BufferOutputStream()
     if table_format == "arrow":
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
     else:
         pq.write_table(table, sink, row_group_size=max(len(df), 1), **_WRITE)
-    return sink.getvalue().to_pybytes()
 
 
 def decode_table(
@@ -90,7 +90,7 @@ def decode_table(
     categories: dict[str, dict[str, Any]],
     table_format: str = "parquet",
 ) -> pd.DataFrame:
-    """The model table written by :func:`encode_table`, categories restored exactly."""
+    """The model table :func:`encode_table` wrote, categories restored exactly."""
     buf = pa.py_buffer(data)
     if table_format == "arrow":
         table = pa.ipc.open_file(buf).read_all()  # zero-copy over the mapped file
@@ -122,15 +122,14 @@ def args_table(store: ArgsStore | None, n_slices: int) -> pa.Table:
     return pa.table({"slice_id": np.arange(len(column), dtype=np.int64), "json": column})
 
 
-def encode_args(store: ArgsStore | None, n_slices: int) -> bytes:
-    """:func:`args_table` as Parquet bytes."""
-    sink = pa.BufferOutputStream()
+def encode_args(store: ArgsStore | None, n_slices: int, sink: pa.NativeFile) -> None:
+    """Write :func:`args_table` to ``sink`` as Parquet."""
     pq.write_table(args_table(store, n_slices), sink, **_ARGS_WRITE)
-    return sink.getvalue().to_pybytes()
 
 
 def decode_args(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """``(blob, offsets, index)`` for an :class:`ArgsStore` from :func:`encode_args` bytes."""
+    """``(blob, offsets, index)`` for an :class:`ArgsStore` from the bytes :func:`encode_args`
+    wrote."""
     table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["json"])
     column = table.column("json").combine_chunks()
     n = len(column)

@@ -19,7 +19,7 @@ from explorer.errors import TraceError
 from explorer.trace import columns
 from explorer.trace.args_store import ArgsStore
 from explorer.trace.decode import Decoded, EventChunks
-from explorer.trace.events import (
+from explorer.trace.event_types import (
     PH_ASYNC,
     PH_B,
     PH_C,
@@ -30,10 +30,8 @@ from explorer.trace.events import (
     PH_S,
     PH_T,
     PH_X,
-    EventColumns,
-    absolute_start,
-    decode_columns,
 )
+from explorer.trace.events import EventColumns, absolute_start, decode_columns
 from explorer.trace.flows import FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
 from explorer.trace.model import KINDS, SLICE_COLUMNS, TraceData
@@ -59,11 +57,22 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
 
 
 def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
-    """The tables for one decoded file: times, slices and tracks, flows, instants, memory and
-    counters, then the metadata that describes them."""
+    """The tables for one decoded file (see :func:`build_tables`)."""
     ev = decode_columns(path, decoded.chunks, progress)
-    meta = dict(decoded.metadata)
-    warnings = list(decoded.warnings) + ev.warnings
+    return build_tables(ev, decoded.metadata, decoded.warnings, path, progress)
+
+
+def build_tables(
+    ev: EventColumns,
+    metadata: dict[str, Any],
+    decode_warnings: list[str],
+    path: object,
+    progress: Any = None,
+) -> TraceData:
+    """The tables for one file's event columns: times, slices and tracks, flows, instants,
+    memory and counters, then the metadata that describes them."""
+    meta = dict(metadata)
+    warnings = list(decode_warnings) + ev.warnings
     ph = ev.ph
     n_async = int(np.isin(ph, PH_ASYNC).sum())
     if n_async:

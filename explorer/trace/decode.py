@@ -188,7 +188,7 @@ def _too_big(path: Path, limit: int, inflated: bool = False) -> TraceError:
     )
 
 
-def _over_cap(path: Path, compressed: int, limit: int, kind: str) -> TraceError:
+def over_cap(path: Path, compressed: int, limit: int, kind: str) -> TraceError:
     """The error for a stream that inflates past ``limit``: a bomb when the ratio cap set it,
     too big for memory otherwise."""
     if limit < memory_limit():
@@ -242,7 +242,7 @@ def _inflate(
                 path, f"the {kind} data is corrupt ({exc})", "re-copy or re-capture the trace"
             ) from None
         if len(out) > limit:
-            raise _over_cap(path, len(data), limit, kind)
+            raise over_cap(path, len(data), limit, kind)
         if not ended:
             return out, [f"the {kind} stream ends early (the file was cut short)"]
         if view[pos : pos + len(magic)] != magic:  # no further member (zero padding is common)

@@ -1,144 +1,40 @@
 """The event array → typed columns, a chunk at a time.
 
 Holding a million decoded event objects costs several times the JSON's size, so the
-array is split into byte ranges of :data:`CHUNK` events (:class:`~explorer.trace.decode.
-EventChunks`) and decoded one range at a time; each chunk's fields go straight into numpy
-columns and small vocabularies (names, categories, pids, tids), its slices' args into one
-byte blob, and the chunk's objects are dropped before the next one is decoded. (Small
-chunks are also faster: their objects stay in the CPU caches.)
+array is decoded in chunks (:mod:`explorer.trace.event_chunk`: each chunk's fields go
+straight into numpy columns and the chunk's own small vocabularies, its slices' args into
+one byte blob, and its objects are dropped before the next one is decoded). Chunks are
+decoded one after another here or in worker processes (:mod:`explorer.trace.chunked_load`);
+:class:`ColumnsMerger` joins them in file order by concatenation, mapping each chunk's
+vocabularies into the trace's, so the columns are those of one pass over the file.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from explorer.errors import TraceError
-from explorer.trace import columns
-from explorer.trace.json_position import too_deep
+from explorer.trace.event_chunk import ChunkColumns, Vocabulary, decode_chunk
+from explorer.trace.event_types import (
+    MEMORY_ARGS,
+    PH_M,
+    PH_OTHER,
+    PH_X,
+    SLICE_INT_ARGS,
+    MemoryArgs,
+    struct_columns,
+)
 
+#: Events per chunk when the array is split by events (:class:`~explorer.trace.decode.EventChunks`).
 CHUNK = 10_000
 
-#: ``ph`` values the model knows, as small integer codes.
-PH = {
-    "X": 0,
-    "B": 1,
-    "E": 2,
-    "i": 3,
-    "I": 3,
-    "C": 4,
-    "s": 5,
-    "t": 6,
-    "f": 7,
-    "M": 8,
-    "b": 9,
-    "e": 10,
-    "n": 11,
-}
-PH_X, PH_B, PH_E, PH_I, PH_C, PH_S, PH_T, PH_F, PH_M = 0, 1, 2, 3, 4, 5, 6, 7, 8
-PH_ASYNC = (9, 10, 11)
-PH_OTHER = 12
-
-
-class Event(msgspec.Struct, gc=False):
-    """One Chrome-trace event; every field is optional and of any type (checked later, with
-    the event's index in the message)."""
-
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    bp: Any = None
-    s: Any = None
-    args: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-class TypedEvent(msgspec.Struct, gc=False):
-    """:class:`Event` with numeric times: the fast path for well-formed chunks (a missing
-    ``ts`` or ``dur`` is NaN: JSON has no NaN literal, so NaN here always means missing)."""
-
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: float = float("nan")
-    dur: float = float("nan")
-    id: Any = None
-    bp: Any = None
-    s: Any = None
-    args: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-class SliceArgs(msgspec.Struct, gc=False):
-    """The args of slices that become columns; the rest stay in the raw args."""
-
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_old: Any = msgspec.field(default=None, name="external id")
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-    bytes: Any = None
-    Bytes: Any = None
-    seq: Any = msgspec.field(default=None, name="Sequence number")
-    call_stack: Any = msgspec.field(default=None, name="Call stack")
-
-
-class MemoryArgs(msgspec.Struct, gc=False):
-    """The args of the profiler's ``[memory]`` events."""
-
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    addr: Any = msgspec.field(default=None, name="Addr")
-    Bytes: Any = None
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-
-
-_EVENTS = msgspec.json.Decoder(list[Event])
-_EVENTS_TYPED = msgspec.json.Decoder(list[TypedEvent])
-_SLICE_ARGS = msgspec.json.Decoder(list[SliceArgs])
-_MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
 _ANY = msgspec.json.Decoder()
-
-
-class Vocabulary:
-    """Distinct values → small ints, shared across chunks. ``as_text`` folds values to the
-    strings a person reads (names, categories); otherwise values are kept as written
-    (pids and tids, where ``1`` and ``"1"`` are different things)."""
-
-    def __init__(self, as_text: bool) -> None:
-        self.as_text = as_text
-        self.values: list[Any] = ["" if as_text else None]
-        self._ids: dict[Any, int] = {self.values[0]: 0}
-
-    def codes(self, items: list[Any]) -> np.ndarray:
-        arr = np.array(items) if not self.as_text else None
-        if arr is not None and arr.dtype.kind == "i":  # integer pids/tids: hash ints, not objects
-            codes, uniques = pd.factorize(arr)
-            uniques = uniques.tolist()
-        else:
-            codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
-        table = np.empty(len(uniques) + 1, np.int32)
-        table[-1] = 0  # None
-        for k, u in enumerate(uniques):
-            key = (u if isinstance(u, str) else columns.num_str(u)) if self.as_text else u
-            got = self._ids.get(key)
-            if got is None:
-                got = self._ids[key] = len(self.values)
-                self.values.append(key)
-            table[k] = got
-        return table[codes]
 
 
 @dataclass
@@ -163,11 +59,11 @@ class EventColumns:
     args_blob: bytes | bytearray = b""
     args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     slice_args: dict[str, np.ndarray] = field(default_factory=dict)
-    # Flow events: their rows, ids (int64 codes: equal ids, equal codes) and whether the
-    # event binds to its enclosing slice (``bp: "e"``). Gathered per chunk, then joined.
+    # Flow events: their rows, ids (int64 codes: equal ids, equal codes; ids that are not
+    # numbers get codes below -1) and whether the event binds to its enclosing slice.
     flow_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    flow_id: Any = field(default_factory=list)
-    flow_bp: Any = field(default_factory=list)
+    flow_id: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    flow_bp: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     # Instant events: scope; [memory] instants: their args.
     instant_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     instant_scope: list[str] = field(default_factory=list)
@@ -188,195 +84,133 @@ class EventColumns:
         return f"event {i}" + (f" ({n!r})" if n else "")
 
 
-def _dict(raw: msgspec.Raw) -> dict[str, Any]:
+#: Row columns of a chunk, shifted by the chunk's first event when merged.
+_ROWS = ("args_rows", "flow_rows", "instant_rows", "memory_rows", "counter_rows", "meta_rows")
+#: Per-event columns of a chunk, joined as they are, with their dtypes.
+_PER_EVENT = {
+    "ph": np.int8,
+    "ts": np.float64,
+    "dur": np.float64,
+    "dur_missing": np.bool_,
+    "flow_bp": np.bool_,
+    "args_lengths": np.int64,
+}
+_VOCABULARIES = (("name", "names"), ("cat", "cats"), ("pid", "pids"), ("tid", "tids"))
+
+
+class ColumnsMerger:
+    """Chunks' columns, added in file order, joined into one :class:`EventColumns`.
+
+    Each chunk's vocabulary codes are mapped to the trace's as it is added (the trace's
+    vocabularies grow in order of first appearance, as one pass over the file would grow
+    them); the args blob grows in place (joining pieces at the end would hold it twice)."""
+
+    def __init__(self) -> None:
+        self.out = EventColumns()
+        self.n = 0
+        self._parts: dict[str, list[np.ndarray]] = {}
+        self._blob = bytearray()
+        self._text_ids: dict[str, int] = {}
+        self._memory_raws: list[bytes] = []
+        self._n_no_ph = 0
+
+    def _put(self, key: str, value: np.ndarray) -> None:
+        self._parts.setdefault(key, []).append(value)
+
+    def add(self, chunk: ChunkColumns) -> None:
+        out, start = self.out, self.n
+        for key, vocabulary_key in _VOCABULARIES:
+            vocabulary: Vocabulary = getattr(out, vocabulary_key)
+            self._put(key, vocabulary.absorb(getattr(chunk, vocabulary_key))[getattr(chunk, key)])
+        for key in _PER_EVENT:
+            self._put(key, getattr(chunk, key))
+        for key in _ROWS:
+            self._put(key, getattr(chunk, key) + start)
+        for key, column in chunk.slice_args.items():
+            self._put("slice_args." + key, column)
+        self._put("flow_id", self._flow_ids(chunk))
+        self._blob += chunk.args_blob
+        out.instant_scope.extend(chunk.instant_scope)
+        self._memory_raws.extend(chunk.memory_args)
+        out.counter_args.extend(
+            zip((chunk.counter_rows + start).tolist(), map(_dict, chunk.counter_args), strict=True)
+        )
+        out.meta_args.extend(
+            zip((chunk.meta_rows + start).tolist(), map(_dict, chunk.meta_args), strict=True)
+        )
+        self._n_no_ph += chunk.n_no_ph
+        self.n += chunk.n
+
+    def _flow_ids(self, chunk: ChunkColumns) -> np.ndarray:
+        """The chunk's flow ids, its ids that are not numbers as the trace's codes: -2, -3,
+        ... in order of first appearance (-1 means "derived from correlation ids" in the
+        flows table)."""
+        if not chunk.flow_texts:
+            return chunk.flow_id
+        codes = np.array(
+            [-2 - self._text_ids.setdefault(t, len(self._text_ids)) for t in chunk.flow_texts],
+            np.int64,
+        )
+        text = chunk.flow_text >= 0
+        return np.where(text, codes[np.where(text, chunk.flow_text, 0)], chunk.flow_id)
+
+    def _cat(self, key: str, dtype: Any) -> np.ndarray:
+        parts = self._parts.pop(key, [])
+        return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+    def finish(self, path: object) -> EventColumns:
+        """The joined columns, with their times checked (see :func:`check_times`)."""
+        out = self.out
+        out.n = self.n
+        for key in ("name", "cat", "pid", "tid"):
+            setattr(out, key, self._cat(key, np.int32))
+        for key in ("ph", "ts", "dur", "dur_missing", "flow_bp"):
+            setattr(out, key, self._cat(key, _PER_EVENT[key]))
+        for key in ("args_rows", "flow_rows", "instant_rows", "memory_rows"):
+            setattr(out, key, self._cat(key, np.int64))
+        out.flow_id = self._cat("flow_id", np.int64)
+        lengths = self._cat("args_lengths", np.int64)
+        out.args_offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=out.args_offsets[1:])
+        out.args_blob = self._blob
+        out.slice_args = {f: self._cat("slice_args." + f, np.int64) for f in SLICE_INT_ARGS}
+        out.slice_args["has_call_stack"] = self._cat("slice_args.has_call_stack", np.bool_)
+        out.memory_args = struct_columns(MEMORY_ARGS, MemoryArgs, self._memory_raws)
+        out.dur = np.where(out.dur_missing, 0.0, out.dur)  # absent: zero-length (and a warning)
+        check_times(path, out)
+        if self._n_no_ph:
+            out.warnings.append(
+                f"{self._n_no_ph} events have no 'ph' (event type) and were ignored"
+            )
+        return out
+
+
+def merge_chunks(path: object, chunks: Iterable[ChunkColumns]) -> EventColumns:
+    """Chunks' columns (in file order) joined into the trace's."""
+    merger = ColumnsMerger()
+    for chunk in chunks:
+        merger.add(chunk)
+    return merger.finish(path)
+
+
+def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColumns:
+    """Columns of every event of ``chunks`` (``(first event, JSON array)`` pairs in file
+    order, :class:`~explorer.trace.decode.EventChunks`), decoded one after another."""
+    merger = ColumnsMerger()
+    total = max(len(chunks), 1)
+    for start, text in chunks:
+        merger.add(decode_chunk(path, text, start))
+        if progress:
+            progress(0.2 + 0.35 * min(1.0, merger.n / total), "decoding events")
+    return merger.finish(path)
+
+
+def _dict(raw: bytes) -> dict[str, Any]:
     try:
         a = _ANY.decode(raw)
     except msgspec.DecodeError:
         return {}
     return a if isinstance(a, dict) else {}
-
-
-def _field_names(spec: type) -> list[str]:
-    """The attribute names of a msgspec struct type."""
-    return [f.name for f in msgspec.structs.fields(spec)]
-
-
-def _struct_columns(
-    decoder: msgspec.json.Decoder, spec: type, raws: list[Any]
-) -> dict[str, np.ndarray]:
-    fields = _field_names(spec)
-    if not raws:
-        return {f: np.empty(0, object) for f in fields}
-    try:
-        parsed = decoder.decode(b"[" + b",".join(raws) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        parsed = []  # some args are not objects: take those as empty
-        for r in raws:
-            try:
-                parsed.append(msgspec.json.decode(r, type=spec))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                parsed.append(spec())
-    return {f: np.array(list(map(attrgetter(f), parsed)), dtype=object) for f in fields}
-
-
-def decode_columns(path: object, chunks: Any, progress: Any = None) -> EventColumns:
-    """Columns of every event, from each event's raw JSON."""
-    out = EventColumns(n=len(chunks))
-    parts: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "ph",
-            "name",
-            "cat",
-            "pid",
-            "tid",
-            "ts",
-            "dur",
-            "dur_missing",
-            "args_rows",
-            "flow_rows",
-            "instant_rows",
-            "memory_rows",
-        )
-    }
-    text_ids: dict[str, int] = {}  # codes for non-integer flow ids, shared by all chunks
-    blob = bytearray()  # grown in place: joining pieces at the end would hold the args twice
-    lengths: list[np.ndarray] = []
-    slice_cols: list[dict[str, np.ndarray]] = []
-    mem_cols: list[dict[str, np.ndarray]] = []
-    n_no_ph = 0
-    for start, chunk in chunks:
-        evs: list[Any]
-        try:  # any decode of this chunk may meet nesting too deep for the decoder
-            try:
-                try:
-                    evs, typed = _EVENTS_TYPED.decode(chunk), True
-                except msgspec.ValidationError:
-                    evs, typed = (
-                        _EVENTS.decode(chunk),
-                        False,
-                    )  # odd types somewhere: the general path
-            except msgspec.ValidationError as exc:
-                k = _index_in_message(str(exc))
-                which = f"event {start + k}" if k is not None else "an event"
-                raise TraceError(
-                    path, f"{which} is not an object", "the file is damaged or is not a trace"
-                ) from None
-            phs = list(map(attrgetter("ph"), evs))
-            _check_scalars(path, phs, "ph", start, text_only=True)
-            n_no_ph += phs.count(None)
-            ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
-            ph_table = np.array(
-                [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq]
-                + [PH_OTHER],
-                np.int8,
-            )
-            ph = ph_table[ph_codes]  # code -1 (no ph) → the appended PH_OTHER
-            parts["ph"].append(ph)
-            for key in ("name", "cat", "pid", "tid"):
-                values = list(map(attrgetter(key), evs))
-                _check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
-                vocabulary = {"name": out.names, "cat": out.cats, "pid": out.pids, "tid": out.tids}
-                parts[key].append(vocabulary[key].codes(values))
-
-            def where(k: int, _s: int = start) -> str:
-                return f"event {_s + k}"
-
-            if typed:
-                n = len(evs)
-                parts["ts"].append(np.fromiter(map(attrgetter("ts"), evs), np.float64, n))
-                parts["dur"].append(np.fromiter(map(attrgetter("dur"), evs), np.float64, n))
-                parts["dur_missing"].append(
-                    np.isnan(parts["dur"][-1])
-                )  # NaN: absent (see TypedEvent)
-            else:
-                parts["ts"].append(
-                    columns.floats(
-                        list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
-                    )
-                )
-                durs = list(map(attrgetter("dur"), evs))
-                parts["dur_missing"].append(np.equal(np.array(durs, dtype=object), np.array(None)))
-                parts["dur"].append(columns.floats(durs, path=path, what="a duration", where=where))
-            # Slices' args.
-            rows = np.flatnonzero((ph == PH_X) | (ph == PH_B))
-            if len(rows):
-                arg_raws = list(map(attrgetter("args"), _pick(evs, rows)))
-                blob += b"".join(arg_raws)
-                lengths.append(np.fromiter(map(len, arg_raws), np.int64, len(arg_raws)))
-                slice_cols.append(_slice_arg_columns(path, arg_raws, rows + start, out))
-                parts["args_rows"].append(rows + start)
-            # Flows.
-            rows = np.flatnonzero((ph == PH_S) | (ph == PH_T) | (ph == PH_F))
-            if len(rows):
-                fe = _pick(evs, rows)
-                ids = list(map(attrgetter("id"), fe))
-                _check_scalars(path, ids, "id", 0, rows=rows + start)
-                out.flow_id.append(_ids(ids, text_ids))
-                out.flow_bp.append(
-                    np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
-                )
-                parts["flow_rows"].append(rows + start)
-            # Instants, [memory] among them.
-            rows = np.flatnonzero(ph == PH_I)
-            if len(rows):
-                ie = [evs[k] for k in rows.tolist()]
-                is_mem = np.array([e.name == "[memory]" for e in ie], bool)
-                inst = rows[~is_mem]
-                out.instant_scope.extend(columns.strings([evs[k].s for k in inst.tolist()]))
-                parts["instant_rows"].append(inst + start)
-                mem = rows[is_mem]
-                if len(mem):
-                    mem_cols.append(
-                        _struct_columns(
-                            _MEMORY_ARGS, MemoryArgs, [evs[k].args for k in mem.tolist()]
-                        )
-                    )
-                    parts["memory_rows"].append(mem + start)
-            for k in np.flatnonzero(ph == PH_C).tolist():
-                out.counter_args.append((start + k, _dict(evs[k].args)))
-            for k in np.flatnonzero(ph == PH_M).tolist():
-                out.meta_args.append((start + k, _dict(evs[k].args)))
-            del evs
-            if progress:
-                progress(
-                    0.2 + 0.35 * min(1.0, (start + CHUNK) / max(len(chunks), 1)), "decoding events"
-                )
-        except RecursionError:
-            raise TraceError(
-                path,
-                too_deep(chunk, first_event=start),
-                "the file is damaged or was not written by a profiler",
-            ) from None
-
-    def cat(key: str, dtype: Any) -> np.ndarray:
-        return np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype)
-
-    out.ph, out.name, out.cat = cat("ph", np.int8), cat("name", np.int32), cat("cat", np.int32)
-    out.pid, out.tid = cat("pid", np.int32), cat("tid", np.int32)
-    out.ts, out.dur, out.dur_missing = (
-        cat("ts", np.float64),
-        cat("dur", np.float64),
-        cat("dur_missing", bool),
-    )
-    out.args_rows, out.flow_rows = cat("args_rows", np.int64), cat("flow_rows", np.int64)
-    out.instant_rows, out.memory_rows = cat("instant_rows", np.int64), cat("memory_rows", np.int64)
-    out.args_blob = blob
-    out.flow_id = np.concatenate(out.flow_id) if out.flow_id else np.empty(0, np.int64)
-    out.flow_bp = np.concatenate(out.flow_bp) if out.flow_bp else np.empty(0, bool)
-    lens = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
-    out.args_offsets = np.zeros(len(lens) + 1, np.int64)
-    np.cumsum(lens, out=out.args_offsets[1:])
-    out.slice_args = {
-        f: (np.concatenate([p[f] for p in slice_cols]) if slice_cols else np.empty(0, np.int64))
-        for f in SLICE_INT_ARGS + ("has_call_stack",)
-    }
-    out.memory_args = _concat_struct_columns(mem_cols, MemoryArgs)
-    out.dur = np.where(out.dur_missing, 0.0, out.dur)  # absent: zero-length (and a warning)
-    check_times(path, out)
-    if n_no_ph:
-        out.warnings.append(f"{n_no_ph} events have no 'ph' (event type) and were ignored")
-    return out
 
 
 #: Every time, in µs, must lie within ±2^62 ns: then it and any difference of two of them
@@ -427,167 +261,3 @@ def absolute_start(base_ns: int, t0_us: int, span_ns: int, warnings: list[str]) 
         "absolute times start at 0; times within the trace are unchanged"
     )
     return 0
-
-
-_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-_TEXT_TYPES = frozenset({str, type(None)})
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _check_scalars(
-    path: object,
-    values: list[Any],
-    field_name: str,
-    start: int,
-    *,
-    text_only: bool = False,
-    rows: np.ndarray | None = None,
-) -> None:
-    """An event field that is a list or an object (or, for ``ph``, anything but a string)
-    is an error naming the event and field; so is a number beyond int64 or not finite
-    where an id is expected (pid, tid, flow id)."""
-    kinds = set(map(type, values))
-    allowed = _TEXT_TYPES if field_name == "ph" else _SCALAR_TYPES
-    numeric_id = field_name in ("pid", "tid", "id")
-    if kinds <= allowed and not (numeric_id and kinds & {int, float}):
-        return
-    if kinds <= allowed and kinds <= {int, float, bool, type(None)}:
-        numbers = np.array([v for v in values if v is not None])  # one C pass, not a loop
-        if numbers.dtype.kind in "ib":
-            return
-        if numbers.dtype.kind == "f":
-            with np.errstate(invalid="ignore"):
-                if bool((np.abs(numbers) < 2.0**63).all()):
-                    return
-    for k, v in enumerate(values):
-        wrong = type(v) not in allowed
-        if not wrong and numeric_id and type(v) in (int, float):
-            wrong = not (math.isfinite(v) and _INT64[0] <= v <= _INT64[1])
-        if wrong:
-            i = int(rows[k]) if rows is not None else start + k
-            expected = (
-                "a string"
-                if field_name == "ph"
-                else "a string or a 64-bit integer"
-                if numeric_id
-                else "a string or a number"
-            )
-            text = repr(v)
-            raise TraceError(
-                path,
-                f"event {i} has {field_name} = {text if len(text) <= 40 else text[:37] + '...'}, "
-                f"not {expected}",
-                "the file is damaged or was not written by a profiler",
-            )
-
-
-#: Slice args that become int64 columns (-1 when absent), with how messages name them.
-SLICE_INT_ARGS = (
-    "external_id",
-    "external_id_old",
-    "correlation",
-    "stream",
-    "device",
-    "bytes",
-    "Bytes",
-    "seq",
-)
-_ARG_WHAT = {
-    "external_id": "an External id",
-    "external_id_old": "an external id",
-    "correlation": "a correlation id",
-    "stream": "a stream",
-    "device": "a device",
-    "bytes": "a byte count",
-    "Bytes": "a byte count",
-    "seq": "a sequence number",
-}
-
-
-class SliceArgsInts(msgspec.Struct, gc=False):
-    """:class:`SliceArgs` typed as plain integers: the fast path, valid for nearly every
-    trace. A chunk where any of these is a string, a float or out of range takes the
-    general path, which coerces what it can and names the event it cannot."""
-
-    external_id: int = msgspec.field(default=-1, name="External id")
-    external_id_old: int = msgspec.field(default=-1, name="external id")
-    correlation: int = -1
-    stream: int = -1
-    device: int = -1
-    bytes: int = -1
-    Bytes: int = -1
-    seq: int = msgspec.field(default=-1, name="Sequence number")
-    call_stack: Any = msgspec.field(default=None, name="Call stack")
-
-
-_SLICE_ARGS_INTS = msgspec.json.Decoder(list[SliceArgsInts])
-
-
-def _slice_arg_columns(
-    path: object, raws: list[Any], rows: np.ndarray, ev: EventColumns
-) -> dict[str, np.ndarray]:
-    """The chunk's slice args as int64 columns now, so no Python int outlives the chunk."""
-    n = len(raws)
-    try:
-        parsed = _SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
-        out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
-        out["has_call_stack"] = np.not_equal(
-            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), np.array(None)
-        )
-        return out
-    except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
-        pass
-    cols = _struct_columns(_SLICE_ARGS, SliceArgs, raws)
-
-    def at(k: int) -> str:
-        return ev.where(int(rows[k]))
-
-    out = {f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=at) for f in SLICE_INT_ARGS}
-    out["has_call_stack"] = np.not_equal(cols["call_stack"], np.array(None))
-    return out
-
-
-def _concat_struct_columns(parts: list[dict[str, np.ndarray]], spec: type) -> dict[str, np.ndarray]:
-    return {
-        f: (np.concatenate([p[f] for p in parts]) if parts else np.empty(0, object))
-        for f in _field_names(spec)
-    }
-
-
-def _pick(items: list[Any], rows: np.ndarray) -> list[Any]:
-    """``[items[k] for k in rows]`` at C speed."""
-    if len(rows) == 1:
-        return [items[int(rows[0])]]
-    return list(itemgetter(*rows.tolist())(items)) if len(rows) else []
-
-
-def _ids(ids: list[Any], text_ids: dict[str, int]) -> np.ndarray:
-    """Flow ids as int64: integer ids as they are (the usual case, one numpy call), numeric
-    strings ("0x1f") parsed; any other id gets a negative code from ``text_ids`` (below -1,
-    which the flows table keeps for derived flows), equal ids getting equal codes."""
-    arr = np.array(ids)
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64)
-    out = np.empty(len(ids), np.int64)
-    for k, v in enumerate(ids):
-        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62:
-            out[k] = v
-        else:
-            try:
-                parsed = int(v, 0)  # "0x1f", "42"
-                if 0 <= parsed < 2**62:
-                    out[k] = parsed
-                    continue
-            except (TypeError, ValueError):
-                pass
-            # -1 means "derived from correlation ids" in the flows table: start below it.
-            out[k] = -2 - text_ids.setdefault(columns.strings([v])[0], len(text_ids))
-    return out
-
-
-def _index_in_message(msg: str) -> int | None:
-    """The event index in a msgspec message such as ``... - at `$[12]```."""
-    import re
-
-    m = re.search(r"\$\[(\d+)\]", msg)
-    return int(m.group(1)) if m else None

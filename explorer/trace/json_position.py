@@ -124,6 +124,21 @@ def last_event_end(array: bytes | bytearray) -> int | None:
     return last
 
 
+def array_close(rest: bytes | bytearray | memoryview) -> int | None:
+    """In the text of a JSON array from just after an element's end (or its ``[``), the
+    offset of the ``]`` that closes the array (None when it does not close)."""
+    buf = np.frombuffer(rest, np.uint8)
+    depth0, in_str0, prev_bs = 1, False, False
+    for start in range(0, len(buf), BLOCK):
+        block = buf[start : start + BLOCK]
+        depth, _, carry = _depths(block, depth0, in_str0, prev_bs)
+        closed = np.flatnonzero(depth == 0)
+        if len(closed):
+            return start + int(closed[0])
+        depth0, in_str0, prev_bs = carry
+    return None
+
+
 def deepest(data: bytes | bytearray | memoryview) -> tuple[int, int]:
     """``(offset, depth)`` of the first byte at the greatest nesting depth."""
     buf = np.frombuffer(data, np.uint8)

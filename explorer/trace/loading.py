@@ -21,13 +21,18 @@ Directory rules (documented for users in the README):
 from __future__ import annotations
 
 import re
+import resource
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from os import PathLike
 from pathlib import Path
 
+import psutil
+
 from explorer.errors import TraceError
-from explorer.trace.build import build
+from explorer.trace.build import build, build_tables
 from explorer.trace.cache import load_cached, save_cached, source_stamp
+from explorer.trace.chunked_read import NeedsCareful, read_chunked
 from explorer.trace.decode import decode, read_bytes, read_head
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
@@ -111,6 +116,46 @@ def _read_one(
             return cached
     if progress:
         progress(0.05, f"reading {path.name}")
+    trace = _parse(path, progress)
+    if stamp is not None:
+        if progress:
+            progress(0.95, "writing cache")
+        save_cached(path, trace, stamp, root=store)
+    if progress:
+        progress(1.0, "loaded")
+    return trace
+
+
+def _parse(path: Path, progress: Progress | None) -> TraceData:
+    """The tables of one trace file; running out of memory is a :class:`TraceError` that
+    says how much this process may use."""
+    try:
+        return _parse_file(path, progress)
+    except (MemoryError, BrokenProcessPool):  # a worker killed by the OOM killer: the latter
+        raise TraceError(
+            path,
+            f"does not fit in the memory this process may use ({_memory_allowed()})",
+            "free memory, raise the limit, or load it on a larger machine",
+        ) from None
+
+
+def _memory_allowed() -> str:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        return f"an address-space limit of {soft / 2**30:.1f} GiB"
+    return f"{psutil.virtual_memory().available / 2**30:.1f} GiB available now"
+
+
+def _parse_file(path: Path, progress: Progress | None) -> TraceData:
+    """Read in chunks (:mod:`explorer.trace.chunked_read`), or by the careful reader when
+    the file needs it (damaged, cut short, standard input)."""
+    if str(path) != "-":
+        try:
+            read = read_chunked(path, progress)
+        except NeedsCareful:
+            pass
+        else:
+            return build_tables(read.events, read.metadata, read.warnings, path, progress)
     data, warnings = read_bytes(path)
     if progress:
         progress(0.2, "decoding JSON")
@@ -123,14 +168,7 @@ def _read_one(
             "load the Kineto trace captured with it (explorer.load(kineto, execution_trace=this_file))",
         )
     decoded.warnings[:0] = warnings
-    trace = build(decoded, path, progress=progress)
-    if stamp is not None:
-        if progress:
-            progress(0.95, "writing cache")
-        save_cached(path, trace, stamp, root=store)
-    if progress:
-        progress(1.0, "loaded")
-    return trace
+    return build(decoded, path, progress=progress)
 
 
 def load_trace(

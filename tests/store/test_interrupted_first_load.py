@@ -1,5 +1,5 @@
 """Ctrl-C during a first load ends the CLI with one line and status 130 and leaves no
-half-written store entry: while parsing, no entry; while the cache entry is being written,
+half-written store entry: while parsing (in decoding worker processes, which end too), no entry; while the cache entry is being written,
 the interrupt waits for it to be installed whole. No writer's temporary is left, and the
 next load works."""
 
@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 import explorer
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # real traces here load in well under a second: too quick to interrupt reliably
-    return write_large(tmp_path_factory.mktemp("big") / "big.json.gz", 250_000)
+    return write_large(tmp_path_factory.mktemp("big") / "big.json.gz", 500_000)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,10 @@ def n_slices(big_trace: Path) -> int:
     return len(explorer.load(big_trace, use_cache=False).slices)
 
 
-def _start_info(trace: Path, cache: Path) -> subprocess.Popen[bytes]:
+def _start_info(trace: Path, cache: Path, workers: int = 0) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(cache)}
+    if workers:
+        env["EXPLORER_LOAD_WORKERS"] = str(workers)
     return subprocess.Popen(
         [sys.executable, "-m", "explorer", "info", str(trace)],
         cwd=ROOT,
@@ -62,14 +65,21 @@ def test_ctrl_c_while_parsing_leaves_no_entry(
     big_trace: Path, n_slices: int, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    proc = _start_info(big_trace, cache)
-    time.sleep(1.5)  # the load takes ~3 s here; the entry is written at its end
-    assert proc.poll() is None, "the load finished before it could be interrupted"
+    proc = _start_info(big_trace, cache, workers=2)
+    # interrupted while its worker processes decode (not while Python imports modules)
+    loader = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while not loader.children() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = loader.children()
+    assert workers and proc.poll() is None, "the load finished before it could be interrupted"
     rc, err = _interrupted(proc)
     assert rc == 130, err
     assert err.strip().splitlines() == ["explorer: interrupted"], err
     assert not cache.exists() or not any(cache.iterdir())
     _assert_cache_whole(cache, n_slices)
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, "decoding workers outlived the interrupted load"
 
 
 @pytest.mark.parametrize("attempt", range(4))  # the window is short: hit it several times

@@ -1,0 +1,461 @@
+"""A trace file's event array read in byte-range chunks: never the whole text in memory,
+every core decoding.
+
+A plain ``.json`` file is never read whole: the parent reads a small window where a chunk
+is to be cut, and the process that decodes a chunk reads that byte range itself (``pread``
+on the file descriptor the load opened). Not ``mmap``: a file truncated while mapped kills
+the process with SIGBUS (a trace being rewritten in place), where a short read is a
+clear case for the careful reader. A gzip or zstd file is inflated as a stream in the parent while the
+workers decode the chunks already handed to them. Chunks come back as columns (numpy
+arrays, bytes; :class:`~explorer.trace.event_chunk.ChunkColumns`) and are merged in file
+order, so the result is that of one pass (:mod:`explorer.trace.events`).
+
+Boundaries are found cheaply: a chunk ends at the first ``}`` ``,`` ``{`` (whitespace
+allowed) past its target size, and the array ends where the brackets after the last
+boundary close. Such a cut could fall inside an event (an object in its args, or the
+characters in a string), but then the chunk cannot decode: a chunk that starts at an
+event's start and decodes as an array of objects ends at an event's end, so by induction
+from the array's ``[`` every boundary of a load that succeeds is a true one. The metadata
+around the array is decoded as the document with the array replaced by ``null``: every
+byte of the file is checked by a JSON decoder.
+
+Whatever this path cannot take as it is — a file that is not one well-formed document
+with a ``traceEvents`` array (cut short, ``NaN`` literals, an unescaped name, an Execution
+Trace, invalid UTF-8) or an event with a wrong field — it hands back (:class:`NeedsCareful`)
+to the careful reader (:mod:`explorer.trace.decode`), which recovers what can be kept and
+names the event that is wrong, exactly as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import re
+import signal
+import stat
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zstandard
+
+from explorer.errors import TraceError
+from explorer.trace.decode import (
+    GZIP_MAGIC,
+    GZIP_MAX_RATIO,
+    GZIP_MIN_LIMIT,
+    ZSTD_MAGIC,
+    over_cap,
+)
+from explorer.trace.event_chunk import ChunkColumns, decode_chunk
+from explorer.trace.events import ColumnsMerger, EventColumns
+from explorer.trace.json_position import array_close
+from explorer.trace.metadata_checks import check_metadata
+
+Progress = Callable[[float, str], None]
+
+#: Bytes of JSON per chunk (about 10,000 events of a Kineto trace): small enough that a
+#: chunk's objects stay in the CPU caches, large enough that a worker's round trip is noise.
+CHUNK_BYTES = 2 << 20
+#: Files at least this large are decoded by worker processes (when cores are free).
+PARALLEL_BYTES = 50 << 20
+#: How many times its size a compressed trace's JSON is taken to be, to choose workers
+#: (real traces: 7-20x gzip, 10-30x zstd).
+COMPRESSION_GUESS = 10
+#: The most worker processes a load starts.
+MAX_WORKERS = 8
+#: Compressed bytes inflated at a time.
+_PIECE = 1 << 20
+#: Text read before giving up on finding the ``traceEvents`` array.
+_HEAD = 4 << 20
+
+_BOM = b"\xef\xbb\xbf"
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_GLIBC = ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
+_ANY = msgspec.json.Decoder()
+
+
+class NeedsCareful(Exception):
+    """This file is for the careful reader (see the module docstring)."""
+
+
+@dataclass
+class ChunkedRead:
+    """What a chunked read gives: the event columns, the metadata and warnings."""
+
+    events: EventColumns
+    metadata: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_workers(size: int) -> int:
+    """How many processes decode a file of ``size`` bytes (1: this one, no workers):
+    ``EXPLORER_LOAD_WORKERS`` when set, else for a file of at least :data:`PARALLEL_BYTES`
+    loaded from a process's only thread, one worker per core and at least two — even
+    without a free core, decoding elsewhere keeps the chunks' millions of short-lived
+    objects out of this process's heap (1M events: peak 389 MB with two workers against
+    450 MB in-process, measured side by side) — else 1."""
+    env = os.environ.get("EXPLORER_LOAD_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise TraceError(
+                Path("EXPLORER_LOAD_WORKERS"),
+                f"is {env!r}, not a number of processes",
+                "set it to 1 (decode in the loading process) or more, or unset it",
+            )
+        return min(int(env), MAX_WORKERS)
+    if size < PARALLEL_BYTES or threading.active_count() > 1:
+        return 1  # forking a process whose other threads may hold locks is not safe
+    return max(2, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+def read_chunked(path: Path, progress: Progress | None = None) -> ChunkedRead:
+    """The event columns and metadata of the trace file ``path``; :class:`NeedsCareful`
+    when the careful reader must take it."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened here
+            raise NeedsCareful
+        size = st.st_size
+        f = open(path, "rb")
+    except OSError:
+        raise NeedsCareful from None  # the careful reader says what is wrong
+    with f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
+            kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
+            workers = load_workers(size * COMPRESSION_GUESS)
+            pieces = _inflated(path, f, size, kind)
+            return _read(path, _StreamText(pieces), workers, size, progress, f)
+        if size == 0:
+            raise NeedsCareful
+        workers = load_workers(size)
+        return _read(path, _FileText(f.fileno(), size), workers, size, progress, f)
+
+
+class _FileText:
+    """A plain file's text, read a window at a time where chunks are cut: the process that
+    decodes a chunk reads its byte range itself (``pread`` on the file the load opened, so
+    a file replaced meanwhile is not mixed in). A file that fits the first window is read
+    once, all of it."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.buffer = bytearray()
+        self.base = 0  # offset of buffer[0] in the text
+        self.done = False
+
+    def reach(self, offset: int) -> None:
+        """Move the window to ``offset`` when it lies beyond it (no need to read between)."""
+        end = self.base + len(self.buffer)
+        if offset > end and end < self.size:
+            self.buffer, self.base = bytearray(), min(offset, self.size)
+
+    def more(self) -> bool:
+        at = self.base + len(self.buffer)
+        piece = _pread(self.fd, min(_PIECE, self.size - at), at) if at < self.size else b""
+        if not piece:
+            self.done = True
+            return False
+        self.buffer += piece
+        return True
+
+    def drop_before(self, offset: int) -> None:
+        if self.base <= offset <= self.base + len(self.buffer):
+            del self.buffer[: offset - self.base]
+        else:  # outside the window: read again from there
+            self.buffer = bytearray()
+        self.base = offset
+
+    def tail(self, offset: int) -> bytes:
+        """The text from ``offset`` to the end."""
+        self.drop_before(offset)
+        while self.more():
+            pass
+        return bytes(self.buffer)
+
+    def task(self, a: int, b: int) -> tuple[Any, ...]:
+        if self.base <= a and b <= self.base + len(self.buffer):
+            return (_decode_text, bytes(self.buffer[a - self.base : b - self.base]))
+        return (_decode_file_range, self.fd, a, b)
+
+
+class _StreamText:
+    """An inflating stream's text, a window at a time: chunks are handed over as bytes."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self.buffer = bytearray()
+        self.base = 0  # offset of buffer[0] in the text
+        self.done = False
+
+    def reach(self, offset: int) -> None:
+        """A stream is read in order: :meth:`more` gets there."""
+
+    def more(self) -> bool:
+        """Read the next piece onto the window; False at the end of the stream."""
+        piece = next(self._pieces, None)
+        if piece is None:
+            self.done = True
+            return False
+        self.buffer += piece
+        return True
+
+    def drop_before(self, offset: int) -> None:
+        del self.buffer[: offset - self.base]
+        self.base = offset
+
+    def tail(self, offset: int) -> bytes:
+        """The text from ``offset`` to the end."""
+        self.drop_before(offset)
+        while self.more():
+            pass
+        return bytes(self.buffer)
+
+    def task(self, a: int, b: int) -> tuple[Any, ...]:
+        return (_decode_text, bytes(self.buffer[a - self.base : b - self.base]))
+
+
+Text = _FileText | _StreamText
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed by decoding back to the system (glibc keeps freed heap
+    memory otherwise: after a load of 1M events, ~100 MB of chunk objects and chunk
+    columns that the tables built next cannot reuse, being allocated elsewhere)."""
+    if _GLIBC is not None:
+        _GLIBC.malloc_trim(0)
+
+
+def _read(
+    path: Path, text: Text, workers: int, size: int, progress: Progress | None, f: Any
+) -> ChunkedRead:
+    prefix, start = _array_start(text)
+    if progress:
+        progress(0.05, "decoding JSON")
+    merger = ColumnsMerger()
+    ends: list[int] = []
+    with _Decoders(workers) as decoders:
+        for a, b in _event_ranges(text, start, ends):
+            for chunk in decoders.submit(text.task(a, b)):
+                merger.add(chunk)
+            if progress:
+                done = f.tell() if isinstance(text, _StreamText) else b
+                progress(0.05 + 0.5 * min(done / max(size, 1), 1.0), "decoding events")
+        for chunk in decoders.finish():
+            merger.add(chunk)
+    metadata = _metadata(prefix, text.tail(ends[0] + 1))
+    events = merger.finish(path)
+    release_freed_memory()
+    return ChunkedRead(events, metadata, check_metadata(metadata))
+
+
+def _array_start(text: Text) -> tuple[bytes, int]:
+    """The text before the event array (BOM dropped) and the offset of its first byte."""
+    while len(text.buffer) < _HEAD and text.more():
+        pass
+    head = bytes(text.buffer[:_HEAD])
+    skip = len(_BOM) if head.startswith(_BOM) else 0
+    lead = head[skip:].lstrip()[:1]
+    if lead == b"[":
+        return b"", head.index(b"[", skip) + 1
+    if lead != b"{":
+        raise NeedsCareful
+    m = _EVENTS_KEY.search(head)
+    if m is None:
+        raise NeedsCareful
+    return head[skip : m.start()], m.end()
+
+
+def _event_ranges(text: Text, start: int, close: list[int]) -> Iterator[tuple[int, int]]:
+    """Byte ranges ``[a, b)`` of the text, each whole events of the array (see the module
+    docstring); at the end, the offset of the array's ``]`` is put in ``close``."""
+    pos = start
+    while True:
+        text.reach(pos + CHUNK_BYTES)
+        m = _BOUNDARY.search(text.buffer, max(pos + CHUNK_BYTES - text.base, 0))
+        if m is not None:
+            yield pos, m.start() + 1 + text.base
+            pos = m.end() - 1 + text.base
+            text.drop_before(pos)
+            continue
+        if not text.done and text.more():
+            continue
+        rest = text.tail(pos)
+        end = array_close(rest)
+        if end is None:
+            raise NeedsCareful  # the array never closes: cut short
+        close.append(pos + end)
+        if rest[:end].strip():
+            yield pos, pos + end
+        return
+
+
+class _Decoders:
+    """Chunks decoded in this process, or by worker processes with a few chunks in flight
+    each; results come back in the order chunks were submitted."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: deque[Future[ChunkColumns]] = deque()
+
+    def __enter__(self) -> _Decoders:
+        if self.workers > 1:
+            # Forked: a worker starts at once with everything imported, and nothing of the
+            # caller's script runs again in it (spawned or forkserver workers re-import the
+            # main module: a script without a __main__ guard would run once per worker).
+            # Ctrl-C is held back while the workers are forked (the first submit forks them
+            # all): a signal landing mid-fork would reach a worker and be lost to this
+            # process. A worker ignores it (this process cancels the workers) and unblocks.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
+                )
+                self._pool.submit(int).result()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return self
+
+    def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
+        """Decode a chunk; yields the chunks whose turn it is to be merged."""
+        if self._pool is None:
+            yield _run(task)
+            return
+        self._pending.append(self._pool.submit(_run, task))
+        while len(self._pending) > 2 * self.workers:
+            yield self._pending.popleft().result()
+
+    def finish(self) -> Iterator[ChunkColumns]:
+        while self._pending:
+            yield self._pending.popleft().result()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the loading process, which cancels them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _run(task: tuple[Any, ...]) -> ChunkColumns:
+    func, *args = task
+    result: ChunkColumns = func(*args)
+    return result
+
+
+def _decode_file_range(fd: int, a: int, b: int) -> ChunkColumns:
+    inner = _pread(fd, b - a, a)
+    if len(inner) != b - a:  # the file shrank under the load
+        raise NeedsCareful
+    return _decode_text(inner)
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    """``n`` bytes at ``offset`` (fewer only at the end of the file)."""
+    parts = []
+    while n > 0:
+        piece = os.pread(fd, n, offset)
+        if not piece:
+            break
+        parts.append(piece)
+        n -= len(piece)
+        offset += len(piece)
+    return b"".join(parts)
+
+
+def _decode_text(inner: bytes) -> ChunkColumns:
+    """The columns of the events in ``inner`` (an event array without its brackets)."""
+    if not inner.isascii():
+        try:
+            inner.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NeedsCareful from None
+    try:
+        return decode_chunk("<chunk>", b"[" + inner + b"]")
+    except (msgspec.DecodeError, TraceError):
+        raise NeedsCareful from None
+
+
+def _metadata(prefix: bytes, suffix: bytes) -> dict[str, Any]:
+    """The document's other keys: the text around the array, the array taken as null."""
+    if not prefix:  # a bare array: nothing may follow it
+        if suffix.strip():
+            raise NeedsCareful
+        return {}
+    try:
+        top = _TOP.decode(prefix + b'"traceEvents":null' + suffix)
+    except msgspec.DecodeError:
+        raise NeedsCareful from None
+    if bytes(top.pop("traceEvents")) != b"null":  # a second traceEvents key: the last wins
+        raise NeedsCareful
+    return {key: _ANY.decode(raw) for key, raw in top.items()}
+
+
+#: Most text inflated from one piece of gzip at a time.
+_OUT_PIECE = 8 << 20
+#: Compressed bytes fed to zstd at a time (its streaming API has no output cap; see
+#: :mod:`explorer.trace.decode`).
+_ZSTD_PIECE = 2 << 10
+
+
+def _inflated(path: Path, f: Any, size: int, kind: str) -> Iterator[bytes]:
+    """The decompressed text of a gzip or zstd file, a piece at a time, every member or
+    frame; a stream past the bomb cap is an error, one cut short or damaged goes to the
+    careful reader (which keeps what it holds, with a warning, or names the damage)."""
+    cap = max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * size)
+    magic = GZIP_MAGIC if kind == "gzip" else ZSTD_MAGIC
+    read_size = _PIECE if kind == "gzip" else _ZSTD_PIECE
+    total = 0
+    d = _decompressor(kind)
+    pending = b""
+    while True:
+        data = pending or f.read(read_size)
+        pending = b""
+        if not data:
+            if not d.eof:
+                raise NeedsCareful  # cut short
+            return
+        try:
+            out = d.decompress(data, _OUT_PIECE) if kind == "gzip" else d.decompress(data)
+            while True:
+                total += len(out)
+                if total > cap:
+                    raise over_cap(path, size, cap, kind)
+                if out:
+                    yield out
+                tail = d.unconsumed_tail if kind == "gzip" else b""
+                if not tail:
+                    break
+                out = d.decompress(tail, _OUT_PIECE)
+        except (zlib.error, zstandard.ZstdError):
+            raise NeedsCareful from None
+        if d.eof:
+            rest = d.unused_data
+            if len(rest) < len(magic):
+                rest += f.read(len(magic))
+            if not rest.startswith(magic):  # no further member (zero padding is common)
+                return
+            d, pending = _decompressor(kind), rest
+
+
+def _decompressor(kind: str) -> Any:
+    if kind == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return zstandard.ZstdDecompressor().decompressobj()

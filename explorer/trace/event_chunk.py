@@ -1,0 +1,348 @@
+"""One chunk of the event array (a JSON array of events) → its own columns.
+
+A chunk is decoded on its own, without knowing what came before it: its names,
+categories, pids and tids get codes into the chunk's own small vocabularies, its rows are
+counted from the chunk's first event, its flow ids that are not numbers get chunk-local
+codes. :func:`explorer.trace.events.merge_chunks` then joins chunks in file order by
+concatenation, mapping each chunk's vocabulary into the trace's once — so chunks can be
+decoded in any order, in any process, and the result is that of one pass over the file.
+
+What a chunk holds is numpy arrays, bytes and short lists of strings: cheap to send from a
+worker process, and nothing that refers to the chunk's text once decoded.
+
+The stages of :func:`decode_chunk`, in order: decode the events (typed when every time is
+a number), their field codes, their times, then what some kinds of event need — the
+slices' args, flows, instants (``[memory]`` among them), counters and metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from explorer.errors import TraceError
+from explorer.trace import columns
+from explorer.trace.event_types import (
+    EVENTS,
+    EVENTS_TYPED,
+    PH,
+    PH_B,
+    PH_C,
+    PH_F,
+    PH_I,
+    PH_M,
+    PH_OTHER,
+    PH_S,
+    PH_T,
+    PH_X,
+    SLICE_ARGS,
+    SLICE_ARGS_INTS,
+    SLICE_INT_ARGS,
+    SliceArgs,
+    check_scalars,
+    struct_columns,
+)
+from explorer.trace.json_position import too_deep
+
+
+class Vocabulary:
+    """Distinct values → small ints in order of first appearance. ``as_text`` folds values
+    to the strings a person reads (names, categories); otherwise values are kept as written
+    (pids and tids, where ``1`` and ``"1"`` are different things). Code 0 is "absent"."""
+
+    def __init__(self, as_text: bool) -> None:
+        self.as_text = as_text
+        self.values: list[Any] = ["" if as_text else None]
+        self._ids: dict[Any, int] = {self.values[0]: 0}
+
+    def _key(self, u: Any) -> Any:
+        return (u if isinstance(u, str) else columns.num_str(u)) if self.as_text else u
+
+    def _table(self, uniques: list[Any], keyed: bool) -> np.ndarray:
+        """Codes of ``uniques`` (added when new), then 0 for the absent value."""
+        table = np.empty(len(uniques) + 1, np.int32)
+        table[-1] = 0  # None
+        for k, u in enumerate(uniques):
+            key = u if keyed else self._key(u)
+            got = self._ids.get(key)
+            if got is None:
+                got = self._ids[key] = len(self.values)
+                self.values.append(key)
+            table[k] = got
+        return table
+
+    def codes(self, items: list[Any]) -> np.ndarray:
+        arr = np.array(items) if not self.as_text else None
+        if arr is not None and arr.dtype.kind == "i":  # integer pids/tids: hash ints, not objects
+            codes, uniques = pd.factorize(arr)
+            uniques = uniques.tolist()
+        else:
+            codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
+        return self._table(list(uniques), keyed=False)[codes]
+
+    def absorb(self, values: list[Any]) -> np.ndarray:
+        """How another vocabulary's codes (``values`` in its code order, code 0 absent) map
+        to this one's, adding its new values in their order."""
+        table = self._table(values[1:], keyed=True)
+        return np.concatenate([table[-1:], table[:-1]])
+
+
+@dataclass
+class ChunkColumns:
+    """One chunk's columns; rows count from the chunk's first event."""
+
+    n: int
+    ph: np.ndarray
+    name: np.ndarray
+    cat: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    dur_missing: np.ndarray
+    n_no_ph: int
+    #: The chunk's vocabularies' values in code order (code 0: absent).
+    names: list[Any]
+    cats: list[Any]
+    pids: list[Any]
+    tids: list[Any]
+    # X and B events: rows, raw args (one blob, lengths), the args that become columns.
+    args_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    args_blob: bytes = b""
+    args_lengths: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    slice_args: dict[str, np.ndarray] = field(default_factory=dict)
+    # Flow events: rows, numeric ids, the chunk-local code of each id that is not a
+    # number (-1 for numbers; its text in ``flow_texts``), ``bp: "e"``.
+    flow_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    flow_id: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    flow_text: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    flow_texts: list[str] = field(default_factory=list)
+    flow_bp: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    # Instants: rows and scope; [memory] instants: rows and raw args.
+    instant_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    instant_scope: list[str] = field(default_factory=list)
+    memory_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    memory_args: list[bytes] = field(default_factory=list)
+    # Counter and metadata events: rows and raw args (few of them; decoded when merged).
+    counter_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    counter_args: list[bytes] = field(default_factory=list)
+    meta_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    meta_args: list[bytes] = field(default_factory=list)
+
+
+def decode_chunk(path: object, text: bytes | bytearray, first_event: int = 0) -> ChunkColumns:
+    """The columns of the events in ``text`` (a JSON array), whose first event is event
+    ``first_event`` of the file (for messages only: rows count from 0)."""
+    try:
+        evs, typed = _decode_events(path, text, first_event)
+        codes = _field_codes(path, evs, first_event)
+        ts, dur, dur_missing = _times(path, evs, typed, first_event)
+        out = ChunkColumns(**codes, ts=ts, dur=dur, dur_missing=dur_missing)
+        _add_slice_args(path, evs, out, first_event)
+        _add_flows(path, evs, out, first_event)
+        _add_instants(evs, out)
+        _add_counters_and_metadata(evs, out)
+        return out
+    except RecursionError:
+        raise TraceError(
+            path,
+            too_deep(text, first_event=first_event),
+            "the file is damaged or was not written by a profiler",
+        ) from None
+
+
+def _decode_events(path: object, text: bytes | bytearray, start: int) -> tuple[list[Any], bool]:
+    """The chunk's events, typed (numeric ``ts``/``dur``) when they all allow it."""
+    try:
+        try:
+            return EVENTS_TYPED.decode(text), True
+        except msgspec.ValidationError:
+            return EVENTS.decode(text), False  # odd types somewhere: the general path
+    except msgspec.ValidationError as exc:
+        k = _index_in_message(str(exc))
+        which = f"event {start + k}" if k is not None else "an event"
+        raise TraceError(
+            path, f"{which} is not an object", "the file is damaged or is not a trace"
+        ) from None
+
+
+def _field_codes(path: object, evs: list[Any], start: int) -> dict[str, Any]:
+    """``ph`` as small codes; names, categories, pids and tids as vocabulary codes."""
+    phs = list(map(attrgetter("ph"), evs))
+    check_scalars(path, phs, "ph", start, text_only=True)
+    ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
+    ph_table = np.array(
+        [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
+        np.int8,
+    )
+    out: dict[str, Any] = {
+        "n": len(evs),
+        "ph": ph_table[ph_codes],  # code -1 (no ph) → the appended PH_OTHER
+        "n_no_ph": phs.count(None),
+    }
+    for key, vocabulary_key in (
+        ("name", "names"),
+        ("cat", "cats"),
+        ("pid", "pids"),
+        ("tid", "tids"),
+    ):
+        values = list(map(attrgetter(key), evs))
+        check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
+        vocabulary = Vocabulary(as_text=key in ("name", "cat"))
+        out[key] = vocabulary.codes(values)
+        out[vocabulary_key] = vocabulary.values
+    return out
+
+
+def _times(
+    path: object, evs: list[Any], typed: bool, start: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ts`` and ``dur`` in µs as floats, and which events have no ``dur``."""
+    if typed:
+        n = len(evs)
+        dur = np.fromiter(map(attrgetter("dur"), evs), np.float64, n)
+        ts = np.fromiter(map(attrgetter("ts"), evs), np.float64, n)
+        return ts, dur, np.isnan(dur)  # NaN: absent (see TypedEvent)
+
+    def where(k: int) -> str:
+        return f"event {start + k}"
+
+    durs = list(map(attrgetter("dur"), evs))
+    ts = columns.floats(
+        list(map(attrgetter("ts"), evs)), path=path, what="a timestamp", where=where
+    )
+    dur = columns.floats(durs, path=path, what="a duration", where=where)
+    return ts, dur, np.equal(np.array(durs, dtype=object), np.array(None))
+
+
+def _add_slice_args(path: object, evs: list[Any], out: ChunkColumns, start: int) -> None:
+    """X and B events' raw args (one blob) and the args that become int64 columns."""
+    rows = np.flatnonzero((out.ph == PH_X) | (out.ph == PH_B))
+    if not len(rows):
+        out.slice_args = {f: np.empty(0, np.int64) for f in SLICE_INT_ARGS}
+        out.slice_args["has_call_stack"] = np.empty(0, bool)
+        return
+    raws = list(map(attrgetter("args"), _pick(evs, rows)))
+    out.args_rows = rows
+    out.args_blob = b"".join(raws)
+    out.args_lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+
+    def at(k: int) -> str:
+        i = int(rows[k])
+        name = out.names[out.name[i]]
+        return f"event {start + i}" + (f" ({name!r})" if name else "")
+
+    out.slice_args = slice_arg_columns(path, raws, at)
+
+
+def slice_arg_columns(path: object, raws: list[Any], at: Any) -> dict[str, np.ndarray]:
+    """Slice args as int64 columns (-1 when absent) and whether each has a call stack;
+    ``at(k)`` names the k-th slice's event in a message."""
+    n = len(raws)
+    try:
+        parsed = SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
+        out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
+        out["has_call_stack"] = np.not_equal(
+            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), np.array(None)
+        )
+        return out
+    except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
+        pass
+    cols = struct_columns(SLICE_ARGS, SliceArgs, raws)
+    out = {f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=at) for f in SLICE_INT_ARGS}
+    out["has_call_stack"] = np.not_equal(cols["call_stack"], np.array(None))
+    return out
+
+
+_ARG_WHAT = {
+    "external_id": "an External id",
+    "external_id_old": "an external id",
+    "correlation": "a correlation id",
+    "stream": "a stream",
+    "device": "a device",
+    "bytes": "a byte count",
+    "Bytes": "a byte count",
+    "seq": "a sequence number",
+}
+
+
+def _add_flows(path: object, evs: list[Any], out: ChunkColumns, start: int) -> None:
+    """Flow events' ids (numbers, or chunk-local codes for other ids) and ``bp``."""
+    rows = np.flatnonzero((out.ph == PH_S) | (out.ph == PH_T) | (out.ph == PH_F))
+    if not len(rows):
+        return
+    fe = _pick(evs, rows)
+    ids = list(map(attrgetter("id"), fe))
+    check_scalars(path, ids, "id", 0, rows=rows + start)
+    out.flow_rows = rows
+    out.flow_id, out.flow_text, out.flow_texts = _ids(ids)
+    out.flow_bp = np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
+
+
+def _ids(ids: list[Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Flow ids as int64: integer ids as they are (the usual case, one numpy call), numeric
+    strings ("0x1f") parsed; any other id gets a local code (its text in the list; equal
+    texts, equal codes), which the merge turns into the trace's negative code."""
+    arr = np.array(ids)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64), np.full(len(ids), -1, np.int64), []
+    out = np.empty(len(ids), np.int64)
+    text = np.full(len(ids), -1, np.int64)
+    texts: dict[str, int] = {}
+    for k, v in enumerate(ids):
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62:
+            out[k] = v
+            continue
+        try:
+            parsed = int(v, 0)  # "0x1f", "42"
+            if 0 <= parsed < 2**62:
+                out[k] = parsed
+                continue
+        except (TypeError, ValueError):
+            pass
+        out[k] = -1
+        text[k] = texts.setdefault(columns.strings([v])[0], len(texts))
+    return out, text, list(texts)
+
+
+def _add_instants(evs: list[Any], out: ChunkColumns) -> None:
+    """Instants' rows and scopes; ``[memory]`` instants' rows and raw args."""
+    rows = np.flatnonzero(out.ph == PH_I)
+    if not len(rows):
+        return
+    ie = _pick(evs, rows)
+    is_mem = np.array([e.name == "[memory]" for e in ie], bool)
+    inst = rows[~is_mem]
+    out.instant_rows = inst
+    out.instant_scope = columns.strings([evs[k].s for k in inst.tolist()])
+    mem = rows[is_mem]
+    out.memory_rows = mem
+    out.memory_args = [bytes(evs[k].args) for k in mem.tolist()]
+
+
+def _add_counters_and_metadata(evs: list[Any], out: ChunkColumns) -> None:
+    """Counter and metadata events' rows and raw args."""
+    out.counter_rows = np.flatnonzero(out.ph == PH_C)
+    out.counter_args = [bytes(evs[k].args) for k in out.counter_rows.tolist()]
+    out.meta_rows = np.flatnonzero(out.ph == PH_M)
+    out.meta_args = [bytes(evs[k].args) for k in out.meta_rows.tolist()]
+
+
+def _pick(items: list[Any], rows: np.ndarray) -> list[Any]:
+    """``[items[k] for k in rows]`` at C speed."""
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(items)) if len(rows) else []
+
+
+def _index_in_message(msg: str) -> int | None:
+    """The event index in a msgspec message such as ``... - at `$[12]```."""
+    import re
+
+    m = re.search(r"\$\[(\d+)\]", msg)
+    return int(m.group(1)) if m else None
