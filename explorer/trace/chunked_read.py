@@ -144,70 +144,23 @@ def read_chunked(path: Path, progress: Progress | None = None) -> ChunkedRead:
         return _read(path, _FileText(f.fileno(), size), workers, size, progress, f)
 
 
-class _FileText:
-    """A plain file's text, read a window at a time where chunks are cut: the process that
-    decodes a chunk reads its byte range itself (``pread`` on the file the load opened, so
-    a file replaced meanwhile is not mixed in). A file that fits the first window is read
-    once, all of it."""
+class _Window:
+    """A window on the trace's text: ``buffer`` holds the text from offset ``base``; a
+    subclass says how the next piece is read (:meth:`_piece`)."""
 
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd = fd
-        self.size = size
+    def __init__(self) -> None:
         self.buffer = bytearray()
         self.base = 0  # offset of buffer[0] in the text
         self.done = False
 
-    def reach(self, offset: int) -> None:
-        """Move the window to ``offset`` when it lies beyond it (no need to read between)."""
-        end = self.base + len(self.buffer)
-        if offset > end and end < self.size:
-            self.buffer, self.base = bytearray(), min(offset, self.size)
+    def _piece(self) -> bytes:
+        """The text just after the window; empty at the end."""
+        raise NotImplementedError
 
     def more(self) -> bool:
-        at = self.base + len(self.buffer)
-        piece = _pread(self.fd, min(_PIECE, self.size - at), at) if at < self.size else b""
+        """Read the next piece onto the window; False at the end of the text."""
+        piece = self._piece()
         if not piece:
-            self.done = True
-            return False
-        self.buffer += piece
-        return True
-
-    def drop_before(self, offset: int) -> None:
-        if self.base <= offset <= self.base + len(self.buffer):
-            del self.buffer[: offset - self.base]
-        else:  # outside the window: read again from there
-            self.buffer = bytearray()
-        self.base = offset
-
-    def tail(self, offset: int) -> bytes:
-        """The text from ``offset`` to the end."""
-        self.drop_before(offset)
-        while self.more():
-            pass
-        return bytes(self.buffer)
-
-    def task(self, a: int, b: int) -> tuple[Any, ...]:
-        if self.base <= a and b <= self.base + len(self.buffer):
-            return (_decode_text, bytes(self.buffer[a - self.base : b - self.base]))
-        return (_decode_file_range, self.fd, a, b)
-
-
-class _StreamText:
-    """An inflating stream's text, a window at a time: chunks are handed over as bytes."""
-
-    def __init__(self, pieces: Iterator[bytes]) -> None:
-        self._pieces = pieces
-        self.buffer = bytearray()
-        self.base = 0  # offset of buffer[0] in the text
-        self.done = False
-
-    def reach(self, offset: int) -> None:
-        """A stream is read in order: :meth:`more` gets there."""
-
-    def more(self) -> bool:
-        """Read the next piece onto the window; False at the end of the stream."""
-        piece = next(self._pieces, None)
-        if piece is None:
             self.done = True
             return False
         self.buffer += piece
@@ -226,6 +179,54 @@ class _StreamText:
 
     def task(self, a: int, b: int) -> tuple[Any, ...]:
         return (_decode_text, bytes(self.buffer[a - self.base : b - self.base]))
+
+
+class _FileText(_Window):
+    """A plain file's text, read a window at a time where chunks are cut: the process that
+    decodes a chunk reads its byte range itself (``pread`` on the file the load opened, so
+    a file replaced meanwhile is not mixed in). A file that fits the first window is read
+    once, all of it."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        super().__init__()
+        self.fd = fd
+        self.size = size
+
+    def reach(self, offset: int) -> None:
+        """Move the window to ``offset`` when it lies beyond it (no need to read between)."""
+        end = self.base + len(self.buffer)
+        if offset > end and end < self.size:
+            self.buffer, self.base = bytearray(), min(offset, self.size)
+
+    def _piece(self) -> bytes:
+        at = self.base + len(self.buffer)
+        return _pread(self.fd, min(_PIECE, self.size - at), at) if at < self.size else b""
+
+    def drop_before(self, offset: int) -> None:
+        if self.base <= offset <= self.base + len(self.buffer):
+            del self.buffer[: offset - self.base]
+        else:  # outside the window: read again from there
+            self.buffer = bytearray()
+        self.base = offset
+
+    def task(self, a: int, b: int) -> tuple[Any, ...]:
+        if self.base <= a and b <= self.base + len(self.buffer):
+            return super().task(a, b)
+        return (_decode_file_range, self.fd, a, b)
+
+
+class _StreamText(_Window):
+    """An inflating stream's text, a window at a time: chunks are handed over as bytes."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        super().__init__()
+        self._pieces = pieces
+
+    def reach(self, offset: int) -> None:
+        """A stream is read in order: :meth:`more` gets there."""
+
+    def _piece(self) -> bytes:
+        return next(self._pieces, b"")
 
 
 Text = _FileText | _StreamText

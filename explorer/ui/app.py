@@ -144,6 +144,33 @@ def open_headless(
     return window
 
 
+def save_screenshot(window: Any, screenshot: str, inputs: list[Path], force: bool) -> None:
+    """Save ``window`` as a PNG at ``screenshot`` (never over an input), then close it."""
+    image = window.grab()
+
+    def save(tmp: Path) -> None:
+        if not image.save(str(tmp), "PNG"):
+            raise OutputError(screenshot, "could not write the PNG", "check the folder")
+
+    atomic_write(screenshot, save, inputs=inputs, force=force)
+    window.close()
+
+
+def windowed_application(what: str) -> Any:
+    """The QApplication for an on-screen window; without a display, one line saying what to
+    do instead (``what`` is how the argument is named: TRACE or RUN_DIR)."""
+    if not has_display():
+        raise UsageError(
+            "no display to open a window on (DISPLAY is not set): save a picture with "
+            f"'explorer view {what} --screenshot out.png', or read 'explorer report {what}'"
+        )
+    from PyQt6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        check_window_platform()  # one line naming the missing packages, not Qt's abort
+    return application()
+
+
 def main(
     path: str | None = None,
     screenshot: str | None = None,
@@ -163,25 +190,9 @@ def main(
         window = open_headless(path, size, select, finding)
         for w in window.trace.metadata.get("warnings", []) or []:  # no status bar to read
             print(f"explorer: warning: {w}", file=sys.stderr)
-        image = window.grab()
-
-        def save(tmp: Path) -> None:
-            if not image.save(str(tmp), "PNG"):
-                raise OutputError(screenshot, "could not write the PNG", "check the folder")
-
-        atomic_write(screenshot, save, inputs=inputs, force=force)
-        window.close()
+        save_screenshot(window, screenshot, inputs, force)
         return 0
-    if not has_display():
-        raise UsageError(
-            "no display to open a window on (DISPLAY is not set): save a picture with "
-            "'explorer view TRACE --screenshot out.png', or read 'explorer report TRACE'"
-        )
-    from PyQt6.QtWidgets import QApplication
-
-    if QApplication.instance() is None:
-        check_window_platform()  # one line naming the missing packages, not Qt's abort
-    app = application()
+    app = windowed_application("TRACE")
     from explorer.ui.main_window import MainWindow
 
     window = MainWindow()

@@ -8,17 +8,14 @@ straggler's timeline (else rank 0's), saves the window as a PNG and returns 0.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from explorer.errors import OutputError, UsageError
 from explorer.job import job_document
 from explorer.job.run_dir import job_files
-from explorer.safe_write import atomic_write, check_target
+from explorer.safe_write import check_target
 from explorer.trace.loading import input_files
-from explorer.ui.app import application
+from explorer.ui.app import application, save_screenshot, windowed_application
 from explorer.ui.job_model import step_categories
-from explorer.ui.qt_platform import check_window_platform, has_display
 
 
 def open_headless(run: str, size: tuple[int, int] = (1600, 1000)) -> Any:
@@ -62,25 +59,9 @@ def main(
         inputs = input_files(run) + [f for _, f in job_files(run)]
         check_target(screenshot, inputs=inputs, force=force)  # before the (slow) analysis
         window = open_headless(run, size)
-        image = window.grab()
-
-        def save(tmp: Path) -> None:
-            if not image.save(str(tmp), "PNG"):
-                raise OutputError(screenshot, "could not write the PNG", "check the folder")
-
-        atomic_write(screenshot, save, inputs=inputs, force=force)
-        window.close()
+        save_screenshot(window, screenshot, inputs, force)
         return 0
-    if not has_display():
-        raise UsageError(
-            "no display to open a window on (DISPLAY is not set): save a picture with "
-            "'explorer view RUN_DIR --screenshot out.png', or read 'explorer report RUN_DIR'"
-        )
-    from PyQt6.QtWidgets import QApplication
-
-    if QApplication.instance() is None:
-        check_window_platform()
-    app = application()
+    app = windowed_application("RUN_DIR")
     from explorer.ui.job_window import JobWindow
 
     window = JobWindow()

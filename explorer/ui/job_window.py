@@ -24,8 +24,6 @@ from PyQt6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -35,6 +33,7 @@ from PyQt6.QtWidgets import (
 
 from explorer.job.render.sections import headline, where
 from explorer.ui.dataframe_model import DataFrameModel
+from explorer.ui.dialogs import open_warning
 from explorer.ui.job_heatmap import HeatmapView
 from explorer.ui.job_loader import JobAnalysis, RankTraces
 from explorer.ui.job_model import (
@@ -47,6 +46,7 @@ from explorer.ui.job_model import (
 )
 from explorer.ui.job_stack import StackedTimelines
 from explorer.ui.main_window import MainWindow
+from explorer.ui.status_bar import add_progress
 from explorer.units import fmt_ns
 
 #: At most this many ranks' timelines are stacked at once.
@@ -169,16 +169,8 @@ class JobWindow(QMainWindow):
         self.tabs.addTab(self.collectives, "Collectives")
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.progress = QProgressBar(self)
-        self.progress.setMaximumWidth(260)
+        self.progress, self.cancel_button = add_progress(self, self.cancel, 260)
         self.progress.setFormat("%v / %m ranks")
-        self.progress.hide()
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.cancel_button.hide()
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.cancel_button)
 
     # -- the analysis -------------------------------------------------------------------
     def open_job(self, run: str, workers: int | None = None) -> None:
@@ -231,12 +223,7 @@ class JobWindow(QMainWindow):
         self.show_error(message)
 
     def show_error(self, message: str) -> None:
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, "Explorer", message, QMessageBox.StandardButton.Ok, self
-        )
-        box.setWindowModality(Qt.WindowModality.WindowModal)
-        box.open()
-        self.error_box = box
+        self.error_box = open_warning(self, message)
 
     # -- showing a job ------------------------------------------------------------------
     def set_document(self, doc: dict[str, Any], per_step: pd.DataFrame) -> None:

@@ -21,14 +21,13 @@ from PyQt6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from explorer.trace_api import Trace
 from explorer.ui.details import DetailsPanel
+from explorer.ui.dialogs import open_warning
 from explorer.ui.findings_panel import FindingsPanel
 from explorer.ui.loader import AnalysisRunner, TraceLoader
 from explorer.ui.panels import TracePanel
@@ -37,6 +36,7 @@ from explorer.ui.panels.memory import MemoryPanel
 from explorer.ui.panels.operators import OperatorsPanel
 from explorer.ui.panels.source import SourcePanel
 from explorer.ui.search import SearchBar
+from explorer.ui.status_bar import add_progress
 from explorer.ui.timeline.view import TimelineView
 
 ORG, APP = "Explorer", "explorer"
@@ -161,16 +161,8 @@ class MainWindow(QMainWindow):
         return dock
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.progress = QProgressBar(self)
-        self.progress.setMaximumWidth(220)
+        self.progress, self.cancel_button = add_progress(self, self.cancel_load, 220)
         self.progress.setRange(0, 100)
-        self.progress.hide()
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.cancel_load)
-        self.cancel_button.hide()
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.cancel_button)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -286,12 +278,7 @@ class MainWindow(QMainWindow):
         self._dialog(message)
 
     def _dialog(self, message: str) -> None:
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, "Explorer", message, QMessageBox.StandardButton.Ok, self
-        )
-        box.setWindowModality(Qt.WindowModality.WindowModal)
-        box.open()
-        self.error_box = box
+        self.error_box = open_warning(self, message)
 
     # -- showing a trace ----------------------------------------------------------------
     def set_trace(self, trace: Trace) -> None:
