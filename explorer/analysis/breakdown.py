@@ -462,3 +462,90 @@ def breakdown_wide(trace: TraceData, step: int | None = None) -> pd.DataFrame:
         index=["step", "device"], columns="category", values="ns", aggfunc="sum", observed=False
     )
     return wide.reindex(columns=list(CATEGORIES)).fillna(0).astype(np.int64).reset_index()
+
+
+def _union_ns(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """Length of the union of ``[starts, ends)`` inside each window ``[w0, w1)``."""
+    bounds, seg = sweep(starts, ends, np.zeros(len(starts), np.int64), 1)
+    return _covered(bounds, seg == 0, w0, w1)
+
+
+def _host_intervals(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Host time that is communication and host time that is compute, as intervals
+    (comm starts, comm ends, compute starts, compute ends). Each thread is swept on its own
+    with the breakdown's priorities, so an op that encloses a collective on the same thread
+    is not compute beside it: only another thread's compute overlaps communication."""
+    s = trace.slices
+    code = host_slice_reasons(trace, device_mode=False)
+    names = [r for r, _ in HOST_REASONS]
+    comm_k = np.array([names.index("host_comm")])
+    comp_k = np.array([i for i, (_, c) in enumerate(HOST_REASONS) if c == "compute"])
+    ts = s["ts"].to_numpy(np.int64)
+    te = ts + s["dur"].to_numpy(np.int64)
+    track = s["track"].to_numpy()
+    out: list[list[np.ndarray]] = [[], [], [], []]
+    keep = code >= 0
+    for t in np.unique(track[keep]):
+        m = keep & (track == t)
+        bounds, seg = sweep(ts[m], te[m], code[m], len(HOST_REASONS))
+        for k, codes in ((0, comm_k), (2, comp_k)):
+            on = np.isin(seg, codes)
+            out[k].append(bounds[:-1][on])
+            out[k + 1].append(bounds[1:][on])
+    empty = np.zeros(0, np.int64)
+    a, b, c, d = (np.concatenate(x) if x else empty for x in out)
+    return a, b, c, d
+
+
+def comm_overlap(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """Per step and device (``"host"`` for CPU training): ``comm_ns``, the time any
+    communication runs, and ``overlap_ns``, the part of it during which compute runs too
+    (hidden: it costs no step time); ``comm_ns - overlap_ns`` is exposed. On a device the
+    breakdown's ``communication`` is that exposed part (less what outranks it); on the host
+    the breakdown ranks a collective above other threads' compute, so its
+    ``communication`` includes the hidden part, and this is where the two are told apart.
+
+    Device mode: collectives and kernels on the device's streams. Host mode: collective
+    ops against other threads' compute (see :func:`_host_intervals`)."""
+    st = select_steps(trace, step, attributed=True)
+    w0 = st["start_ns"].to_numpy(np.int64)
+    w1 = st["end_ns"].to_numpy(np.int64)
+    labels = track_device_labels(trace)
+    groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    if not labels:
+        groups["host"] = _host_intervals(trace)
+    else:
+        s = trace.slices
+        code = device_slice_reasons(trace)
+        ts = s["ts"].to_numpy(np.int64)
+        te = ts + s["dur"].to_numpy(np.int64)
+        track = s["track"].to_numpy()
+        by_label: dict[str, list[int]] = {}
+        for tid, label in labels.items():
+            by_label.setdefault(label, []).append(tid)
+        for label in sorted(by_label, key=_label_order):
+            on = np.isin(track, by_label[label])
+            comm = on & (code == _R["dev_comm"])
+            comp = on & (code == _R["dev_compute"])
+            groups[label] = (ts[comm], te[comm], ts[comp], te[comp])
+    frames = []
+    for label, (cs, ce, ps, pe) in groups.items():
+        comm = _union_ns(cs, ce, w0, w1)
+        both = _union_ns(np.concatenate([cs, ps]), np.concatenate([ce, pe]), w0, w1)
+        overlap = comm + _union_ns(ps, pe, w0, w1) - both  # |A ∩ B| = |A| + |B| - |A ∪ B|
+        frames.append(
+            pd.DataFrame(
+                {
+                    "step": st["step"].to_numpy(np.int64),
+                    "device": label,
+                    "comm_ns": comm.astype(np.int64),
+                    "overlap_ns": overlap.astype(np.int64),
+                }
+            )  # fmt: skip
+        )
+    if not frames:
+        return pd.DataFrame(
+            {"step": np.zeros(0, np.int64), "device": np.zeros(0, str),
+             "comm_ns": np.zeros(0, np.int64), "overlap_ns": np.zeros(0, np.int64)}
+        )  # fmt: skip
+    return pd.concat(frames, ignore_index=True)

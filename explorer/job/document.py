@@ -72,7 +72,9 @@ def job_document(
         "ranks_present": len(summaries),
         "steps": [int(c) for c in r.matrix.columns],
         "summary": _summary(blame, total, r.straggler, r.coll, r.unmatched),
-        "ranks": _ranks(summaries, blame, r.offsets, r.measured, r.breakdown, r.top_findings),
+        "ranks": _ranks(
+            summaries, blame, r.offsets, r.measured, r.breakdown, r.top_findings, r.comm
+        ),
         "step_matrix": {
             str(int(k)): [None if pd.isna(v) else int(v) for v in row]
             for k, row in r.matrix.iterrows()
@@ -118,6 +120,7 @@ class _Reduced:
     unmatched: int
     breakdown: pd.DataFrame
     top_findings: pd.DataFrame
+    comm: pd.DataFrame
 
 
 def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
@@ -137,6 +140,10 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         breakdown = con.execute(
             "SELECT rank, category, sum(ns)::BIGINT AS ns FROM breakdown GROUP BY rank, category"
         ).df()
+        comm = con.execute(
+            "SELECT rank, sum(comm_ns)::BIGINT AS comm_ns, "
+            "sum(comm_overlap_ns)::BIGINT AS comm_overlap_ns FROM steps GROUP BY rank"
+        ).df()
         top_findings = con.execute(
             """SELECT rank, kind, title, time_lost_ns, share, file, line, function
                FROM (SELECT *, row_number() OVER (PARTITION BY rank ORDER BY time_lost_ns DESC)
@@ -147,6 +154,7 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
     return _Reduced(
         matrix=matrix, measured=measured, offsets=offsets, coll=coll, wait=wait,
         straggler=straggler, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
+        comm=comm,
     )  # fmt: skip
 
 
@@ -178,8 +186,10 @@ def _ranks(
     measured: pd.DataFrame,
     breakdown: pd.DataFrame,
     top_findings: pd.DataFrame,
+    comm: pd.DataFrame,
 ) -> list[dict[str, Any]]:
     b = blame.set_index("rank")
+    c = comm.set_index("rank")
     o = offsets.set_index("rank")
     m = measured.set_index("rank")
     cat = breakdown.pivot_table(index="rank", columns="category", values="ns", aggfunc="sum")
@@ -200,6 +210,8 @@ def _ranks(
                 "caused_wait_ns": 0 if row_b is None else int(row_b["caused_ns"]),
                 "busy_ns": 0 if row_b is None else int(row_b["busy_ns"]),
                 "late_ns_per_step": 0 if row_b is None else int(row_b["late_ns_per_step"]),
+                "comm_ns": int(c.loc[r, "comm_ns"]) if r in c.index else 0,
+                "comm_overlap_ns": int(c.loc[r, "comm_overlap_ns"]) if r in c.index else 0,
                 "host": s.host,
                 "clock_offset_ns": int(o.loc[r, "offset_ns"]) if r in o.index else 0,
                 "collective_end_offset_ns": int(m.loc[r, "offset_ns"]) if r in m.index else 0,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.breakdown import breakdown
+from explorer.analysis.breakdown import breakdown, comm_overlap
 from explorer.analysis.by_source import by_source
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
@@ -82,6 +82,11 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "dur_ns": st["dur_ns"].to_numpy(np.int64),
         }
     )
+    # communication per step, and the part of it hidden behind compute (summed over devices)
+    ov = comm_overlap(trace).groupby("step")[["comm_ns", "overlap_ns"]].sum()
+    ov = ov.reindex(steps_t["step"].to_numpy(), fill_value=0)
+    steps_t["comm_ns"] = ov["comm_ns"].to_numpy(np.int64)
+    steps_t["comm_overlap_ns"] = ov["overlap_ns"].to_numpy(np.int64)
     bd = breakdown(trace)
     bd_t = pd.DataFrame(
         {

@@ -136,12 +136,14 @@ def _ranks(doc: dict[str, Any]) -> Section:
         lines=[
             "Late / step: the rank's own time (outside collective waits) beyond the other "
             "ranks', median over steps: what the others typically wait for it.",
+            "Comm hidden: the share of the rank's communication time during which compute "
+            "ran too (on the host: on another thread).",
             "Clock offset: how much each rank's clock was shifted to align collective ends "
             "(ranks on one machine share its clock and are shifted together).",
         ],
         header=["rank", "step time", "waits in collectives", "late / step",
-                "clock offset", "compute", "communication", "top finding"],
-        numeric={1, 2, 3, 4, 5, 6},
+                "clock offset", "compute", "communication", "comm hidden", "top finding"],
+        numeric={1, 2, 3, 4, 5, 6, 7},
     )  # fmt: skip
     ranks = sorted(doc["ranks"], key=lambda r: -r["late_ns_per_step"])[:MAX_RANK_ROWS]
     for r in sorted(ranks, key=lambda r: r["rank"]):
@@ -154,6 +156,7 @@ def _ranks(doc: dict[str, Any]) -> Section:
              fmt_ns(max(r["late_ns_per_step"], 0)), fmt_ns(r["clock_offset_ns"]),
              f"{100 * bd.get('compute', 0) / total:.0f}%",
              f"{100 * bd.get('communication', 0) / total:.0f}%",
+             f"{100 * r['comm_overlap_ns'] / r['comm_ns']:.0f}%" if r["comm_ns"] else "",
              "" if top is None else f"{top['kind']} {fmt_ns(top['time_lost_ns'])}"]
         )  # fmt: skip
     return sec
