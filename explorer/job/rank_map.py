@@ -69,8 +69,9 @@ def rank_dir(store: Path, rank: int) -> Path:
     return store / f"rank-{rank}"
 
 
-def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
-    """The per-rank tables (see the module doc) of one loaded trace."""
+def _steps_table(trace: TraceData, rank: int) -> pd.DataFrame:
+    """The rank's steps on the absolute clock, with the communication of each and the part
+    of it hidden behind compute (summed over devices)."""
     base = int(trace.metadata.get("start_ns", 0))
     st = steps(trace)
     steps_t = pd.DataFrame(
@@ -82,11 +83,16 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "dur_ns": st["dur_ns"].to_numpy(np.int64),
         }
     )
-    # communication per step, and the part of it hidden behind compute (summed over devices)
     ov = comm_overlap(trace).groupby("step")[["comm_ns", "overlap_ns"]].sum()
     ov = ov.reindex(steps_t["step"].to_numpy(), fill_value=0)
     steps_t["comm_ns"] = ov["comm_ns"].to_numpy(np.int64)
     steps_t["comm_overlap_ns"] = ov["overlap_ns"].to_numpy(np.int64)
+    return steps_t
+
+
+def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
+    """The per-rank tables (see the module doc) of one loaded trace."""
+    steps_t = _steps_table(trace, rank)
     bd = breakdown(trace)
     bd_t = pd.DataFrame(
         {

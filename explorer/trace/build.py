@@ -86,8 +86,34 @@ def build_tables(
     if progress:
         progress(0.75, "linking flows")
     ends = slices["ts"].to_numpy() + slices["dur"].to_numpy()
+    flows = _flows(ev, rel_ns, keys, slices, ends)
+    instants = _instants(ev, rel_ns, keys)
+    memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
+    counters, tracks = _counters(ev, rel_ns, keys, tracks)
+    _describe(meta, t0_us, ends, warnings, path)
+    meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
+    meta["event_counts"] = _event_counts(ph, len(slices), len(ev.flow_rows))
+    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
+    _copy_bytes_from_launch(slices, flows, store)
+    return TraceData(
+        slices=slices,
+        tracks=tracks,
+        flows=flows,
+        counters=counters,
+        instants=instants,
+        memory=memory,
+        metadata=meta,
+        args_store=store,
+    )
+
+
+def _flows(
+    ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, slices: pd.DataFrame, ends: np.ndarray
+) -> pd.DataFrame:
+    """The flow table: flow events linked to the slices they start and end on."""
     f_idx = ev.flow_rows
-    flows = build_flows(
+    ph = ev.ph
+    return build_flows(
         FlowEvents(
             is_start=ph[f_idx] == PH_S,
             is_end=ph[f_idx] == PH_F,
@@ -101,30 +127,17 @@ def build_tables(
         slices,
         ends,
     )
-    instants = _instants(ev, rel_ns, keys)
-    memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
-    counters, tracks = _counters(ev, rel_ns, keys, tracks)
-    _describe(meta, t0_us, ends, warnings, path)
-    meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
-    meta["event_counts"] = {
-        "duration": int(len(slices)),
-        "flow": int(len(f_idx)),
+
+
+def _event_counts(ph: np.ndarray, n_slices: int, n_flows: int) -> dict[str, int]:
+    """How many events of each phase the file held (slices: the durations kept)."""
+    return {
+        "duration": int(n_slices),
+        "flow": int(n_flows),
         "instant": int((ph == PH_I).sum()),
         "counter": int((ph == PH_C).sum()),
         "metadata": int((ph == PH_M).sum()),
     }
-    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
-    _copy_bytes_from_launch(slices, flows, store)
-    return TraceData(
-        slices=slices,
-        tracks=tracks,
-        flows=flows,
-        counters=counters,
-        instants=instants,
-        memory=memory,
-        metadata=meta,
-        args_store=store,
-    )
 
 
 def _relative_times(ev: EventColumns, path: object) -> tuple[np.ndarray, float, float]:
