@@ -31,8 +31,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from explorer.export.perfetto_annotations import args_arrays
 from explorer.export.results import CRITICAL_PATH_ROW, Results, explorer_results
+from explorer.trace.args_store import binary_parts
 from explorer.trace.loading import EXPORT_MARKER
 from explorer.trace.model import TraceData
 
@@ -198,7 +198,8 @@ def _slice_lines(trace: TraceData, origin: int, where: np.ndarray):
     ts = sl["ts"].to_numpy(np.int64) + origin
     dur = sl["dur"].to_numpy(np.int64)
     track = sl["track"].to_numpy(np.int64)
-    arrays = args_arrays(trace)
+    store = trace.args_store
+    has_args = store is not None and len(store) == n
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
         line = (
@@ -212,21 +213,16 @@ def _slice_lines(trace: TraceData, origin: int, where: np.ndarray):
             + b',"dur":'
             + _us(dur[lo:hi])
         )
-        if arrays is not None:
-            blob, offsets, index = arrays
-            rows = index[lo:hi]
-            view = memoryview(blob)
+        if has_args:
+            data, offsets = binary_parts(store.slice_rows(lo, hi))
             raw = np.empty(hi - lo, object)
             raw[:] = list(
                 map(
                     bytes,
-                    map(
-                        view.__getitem__,
-                        map(slice, offsets[rows].tolist(), offsets[rows + 1].tolist()),
-                    ),
+                    map(data.__getitem__, map(slice, offsets[:-1].tolist(), offsets[1:].tolist())),
                 )
             )
-            has = (offsets[rows + 1] - offsets[rows]) > 2  # more than "{}"
+            has = np.diff(offsets) > 2  # more than "{}"
             line = np.where(has, line + b',"args":' + raw + b"}", line + b"}")
         else:
             line = line + b"}"

@@ -19,9 +19,11 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from explorer.analysis.attribution import slice_sources
 from explorer.export import protowire as w
+from explorer.trace.args_store import binary_parts
 from explorer.trace.model import TraceData
 
 #: Args copied from the file for the slices that have them (shapes and dtypes of operator
@@ -165,62 +167,55 @@ def _shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
     """The :data:`SHAPE_ARGS` of every slice that has them, as JSON text: per key, each
     slice's code into a list of distinct values (-1 where the slice lacks the key).
 
-    A regex over all args bytes finds the slices that mention one of these keys; only
-    those are decoded, in one msgspec call, into a struct that keeps just these keys as
-    raw JSON — never a Python dict per slice.
+    Read :data:`ARGS_CHUNK` slices' args at a time: in each, a regex over their bytes finds
+    the slices that mention one of these keys; only those are decoded, in one msgspec call,
+    into a struct that keeps just these keys as raw JSON — never a Python dict per slice.
     """
     n = len(trace.slices)
-    arrays = args_arrays(trace)
-    if arrays is None or n == 0:
+    store = trace.args_store
+    if store is None or n == 0 or len(store) != n:
         return {}
-    blob, offsets, index = arrays
-    hits = np.fromiter((m.start() for m in _KEY_PATTERN.finditer(blob)), np.int64)
+    codes: dict[str, np.ndarray] = {}
+    distinct: dict[str, dict[bytes, int]] = {}
+    for lo, rows in store.slice_batches(ARGS_CHUNK):
+        for key, (where, values) in _chunk_shape_args(rows).items():
+            seen = distinct.setdefault(key, {})
+            if key not in codes:
+                codes[key] = np.full(n, -1, np.int32)
+            chunk_codes, uniques = pd.factorize(pd.Series(values, dtype=object))
+            to_global = np.array([seen.setdefault(u, len(seen)) for u in uniques], np.int32)
+            codes[key][lo + where] = to_global[chunk_codes]
+    return {
+        key: (codes[key], [u.decode("utf-8", "replace") for u in distinct[key]]) for key in codes
+    }
+
+
+#: Slices whose args :func:`_shape_args` reads at a time.
+ARGS_CHUNK = 1 << 16
+
+
+def _chunk_shape_args(rows: pa.Array) -> dict[str, tuple[np.ndarray, list[bytes]]]:
+    """Per key of :data:`SHAPE_ARGS`: the positions in ``rows`` (a ``large_binary`` array
+    of args JSON) of the rows that have it, and its raw JSON value in each."""
+    data, offsets = binary_parts(rows)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    hits = np.fromiter((m.start() for m in _KEY_PATTERN.finditer(data, lo, hi)), np.int64)
     if len(hits) == 0:
         return {}
     rows_with = np.unique(np.searchsorted(offsets, hits, side="right") - 1)
-    view = memoryview(blob)
     starts, ends = offsets[rows_with].tolist(), offsets[rows_with + 1].tolist()
-    array = b"[" + b",".join(map(view.__getitem__, map(slice, starts, ends))) + b"]"
+    array = b"[" + b",".join(map(data.__getitem__, map(slice, starts, ends))) + b"]"
     try:
         decoded = _ARGS_DECODER.decode(array)
     except msgspec.DecodeError:
         return {}
-    # slice i's args are row index[i]; k is its position among the decoded rows
-    k = np.searchsorted(rows_with, index)
-    has = (k < len(rows_with)) & (rows_with[np.clip(k, 0, len(rows_with) - 1)] == index)
-    present_keys = [
-        (key, attr)
-        for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True)
-        if blob.find(b'"' + key.encode() + b'"') >= 0
-    ]
-    out: dict[str, tuple[np.ndarray, list[str]]] = {}
-    for key, attr in present_keys:
-        raw = pd.Series(list(map(bytes, map(attrgetter(attr), decoded))), dtype=object)
-        codes, uniques = pd.factorize(raw)
-        text = [u.decode("utf-8", "replace") for u in uniques]
-        empty = [i for i, u in enumerate(uniques) if not u]  # rows without this key
-        codes = np.where(np.isin(codes, empty), -1, codes) if empty else codes
-        if (codes < 0).all():
-            continue
-        per_slice = np.full(n, -1, np.int64)
-        per_slice[has] = codes[k[has]]
-        out[key] = (per_slice, text)
+    out = {}
+    for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True):
+        values = list(map(bytes, map(attrgetter(attr), decoded)))
+        has = np.fromiter(map(bool, values), bool, len(values))
+        if has.any():
+            out[key] = (rows_with[has], [v for v in values if v])
     return out
-
-
-def args_arrays(trace: TraceData) -> tuple[bytes, np.ndarray, np.ndarray] | None:
-    """All slices' raw args JSON as ``(blob, offsets, index)``: slice ``i``'s args are
-    ``blob[offsets[index[i]]:offsets[index[i] + 1]]``. None when the trace keeps no args.
-
-    """
-    store = trace.args_store
-    n = len(trace.slices)
-    if store is None or n == 0:
-        return None
-    blob, offsets, index = store.arrays()
-    if blob is None or offsets is None or index is None or len(index) != n:
-        return None
-    return bytes(blob), np.asarray(offsets, np.int64), np.asarray(index, np.int64)
 
 
 _KEY_PATTERN = re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in SHAPE_ARGS) + b')"')

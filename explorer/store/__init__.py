@@ -3,7 +3,9 @@
 One entry is one directory holding ``slices``, ``tracks``, ``flows``, ``counters``,
 ``instants``, ``memory`` (and ``execution_trace`` when present) as ``<table>.parquet`` (or
 ``<table>.arrow``, Arrow IPC, for the trace cache: see :mod:`explorer.store.tables`), the
-slices' raw args as ``args.parquet`` (a binary ``json`` column, row ``i`` = slice ``i``),
+slices' raw args as ``args.parquet`` or ``args.arrow`` (``slice_id`` and a binary ``json``
+column, row ``i`` = slice ``i``, in batches of a fixed number of slices; mapped on open,
+one slice's args read on demand),
 ``metadata.json``, and ``header.json`` (format version, the source file's stamp, and each
 file's size and CRC-32). It serves three users:
 

@@ -3,10 +3,12 @@
 An entry is immutable: it is written complete into a hidden temporary directory beside its
 final place, then moved there by rename, so a reader sees the old entry, no entry, or the
 new one, never a half-written one; Ctrl-C is held back from the temporary directory's
-creation to its rename or removal, so an interrupted write leaves nothing behind. Opening reads and verifies every file's bytes (size and
-checksum from the header) before decoding any, and keeps the args' verified bytes in memory
-to decode on first use: an open trace never reads its entry's files again, so another
-process replacing the entry cannot change what it sees.
+creation to its rename or removal, so an interrupted write leaves nothing behind. Opening
+maps every file read-only and verifies its bytes (size and checksum from the header)
+before decoding any; the args stay in their mapping, a slice's args read from it when first
+asked for. Entries are renamed and unlinked, never rewritten in place, so a mapping keeps
+what was verified: another process replacing the entry cannot change what an open trace
+sees.
 
 (The rename-based write lives here until the project's shared safe-write module lands.)
 """
@@ -42,21 +44,20 @@ from explorer.store.header import (
     write_header,
 )
 from explorer.store.tables import (
+    ARGS_FILES,
     TABLE_FORMATS,
     categories_of,
-    decode_args,
     decode_table,
     encode_args,
     encode_table,
+    open_args,
 )
-from explorer.trace.args_store import ArgsStore
 from explorer.trace.model import TraceData
 
 #: The model's tables, each stored as ``<name>.parquet``.
 TABLES: tuple[str, ...] = ("slices", "tracks", "flows", "counters", "instants", "memory")
 #: Optional tables (stored only when the trace has them).
 OPTIONAL_TABLES: tuple[str, ...] = ("execution_trace",)
-ARGS_FILE = "args.parquet"
 METADATA_FILE = "metadata.json"
 
 
@@ -77,8 +78,8 @@ def _write_files(
     for name, df in {**tables, **extra_tables}.items():
         with pa.OSFile(str(directory / (name + suffix)), "wb") as sink:
             encode_table(name, df, sink, table_format)
-    with pa.OSFile(str(directory / ARGS_FILE), "wb") as sink:
-        encode_args(model.args_store, len(model.slices), sink)
+    with pa.OSFile(str(directory / ARGS_FILES[table_format]), "wb") as sink:
+        encode_args(model.args_store, len(model.slices), sink, table_format)
     return {p.name: _size_and_checksum(p) for p in sorted(directory.iterdir())}
 
 
@@ -133,7 +134,8 @@ def write_trace(
 
     Tables are Parquet files (``table_format="parquet"``, for DuckDB and other tools) or
     Arrow IPC files (``"arrow"``: memory-mapped, no decoding on open; what the trace cache
-    uses). The args are Parquet either way. ``extra_tables`` are stored beside the model's
+    uses); the args likewise (``args.parquet`` or ``args.arrow``), written
+    :data:`~explorer.store.tables.ARGS_BATCH` slices at a time. ``extra_tables`` are stored beside the model's
     tables in the same format (e.g. a rank's ``steps`` and ``findings`` in a job store; read
     one back with :func:`read_table`, or all through :func:`table_paths`).
 
@@ -250,24 +252,26 @@ def open_trace(
     if table_format not in TABLE_FORMATS:
         raise StoreDamaged(d, f"unknown table format {table_format!r}")
     raw = {name: map_checked(d, header, name + TABLE_FORMATS[table_format]) for name in names}
-    args_bytes = read_checked(d, header, ARGS_FILE)
+    args_data = map_checked(d, header, ARGS_FILES[table_format])
     meta_bytes = read_checked(d, header, METADATA_FILE)
     try:
         tables = {
             name: decode_table(name, data, categories.get(name, {}), table_format)
             for name, data in raw.items()
         }
+        args = open_args(args_data, table_format)
         metadata = json.loads(meta_bytes)
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
         # Only reachable when damage kept the checksum (or the header was edited by hand).
         raise StoreDamaged(d, f"a table does not decode ({exc})") from exc
-    if not isinstance(metadata, dict) or len(tables["slices"]) != header.get("rows"):
+    rows = header.get("rows")
+    if not isinstance(metadata, dict) or not len(tables["slices"]) == len(args) == rows:
         raise StoreDamaged(d, "the tables do not match the header")
     return TraceData(
         **{t: tables[t] for t in TABLES},
         metadata=metadata,
         execution_trace=tables.get("execution_trace"),
-        args_store=ArgsStore(load=lambda: decode_args(args_bytes)),
+        args_store=args,
     )
 
 

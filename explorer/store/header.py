@@ -20,7 +20,9 @@ from typing import Any
 from explorer.errors import ExplorerError
 
 #: Bump when the files' layout or the meaning of any column changes.
-STORE_VERSION = 2  # 2: parent is the shortest containing slice (sound nesting)
+#: 2: parent is the shortest containing slice (sound nesting); 3: args in batches of
+#: ARGS_BATCH slices, in the entry's table format (args.arrow for Arrow IPC entries).
+STORE_VERSION = 3
 FORMAT = "explorer-store"
 HEADER = "header.json"
 

@@ -23,6 +23,7 @@ DuckDB can also query with its JSON functions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -107,35 +108,101 @@ def decode_table(
     return df
 
 
+#: Slices per args batch (an Arrow record batch, a Parquet row group): what one slice's args
+#: read from an entry costs at most (~5 MB of JSON for real traces' ~80 bytes per slice), and
+#: what writing an entry holds of a trace's args at a time.
+ARGS_BATCH = 1 << 16
+
+#: The args table's columns: slice ids and each slice's args JSON, in slice order.
+ARGS_SCHEMA = pa.schema([("slice_id", pa.int64()), ("json", pa.large_binary())])
+
+
+def args_batches(
+    store: ArgsStore | None, n_slices: int, size: int = ARGS_BATCH
+) -> Iterator[pa.RecordBatch]:
+    """The slices' raw args as record batches of ``size`` slices (``slice_id``, ``json``),
+    each copied from the store on its own: never a second copy of all args at once."""
+    has_args = store is not None and len(store) == n_slices
+    for lo in range(0, n_slices, size):
+        hi = min(lo + size, n_slices)
+        if has_args:
+            assert store is not None
+            column = store.slice_rows(lo, hi)
+        else:
+            column = pa.array([b"{}"] * (hi - lo), pa.large_binary())
+        ids = pa.array(np.arange(lo, hi, dtype=np.int64))
+        yield pa.record_batch([ids, column], schema=ARGS_SCHEMA)
+
+
 def args_table(store: ArgsStore | None, n_slices: int) -> pa.Table:
-    """The slices' raw args as a table: ``slice_id``, ``json`` (one row per slice)."""
-    if store is None or len(store) == 0:
-        column = pa.array([b"{}"] * n_slices, pa.large_binary())
-    else:
-        blob, offsets, index = store.arrays()
-        rows = pa.Array.from_buffers(
-            pa.large_binary(),
-            len(offsets) - 1,
-            [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)), pa.py_buffer(blob)],
-        )
-        column = rows.take(pa.array(np.asarray(index, np.int64)))
-    return pa.table({"slice_id": np.arange(len(column), dtype=np.int64), "json": column})
+    """The slices' raw args as one table: ``slice_id``, ``json`` (one row per slice)."""
+    return pa.Table.from_batches(list(args_batches(store, n_slices)), ARGS_SCHEMA)
 
 
-def encode_args(store: ArgsStore | None, n_slices: int, sink: pa.NativeFile) -> None:
-    """Write :func:`args_table` to ``sink`` as Parquet."""
-    pq.write_table(args_table(store, n_slices), sink, **_ARGS_WRITE)
+#: The args file of each table format: Arrow IPC (mapped on reopen) or Parquet.
+ARGS_FILES: dict[str, str] = {"parquet": "args.parquet", "arrow": "args.arrow"}
 
 
-def decode_args(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """``(blob, offsets, index)`` for an :class:`ArgsStore` from the bytes :func:`encode_args`
-    wrote."""
-    table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["json"])
-    column = table.column("json").combine_chunks()
-    n = len(column)
-    if n == 0:
-        return b"", np.zeros(1, np.int64), np.zeros(0, np.int64)
-    _, offsets_buf, data_buf = column.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64, count=n + 1, offset=column.offset * 8)
-    blob = data_buf.to_pybytes() if data_buf is not None else b""
-    return blob, offsets.copy(), np.arange(n, dtype=np.int64)
+def encode_args(
+    store: ArgsStore | None, n_slices: int, sink: pa.NativeFile, table_format: str = "parquet"
+) -> None:
+    """Write the slices' args to ``sink`` in ``table_format``, :data:`ARGS_BATCH` slices at a
+    time (each a record batch, or a Parquet row group)."""
+    batches = args_batches(store, n_slices)
+    if table_format == "arrow":
+        with pa.ipc.new_file(sink, ARGS_SCHEMA) as writer:
+            for b in batches:
+                writer.write_batch(b)
+        return
+    with pq.ParquetWriter(sink, ARGS_SCHEMA, **_ARGS_WRITE) as pwriter:
+        for b in batches:
+            pwriter.write_batch(b, row_group_size=ARGS_BATCH)
+
+
+class _ArrowArgs:
+    """An Arrow IPC args file mapped in memory: batch ``k`` is a view, nothing decoded."""
+
+    def __init__(self, data: memoryview) -> None:
+        self._reader = pa.ipc.open_file(pa.py_buffer(data))
+        self.schema = self._reader.schema
+        self.sizes = [
+            self._reader.get_batch(k).num_rows for k in range(self._reader.num_record_batches)
+        ]
+        self.n, self.size = sum(self.sizes), ARGS_BATCH
+
+    def batch(self, k: int) -> pa.Array:
+        return self._reader.get_batch(k).column(1)
+
+
+class _ParquetArgs:
+    """A Parquet args file (mapped): row group ``k`` decoded when first read, the last
+    few decoded kept."""
+
+    _KEEP = 4
+
+    def __init__(self, data: memoryview) -> None:
+        self._file = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
+        self.schema = self._file.schema_arrow
+        meta = self._file.metadata
+        self.sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
+        self.n, self.size = sum(self.sizes), ARGS_BATCH
+        self._decoded: dict[int, pa.Array] = {}
+
+    def batch(self, k: int) -> pa.Array:
+        column = self._decoded.get(k)
+        if column is None:
+            column = self._file.read_row_group(k, columns=["json"]).column(0).combine_chunks()
+            kept = dict(list(self._decoded.items())[-(self._KEEP - 1) :])
+            kept[k] = column
+            self._decoded = kept  # replaced whole: readers on other threads see either
+        return column
+
+
+def open_args(data: memoryview, table_format: str) -> ArgsStore:
+    """The :class:`ArgsStore` over an args file :func:`encode_args` wrote (its bytes mapped
+    and verified): checks its layout, decodes nothing. Raises ``pa.ArrowException`` or
+    ``ValueError`` when the file is not what the writer makes."""
+    batches = _ArrowArgs(data) if table_format == "arrow" else _ParquetArgs(data)
+    if not batches.schema.equals(ARGS_SCHEMA) or any(s != ARGS_BATCH for s in batches.sizes[:-1]):
+        raise ValueError("the args file's layout is not the store's")
+    return ArgsStore(batches=batches)

@@ -44,7 +44,7 @@ def _flip(path: Path, bit: int) -> None:
 def test_every_file_is_covered(entry: Path) -> None:
     fmt = json.loads((entry / HEADER).read_text())["table_format"]
     names = {p.name for p in _files(entry)}
-    assert names == {HEADER, "metadata.json", "args.parquet"} | {f"{t}.{fmt}" for t in store.TABLES}
+    assert names == {HEADER, "metadata.json", f"args.{fmt}"} | {f"{t}.{fmt}" for t in store.TABLES}
 
 
 def test_single_bit_flips_anywhere_in_every_file_are_detected(entry: Path) -> None:
@@ -94,7 +94,7 @@ def test_swapped_files_and_versions_are_detected(entry: Path, tmp_path: Path) ->
     other = store.write_trace(
         load_trace(OTHER, use_cache=False), tmp_path / "other", table_format=fmt
     )
-    for name in (f"slices.{fmt}", "args.parquet", "metadata.json", HEADER):
+    for name in (f"slices.{fmt}", f"args.{fmt}", "metadata.json", HEADER):
         saved = (entry / name).read_bytes()
         shutil.copy(other / name, entry / name)  # a file from another trace's entry
         with pytest.raises(store.StoreDamaged):

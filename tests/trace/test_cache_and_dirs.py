@@ -97,12 +97,11 @@ def test_cache_entry_is_a_parquet_store_entry_where_asked(tmp_path: Path, monkey
     assert names == {
         "header.json",
         "metadata.json",
-        "args.parquet",
         *(f"{t}.arrow" for t in ("slices", "tracks", "flows", "counters", "instants", "memory")),
+        "args.arrow",
     }
-    # Arrow IPC tables (memory-mapped on reopen) and Parquet args: nothing to unpickle.
+    # Arrow IPC tables and args (memory-mapped on reopen): nothing to unpickle.
     assert all(f.read_bytes()[:6] == b"ARROW1" for f in entry.glob("*.arrow"))
-    assert (entry / "args.parquet").read_bytes()[:4] == b"PAR1"
     seen: list[str] = []
     again = explorer.load(p, store=tmp_path / "elsewhere", progress=lambda _f, m: seen.append(m))
     assert seen == ["loaded from cache"] and again.args(6) == {"External id": 6}
