@@ -29,12 +29,17 @@ def summarise(trace: TraceData) -> dict[str, Any]:
     """The facts ``info`` prints; plain types only, so it serialises as is."""
     s = trace.slices
     meta = trace.metadata
-    names = s["name"].astype(str)
-    step_mask = np.asarray(names.str.match(PROFILER_STEP.pattern)) & np.asarray(
-        s["kind"] == "annotation"
-    )
-    steps = s[step_mask].sort_values("ts")
+    # Matched once per distinct name, not per slice (a name string per slice of a 10M-slice
+    # trace would cost more memory than its tables).
+    names = s["name"].astype("category")
+    is_step = names.cat.categories.astype(str).str.match(PROFILER_STEP.pattern)
+    codes = names.cat.codes.to_numpy()
+    step_mask = np.asarray(is_step)[codes] & (codes >= 0) & np.asarray(s["kind"] == "annotation")
+    steps = s.loc[step_mask, ["name", "ts", "dur"]].sort_values("ts")
     tracks = trace.tracks
+    track = s["track"].to_numpy(np.int64)
+    n_ids = int(tracks["id"].max()) + 1 if len(tracks) else 0
+    per_track = np.bincount(track[track >= 0], minlength=n_ids)
     devices = sorted(
         {int(d) for d in tracks.loc[tracks["type"] == "device_stream", "device"] if d >= 0}
     )
@@ -67,7 +72,7 @@ def summarise(trace: TraceData) -> dict[str, Any]:
                 "id": int(r.id),
                 "type": str(r.type),
                 "label": r.label,
-                "slices": int((s["track"] == r.id).sum()),
+                "slices": int(per_track[r.id]) if 0 <= r.id < len(per_track) else 0,
             }
             for r in tracks.itertuples()
         ],
