@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TypeAlias
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
-from explorer.store.entry import TABLES
-from explorer.store.tables import args_table, arrow_table
+from explorer.store.entry import OPTIONAL_TABLES, TABLES
+from explorer.store.header import HEADER, StoreDamaged, map_checked, read_header
+from explorer.store.tables import ARGS_FILES, TABLE_FORMATS, args_table, arrow_table
 from explorer.trace.model import TraceData
 
 #: What a name can stand for: rows in memory, or Parquet files read in place.
@@ -46,6 +49,46 @@ def model_tables(model: TraceData, names: Iterable[str] | None = None) -> dict[s
     return out
 
 
+def entry_tables(
+    directory: str | os.PathLike[str], names: Iterable[str] | None = None
+) -> dict[str, Source]:
+    """The model's tables of the store entry at ``directory`` as SQL sees them (as
+    :func:`model_tables` gives them), read in place rather than loaded: Parquet files as
+    DuckDB views, Arrow IPC files memory-mapped and scanned with nothing decoded or copied
+    (but the ``id`` column of an Arrow entry's ``slices``, which it does not store).
+    Every file used is verified against the header first (:class:`StoreDamaged`).
+    ``names`` limits them to those (unknown names are ignored)."""
+    d = Path(directory)
+    header = read_header(d)
+    table_format = header.get("table_format")
+    stored = header.get("tables")
+    if table_format not in TABLE_FORMATS or not isinstance(stored, list):
+        raise StoreDamaged(d, f"{HEADER} is incomplete")
+    wanted = {*TABLES, *OPTIONAL_TABLES, "args"} if names is None else set(names)
+    files = {t: t + TABLE_FORMATS[table_format] for t in stored if t in wanted}
+    if "args" in wanted:
+        files["args"] = ARGS_FILES[table_format]
+    mapped = {t: map_checked(d, header, f) for t, f in files.items()}
+    if table_format == "parquet":
+        return {t: d / f for t, f in files.items()}
+    try:
+        out: dict[str, Source] = {
+            t: pa.ipc.open_file(pa.py_buffer(m)).read_all() for t, m in mapped.items()
+        }
+    except pa.ArrowException as exc:
+        raise StoreDamaged(d, f"a table does not decode ({exc})") from exc
+    if "slices" in out:
+        slices = out["slices"]
+        assert isinstance(slices, pa.Table)
+        ids = pa.array(np.arange(slices.num_rows, dtype=np.int64))
+        out["slices"] = slices.add_column(0, "id", ids)
+    return out
+
+
+#: Views over tables that are not as SQL shows them: the args' JSON is text.
+_AS_TEXT = {"args": "SELECT slice_id, decode(json) AS json FROM {}"}
+
+
 #: What a query that runs out of memory says (Arrow's and numpy's errors are MemoryErrors).
 _NO_MEMORY = (
     "SQL: not enough memory for this query's tables in this process (free memory, or raise "
@@ -68,14 +111,27 @@ def connect(tables: Mapping[str, Source]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     for name, src in tables.items():
         if isinstance(src, (pd.DataFrame, pa.Table)):
-            con.register(name, src)
+            as_text = name in _AS_TEXT and pa.types.is_large_binary(_json_type(src))
+            con.register("_raw_" + name if as_text else name, src)
+            if as_text:
+                con.execute(
+                    f"CREATE VIEW {_ident(name)} AS "
+                    + _AS_TEXT[name].format(_ident("_raw_" + name))
+                )
             continue
         paths = [src] if isinstance(src, (str, os.PathLike)) else list(src)
         files = ", ".join(_quote(os.fspath(p)) for p in paths)
-        con.execute(
-            f"CREATE VIEW {_ident(name)} AS SELECT * FROM read_parquet([{files}], union_by_name=true)"
-        )
+        scan = f"read_parquet([{files}], union_by_name=true)"
+        select = _AS_TEXT[name].format(scan) if name in _AS_TEXT else f"SELECT * FROM {scan}"
+        con.execute(f"CREATE VIEW {_ident(name)} AS {select}")
     return con
+
+
+def _json_type(src: pd.DataFrame | pa.Table) -> pa.DataType:
+    """The type of an args table's ``json`` column (text when it has none)."""
+    if isinstance(src, pa.Table) and "json" in src.column_names:
+        return src.schema.field("json").type
+    return pa.large_string()
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:

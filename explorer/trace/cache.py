@@ -21,6 +21,7 @@ from pathlib import Path
 from explorer.errors import ExplorerError
 from explorer.store import SourceStamp, StoreDamaged, open_trace, write_trace
 from explorer.store.entry import is_entry
+from explorer.store.header import read_header, source_matches
 from explorer.trace.model import TraceData
 
 #: Bump when the tables' layout or the reader's output changes: entries made by another
@@ -58,6 +59,17 @@ def load_cached(
         return open_trace(entry_path(path, root), source=stamp or source_stamp(path))
     except StoreDamaged:
         return None
+
+
+def cached_entry(path: Path, *, root: Path | None = None) -> Path | None:
+    """The cache entry of ``path`` when there is one made from the file as it is now (for
+    code that reads the entry's files in place rather than loading them), else None."""
+    entry = entry_path(path, root)
+    try:
+        header = read_header(entry)
+    except StoreDamaged:
+        return None
+    return entry if source_matches(header, source_stamp(path)) else None
 
 
 def save_cached(
