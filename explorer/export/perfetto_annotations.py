@@ -12,16 +12,16 @@ annotation costs a few bytes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from explorer.analysis.attribution import slice_sources
+from explorer.analysis.attribution import frame_codes
 from explorer.export import protowire as w
 from explorer.trace.args_store import binary_parts
 from explorer.trace.model import TraceData
@@ -120,47 +120,59 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
     ):
         v = sl[col].to_numpy(np.int64)
         ann.add(label, v, v >= 0, string=False)
-    copy = _copy_text(sl)
-    if copy is not None and copy.notna().any():
-        ann.add("copy", strings.iids(copy), copy.notna().to_numpy(), string=True)
-    source = _source_lines(trace)
-    if source is not None:
-        ann.add("source", strings.iids(source), source.notna().to_numpy(), string=True)
+    for label, (codes, texts) in (("copy", _copy_texts(sl)), ("source", _source_texts(trace))):
+        values = _iids_by_code(codes, texts, strings)
+        ann.add(label, values, values > 0, string=True)
     for name, (codes, uniques) in _shape_args(trace).items():
         table = np.array([strings.iid(u) for u in uniques] + [0], np.int64)
         ann.add(name, table[codes], codes >= 0, string=True)
     return ann
 
 
-def _copy_text(sl: pd.DataFrame) -> pd.Series | None:
-    """``"HtoD (Pageable → Device)"`` for copies, missing elsewhere; formatted once per
-    distinct (direction, source, destination)."""
-    parts = sl[["copy_kind", "src_mem", "dst_mem"]].reset_index(drop=True)
-    return _per_distinct(
-        parts, lambda k, s, d: (f"{k} ({s} → {d})" if s or d else str(k)) if str(k) else None
-    )
+def _copy_texts(sl: pd.DataFrame) -> tuple[np.ndarray, list[str | None]]:
+    """``"HtoD (Pageable → Device)"`` for copies, missing elsewhere: a code per slice into
+    texts formatted once per distinct (direction, source, destination)."""
+    cols = [sl[c].astype("category") for c in ("copy_kind", "src_mem", "dst_mem")]
+    key = np.zeros(len(sl), np.int64)
+    for col in cols:  # one int per combination of the three codes (-1: missing, kept)
+        key = key * (len(col.cat.categories) + 1) + col.cat.codes.to_numpy(np.int64) + 1
+    codes, uniques = pd.factorize(key)
+    texts = []
+    for u in uniques:
+        k, s, d = _decode_key(int(u), cols)
+        texts.append((f"{k} ({s} → {d})" if s or d else str(k)) if str(k) else None)
+    return codes, texts
 
 
-def _per_distinct(frame: pd.DataFrame, fmt: Callable[..., str | None]) -> pd.Series | None:
-    """``fmt(*row)`` for every row, computed once per distinct row (None: missing)."""
-    if len(frame) == 0:
-        return None
-    codes = frame.groupby(list(frame.columns), sort=False, observed=True, dropna=False).ngroup()
-    codes = codes.to_numpy()
-    first_rows = pd.Series(np.arange(len(frame))).groupby(codes).first().to_numpy()
-    text = np.array([fmt(*row) for row in frame.iloc[first_rows].itertuples(index=False)], object)
-    if all(t is None for t in text):
-        return None
-    return pd.Series(text[codes], dtype=object)
+def _decode_key(key: int, cols: list[pd.Series]) -> list[Any]:
+    """The column values (NaN for missing) a key of :func:`_copy_texts` stands for."""
+    out: list[Any] = []
+    for col in reversed(cols):
+        key, code = divmod(key, len(col.cat.categories) + 1)
+        out.append(col.cat.categories[code - 1] if code else np.nan)
+    return out[::-1]
 
 
-def _source_lines(trace: TraceData) -> pd.Series | None:
-    """``file:line (function)`` of the user code behind each slice, missing when unknown.
+def _source_texts(trace: TraceData) -> tuple[np.ndarray, list[str | None]]:
+    """``file:line (function)`` of the user code behind each slice, missing when unknown:
+    a frame code per slice into texts formatted once per frame."""
+    code, frames = frame_codes(trace)
+    texts = [
+        f"{f}:{int(ln)} ({fn_})" if str(f) else None
+        for f, ln, fn_ in frames[["file", "line", "function"]].itertuples(index=False)
+    ]
+    return code, texts
 
-    Formatted once per distinct frame, then spread over the slices by group code.
-    """
-    frames = slice_sources(trace)[["file", "line", "function"]].reset_index(drop=True)
-    return _per_distinct(frames, lambda f, ln, fn_: f"{f}:{int(ln)} ({fn_})" if str(f) else None)
+
+def _iids_by_code(codes: np.ndarray, texts: list[str | None], strings: StringTable) -> np.ndarray:
+    """Per row, the iid of ``texts[codes[row]]`` (0 where the code is -1 or the text None),
+    iids given in the order the texts first appear over the rows — never a string per row."""
+    table = np.zeros(len(texts) + 1, np.int64)  # the last entry: code -1
+    for c in pd.unique(codes):
+        t = texts[c] if c >= 0 else None
+        if t is not None:
+            table[c] = strings.iid(t)
+    return table[codes]
 
 
 def _shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
