@@ -37,7 +37,7 @@ import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from explorer.export.lanes import assign_lanes
-from explorer.export.perfetto_annotations import StringTable, slice_annotations
+from explorer.export.perfetto_annotations import IID, StringTable, slice_annotations
 from explorer.export.perfetto_events import (
     END,
     FROM_COUNTER,
@@ -227,7 +227,7 @@ class _Interned:
     def codes(self, column: pd.Series) -> np.ndarray:
         """iid of every row, looked up once per distinct value (categorical or not)."""
         cat = column.astype("category") if column.dtype.name != "category" else column
-        table = np.array([self.get(str(c)) for c in cat.cat.categories] + [self.get("")], np.int64)
+        table = np.array([self.get(str(c)) for c in cat.cat.categories] + [self.get("")], IID)
         return table[cat.cat.codes.to_numpy()]
 
     def get(self, s: str) -> int:

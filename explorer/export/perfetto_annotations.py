@@ -42,6 +42,10 @@ SHAPE_ARGS: tuple[str, ...] = (
 )
 
 
+#: The type of interned-string ids kept per slice (a trace interns far fewer than 2**31).
+IID = np.int32
+
+
 class StringTable:
     """Interned debug-annotation string values: iid ``k`` is ``values[k - 1]``."""
 
@@ -62,7 +66,7 @@ class StringTable:
             codes, uniques = col.cat.codes.to_numpy(), col.cat.categories
         else:
             codes, uniques = pd.factorize(col, use_na_sentinel=True)
-        table = np.array([self.iid(str(u)) for u in uniques] + [0], np.int64)
+        table = np.array([self.iid(str(u)) for u in uniques] + [0], IID)
         return table[codes]
 
 
@@ -88,7 +92,10 @@ class Annotations:
         if name not in self.names:
             self.names.append(name)
         iid = self.names.index(name) + 1
-        self.columns.append(_Column(iid, string, np.asarray(values, np.int64), present))
+        values = np.asarray(values)  # iids stay int32: 4 bytes a slice, not 8, per column
+        if not np.issubdtype(values.dtype, np.integer):
+            values = values.astype(np.int64)
+        self.columns.append(_Column(iid, string, values, present))
 
     def encode(self, sid: np.ndarray, present: np.ndarray) -> list[w.Part]:
         """``debug_annotations`` fields of packets for slices ``sid`` (where ``present``):
@@ -124,7 +131,7 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
         values = _iids_by_code(codes, texts, strings)
         ann.add(label, values, values > 0, string=True)
     for name, (codes, uniques) in _shape_args(trace).items():
-        table = np.array([strings.iid(u) for u in uniques] + [0], np.int64)
+        table = np.array([strings.iid(u) for u in uniques] + [0], IID)
         ann.add(name, table[codes], codes >= 0, string=True)
     return ann
 
@@ -167,7 +174,7 @@ def _source_texts(trace: TraceData) -> tuple[np.ndarray, list[str | None]]:
 def _iids_by_code(codes: np.ndarray, texts: list[str | None], strings: StringTable) -> np.ndarray:
     """Per row, the iid of ``texts[codes[row]]`` (0 where the code is -1 or the text None),
     iids given in the order the texts first appear over the rows — never a string per row."""
-    table = np.zeros(len(texts) + 1, np.int64)  # the last entry: code -1
+    table = np.zeros(len(texts) + 1, IID)  # the last entry: code -1
     for c in pd.unique(codes):
         t = texts[c] if c >= 0 else None
         if t is not None:
