@@ -2,7 +2,7 @@
 each did: exit status, killed for memory or not, peak resident memory, wall time.
 
     python benchmarks/capped_verbs.py TRACE --limit 2G [--cache-dir DIR] [--uncapped]
-        [--verbs info sql export report view]
+        [--verbs info sql export export-core report view]
 
 The store entry must already be in the cache directory (make it once, uncapped:
 ``EXPLORER_CACHE_DIR=DIR python -m explorer info TRACE``); every verb then reopens it.
@@ -25,7 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_cap import parse_size, run_capped  # noqa: E402
 
-VERBS = ("info", "sql", "export", "report", "view")
+#: ``export-core`` is ``export --no-results``: the trace's own events, without Explorer's
+#: findings and critical path rows (whose analyses cost what ``report`` costs).
+VERBS = ("info", "sql", "export", "export-core", "report", "view")
 SQL = "SELECT kind, count(*) AS n, sum(dur) AS total_ns FROM slices GROUP BY kind ORDER BY n DESC"
 
 
@@ -34,8 +36,9 @@ def verb_command(verb: str, trace: str, out: Path) -> list[str]:
     explorer = [sys.executable, "-m", "explorer"]
     if verb == "sql":
         return [*explorer, "sql", trace, SQL]
-    if verb == "export":
-        return [*explorer, "export", trace, "-o", str(out / "x.pftrace"), "--force"]
+    if verb in ("export", "export-core"):
+        core = ["--no-results"] if verb == "export-core" else []
+        return [*explorer, "export", trace, "-o", str(out / "x.pftrace"), "--force", *core]
     if verb == "view":
         return [*explorer, "view", trace, "--screenshot", str(out / "x.png"), "--force"]
     return [*explorer, verb, trace]

@@ -56,8 +56,11 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
     s = trace.slices
     ts = s["ts"].to_numpy(np.int64)
     end = ts + s["dur"].to_numpy(np.int64)
-    # the categories' own strings, shared: not a new str per slice (~70 bytes each)
-    kind = s["kind"].astype("category").to_numpy(dtype=object)
+    # the categories' own strings, shared: not a new str per slice (~70 bytes each; what
+    # ``astype(str)`` or a categorical's ``to_numpy`` makes from Arrow-backed categories)
+    kinds = s["kind"].astype("category")
+    names = np.append(kinds.cat.categories.to_numpy(dtype=object), "nan")  # -1: missing
+    kind = names[kinds.cat.codes.to_numpy()]
     track = s["track"].to_numpy(np.int64)
     host = trace.on_host()
     device = trace.on_device()
