@@ -27,7 +27,7 @@ class ArgsStore:
     def __init__(
         self,
         *,
-        blob: bytes | bytearray | None = None,
+        blob: bytes | bytearray | memoryview | None = None,
         offsets: np.ndarray | None = None,
         index: np.ndarray | None = None,
         load: Callable[[], tuple[bytes, np.ndarray, np.ndarray]] | None = None,
@@ -45,7 +45,7 @@ class ArgsStore:
             blob, self._offsets, self._index = load()
             self._blob = blob  # last: other threads test ``_blob`` to see it is complete
 
-    def arrays(self) -> tuple[bytes | bytearray, np.ndarray, np.ndarray]:
+    def arrays(self) -> tuple[bytes | bytearray | memoryview, np.ndarray, np.ndarray]:
         """``(blob, offsets, index)`` for code that reads many slices' raw args at once
         (exporters): row ``index[i]`` of slice ``i`` spans ``blob[offsets[r]:offsets[r + 1]]``."""
         self._load()
@@ -59,7 +59,7 @@ class ArgsStore:
         self._load()
         return 0 if self._index is None else len(self._index)
 
-    def raw(self, i: int) -> bytes | bytearray:
+    def raw(self, i: int) -> bytes | bytearray | memoryview:
         self._load()
         if self._blob is None or self._index is None or self._offsets is None:
             return b"{}"

@@ -30,6 +30,7 @@ from explorer.trace.event_types import (
     MemoryArgs,
     struct_columns,
 )
+from explorer.trace.spill import Spill
 
 #: Events per chunk when the array is split by events (:class:`~explorer.trace.decode.EventChunks`).
 CHUNK = 10_000
@@ -56,7 +57,7 @@ class EventColumns:
     tids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
     # X and B events ("args rows"), in file order: raw args and the args that become columns.
     args_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    args_blob: bytes | bytearray = b""
+    args_blob: bytes | bytearray | memoryview = b""
     args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     slice_args: dict[str, np.ndarray] = field(default_factory=dict)
     # Flow events: their rows, ids (int64 codes: equal ids, equal codes; ids that are not
@@ -105,9 +106,10 @@ class ColumnsMerger:
     vocabularies grow in order of first appearance, as one pass over the file would grow
     them); the args blob grows in place (joining pieces at the end would hold it twice)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Spill | None = None) -> None:
         self.out = EventColumns()
         self.n = 0
+        self._spill = spill
         self._parts: dict[str, list[np.ndarray]] = {}
         self._blob = bytearray()
         self._text_ids: dict[str, int] = {}
@@ -115,7 +117,10 @@ class ColumnsMerger:
         self._n_no_ph = 0
 
     def _put(self, key: str, value: np.ndarray) -> None:
-        self._parts.setdefault(key, []).append(value)
+        if self._spill is not None:
+            self._spill.add(key, value)
+        else:
+            self._parts.setdefault(key, []).append(value)
 
     def add(self, chunk: ChunkColumns) -> None:
         out, start = self.out, self.n
@@ -129,7 +134,10 @@ class ColumnsMerger:
         for key, column in chunk.slice_args.items():
             self._put("slice_args." + key, column)
         self._put("flow_id", self._flow_ids(chunk))
-        self._blob += chunk.args_blob
+        if self._spill is not None:
+            self._spill.add("args_blob", chunk.args_blob)
+        else:
+            self._blob += chunk.args_blob
         out.instant_scope.extend(chunk.instant_scope)
         self._memory_raws.extend(chunk.memory_args)
         out.counter_args.extend(
@@ -155,6 +163,8 @@ class ColumnsMerger:
         return np.where(text, codes[np.where(text, chunk.flow_text, 0)], chunk.flow_id)
 
     def _cat(self, key: str, dtype: Any) -> np.ndarray:
+        if self._spill is not None:
+            return self._spill.array(key, dtype)
         parts = self._parts.pop(key, [])
         return np.concatenate(parts) if parts else np.empty(0, dtype)
 
@@ -172,11 +182,14 @@ class ColumnsMerger:
         lengths = self._cat("args_lengths", np.int64)
         out.args_offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=out.args_offsets[1:])
-        out.args_blob = self._blob
+        out.args_blob = (
+            self._cat("args_blob", np.uint8).data if self._spill is not None else self._blob
+        )
         out.slice_args = {f: self._cat("slice_args." + f, np.int64) for f in SLICE_INT_ARGS}
         out.slice_args["has_call_stack"] = self._cat("slice_args.has_call_stack", np.bool_)
         out.memory_args = struct_columns(MEMORY_ARGS, MemoryArgs, self._memory_raws)
-        out.dur = np.where(out.dur_missing, 0.0, out.dur)  # absent: zero-length (and a warning)
+        if out.dur_missing.any():  # absent: zero-length (and a warning)
+            out.dur = np.where(out.dur_missing, 0.0, out.dur)
         check_times(path, out)
         if self._n_no_ph:
             out.warnings.append(
