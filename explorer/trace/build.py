@@ -32,7 +32,7 @@ from explorer.trace.event_types import (
     PH_X,
 )
 from explorer.trace.events import EventColumns, absolute_start, decode_columns
-from explorer.trace.flows import FlowEvents, build_flows
+from explorer.trace.flows import FLOW_TYPES, FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
 from explorer.trace.model import SLICE_COLUMNS, TraceData
 from explorer.trace.nesting import enclosing, nest
@@ -351,14 +351,17 @@ def _copy_bytes_from_launch(slices: pd.DataFrame, flows: pd.DataFrame, store: Ar
     runtime call that launched them (``hipMemcpyWithStream``'s ``size``). Only those few
     calls' args are decoded."""
     nbytes = slices["bytes"].to_numpy()
-    kind = slices["kind"].to_numpy()
-    launch = flows[flows["type"] == "launch"]
-    dst = launch["dst"].to_numpy()
-    want = ((kind[dst] == "memcpy") | (kind[dst] == "memset")) & (nbytes[dst] < 0)
+    kind = slices["kind"].cat
+    copies = np.asarray(kind.codes == kind.categories.get_loc("memcpy")) | np.asarray(
+        kind.codes == kind.categories.get_loc("memset")
+    )
+    launch = np.flatnonzero(np.asarray(flows["type"].cat.codes == FLOW_TYPES.index("launch")))
+    dst = flows["dst"].to_numpy()[launch]
+    want = copies[dst] & (nbytes[dst] < 0)
     if not want.any():
         return
     fixed = nbytes.copy()
-    for src, d in zip(launch["src"].to_numpy()[want], dst[want], strict=True):
+    for src, d in zip(flows["src"].to_numpy()[launch[want]], dst[want], strict=True):
         a = store.get(int(src))
         v = a.get("bytes", a.get("size", a.get("Bytes")))
         try:
