@@ -76,13 +76,14 @@ def build_tables(
     progress: Any = None,
 ) -> TraceData:
     """The tables for one file's event columns: times, slices and tracks, flows, instants,
-    memory and counters, then the metadata that describes them."""
+    memory and counters, then the metadata that describes them. ``ev`` is used up: each
+    column is released once the tables it makes are built (at 10M events they are ~1 GB)."""
     meta = dict(metadata)
     warnings = list(decode_warnings) + ev.warnings
-    ph = ev.ph
-    n_async = int(np.isin(ph, PH_ASYNC).sum())
+    n_async = int(np.isin(ev.ph, PH_ASYNC).sum())
     if n_async:
         warnings.append(f"{n_async} async events (ph b/e/n) are not shown as slices")
+    meta["event_counts"] = _event_counts(ev.ph, len(ev.flow_rows))
     rel_ns, t0_us, last_ns = _relative_times(ev, path)
     keys = TrackKeys(ev)
     if progress:
@@ -90,17 +91,19 @@ def build_tables(
     slices, tracks, s_args, known = _slices(
         ev, keys, _duration_events(ev, rel_ns, last_ns, keys, path, warnings), meta
     )
+    meta["event_counts"]["duration"] = len(slices)
+    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
+    ev.release("tid", "dur", "dur_missing", "args_rows", "args_blob", "args_offsets")
     if progress:
         progress(0.75, "linking flows")
     ends = slices["ts"].to_numpy() + slices["dur"].to_numpy()
     flows = _flows(ev, rel_ns, keys, slices, ends)
+    ev.release("flow_rows", "flow_id", "flow_bp", "ph")
     instants = _instants(ev, rel_ns, keys)
     memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
     counters, tracks = _counters(ev, rel_ns, keys, tracks)
     _describe(meta, t0_us, ends, warnings, path)
     meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
-    meta["event_counts"] = _event_counts(ph, len(slices), len(ev.flow_rows))
-    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
     _copy_bytes_from_launch(slices, flows, store)
     return TraceData(
         slices=slices,
@@ -136,10 +139,11 @@ def _flows(
     )
 
 
-def _event_counts(ph: np.ndarray, n_slices: int, n_flows: int) -> dict[str, int]:
-    """How many events of each phase the file held (slices: the durations kept)."""
+def _event_counts(ph: np.ndarray, n_flows: int) -> dict[str, int]:
+    """How many events of each phase the file held (``duration``, the slices kept, is
+    filled in once they are built)."""
     return {
-        "duration": int(n_slices),
+        "duration": 0,
         "flow": int(n_flows),
         "instant": int((ph == PH_I).sum()),
         "counter": int((ph == PH_C).sum()),

@@ -59,7 +59,7 @@ from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
 from explorer.trace.metadata_checks import check_metadata
-from explorer.trace.spill import Spill, open_spill, should_spill
+from explorer.trace.spill import open_spill, should_spill
 
 Progress = Callable[[float, str], None]
 
@@ -124,9 +124,10 @@ def read_chunked(
     path: Path, progress: Progress | None = None, spill_root: Path | None = None
 ) -> ChunkedRead:
     """The event columns and metadata of the trace file ``path``; :class:`NeedsCareful`
-    when the careful reader must take it. A trace whose columns would not fit in memory
-    keeps them in files under ``spill_root`` (default: the temporary directory), mapped
-    (:mod:`explorer.trace.spill`)."""
+    when the careful reader must take it. Columns kept in files (:mod:`explorer.trace.spill`)
+    go under ``spill_root`` (the cache's directory; else the temporary directory): the
+    slices' raw args when ``spill_root`` is given, every column when they would not fit in
+    memory."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened here
@@ -146,9 +147,13 @@ def read_chunked(
             raise NeedsCareful
         else:
             text_size, text = size, _FileText(f.fileno(), size)
-        spill = open_spill(spill_root) if should_spill(text_size) else None
+        # The slices' raw args (half the columns) go to a file whenever there is a cache
+        # to write them to anyway, the other columns only when memory is short.
+        spill_columns = should_spill(text_size)
+        spill = open_spill(spill_root) if spill_columns or spill_root is not None else None
+        merger = ColumnsMerger(spill, spill_columns)
         try:
-            return _read(path, text, load_workers(text_size), size, progress, f, spill)
+            return _read(path, text, load_workers(text_size), size, progress, f, merger)
         finally:
             if spill is not None:
                 spill.close()
@@ -257,12 +262,11 @@ def _read(
     size: int,
     progress: Progress | None,
     f: Any,
-    spill: Spill | None,
+    merger: ColumnsMerger,
 ) -> ChunkedRead:
     prefix, start = _array_start(text)
     if progress:
         progress(0.05, "decoding JSON")
-    merger = ColumnsMerger(spill)
     ends: list[int] = []
     with _Decoders(workers) as decoders:
         for a, b in _event_ranges(text, start, ends):

@@ -52,7 +52,8 @@ def build_flows(events: FlowEvents, slices: pd.DataFrame, ends: np.ndarray) -> p
     del parts
     order = np.lexsort((dst, src))  # stable: of equal pairs the first part's comes first
     src, dst = src[order], dst[order]
-    first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
+    first = np.ones(len(src), bool)
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
     keep = order[first]
     del order
     return pd.DataFrame(

@@ -20,7 +20,7 @@ import numpy as np
 
 #: Slices nested at once: tracks are nested in groups of about this many slices (a
 #: track is never split), because the search holds ~150 bytes per slice it works on.
-NEST_GROUP = 1 << 21
+NEST_GROUP = 1 << 18
 
 
 def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

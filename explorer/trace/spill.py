@@ -36,8 +36,10 @@ from explorer.errors import TraceError
 #: 1.6-2.0x at 1M-10M events, benchmarks/load_scale.py): a load expected to need more
 #: than the budget spills.
 IN_MEMORY_PEAK = 2.2
-#: A load expected to need less than this never spills (nor asks what memory is left).
-SMALL = 256 << 20
+#: The least any first load needs: a working set for decoding chunks and building
+#: tables, plus the finished tables (~0.3x the JSON, measured at 1M-12.6M events).
+LEAST_WORKING = 64 << 20
+LEAST_SHARE = 0.3
 #: A spill directory older than this was left by a killed load.
 STALE_S = 3600
 _PREFIX = ".explorer-spill-"
@@ -92,7 +94,7 @@ def memory_budget() -> tuple[int, str]:
         best = room
     for which, name, field in (
         (resource.RLIMIT_AS, "an address-space limit", 0),
-        (resource.RLIMIT_DATA, "a data-size limit", 1),
+        (resource.RLIMIT_DATA, "a data-size limit", 1),  # private writable memory
     ):
         soft, _ = resource.getrlimit(which)
         if soft == resource.RLIM_INFINITY:
@@ -104,20 +106,26 @@ def memory_budget() -> tuple[int, str]:
 
 
 def _statm() -> tuple[int, int]:
-    """(virtual size, resident size) of this process in bytes, read with as little
-    allocation as possible: it is asked when memory may be nearly exhausted."""
+    """(virtual size, data size: what RLIMIT_DATA counts) of this process in bytes, read
+    with as little allocation as possible: it is asked when memory may be nearly
+    exhausted."""
     fd = os.open("/proc/self/statm", os.O_RDONLY)
     try:
         fields = os.read(fd, 256).split()
     finally:
         os.close(fd)
     page = os.sysconf("SC_PAGE_SIZE")
-    return int(fields[0]) * page, int(fields[1]) * page
+    return int(fields[0]) * page, int(fields[5]) * page
 
 
 def should_spill(text_bytes: int) -> bool:
     """Whether a first load of ``text_bytes`` of JSON keeps its columns on disk (see the
-    module docstring)."""
+    module docstring); :class:`MemoryError` when even that could not fit, before any of
+    the file is read (so the user hears it at once, in one line, rather than from deep
+    inside a library that ran out half-way)."""
+    budget = memory_budget()[0]
+    if budget < LEAST_WORKING + LEAST_SHARE * text_bytes:
+        raise MemoryError
     mode = os.environ.get("EXPLORER_LOAD_SPILL", "auto").strip().lower() or "auto"
     if mode not in ("auto", "always", "never"):
         raise TraceError(
@@ -127,8 +135,7 @@ def should_spill(text_bytes: int) -> bool:
         )
     if mode != "auto":
         return mode == "always"
-    need = IN_MEMORY_PEAK * text_bytes
-    return need > SMALL and need > memory_budget()[0]
+    return IN_MEMORY_PEAK * text_bytes > budget
 
 
 def open_spill(parent: Path | None) -> Spill | None:
