@@ -117,3 +117,53 @@ def test_a_trace_larger_than_the_memory_cap_loads_by_spilling(tmp_path: Path) ->
     spilled = _run(trace, "auto", limit)
     assert spilled.returncode == 0, spilled.stderr
     assert spilled.stdout.splitlines()[1] == free.stdout.splitlines()[1]
+
+
+_BUDGET = (
+    "import json, sys; from explorer.trace.spill import memory_budget; "
+    "open(sys.argv[1], 'w').write(json.dumps(memory_budget()))"
+)
+
+
+def _memory_cap_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("memory_cap", ROOT / "benchmarks/memory_cap.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_memory_budget_is_the_cap_a_container_or_ulimit_sets(tmp_path: Path) -> None:
+    """Under a real cap — a memory cgroup where this machine lets us make one (as Docker,
+    Kubernetes and Slurm set it), else a data-size limit — the budget is below the cap
+    and its words name it."""
+    out = tmp_path / "budget.json"
+    limit = 3 << 29  # 1.5 GiB
+    cmd = [sys.executable, "-c", _BUDGET, str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = _memory_cap_module().run_capped(cmd, limit, env=env)
+    assert result["rc"] == 0, result
+    budget, words = json.loads(out.read_text())
+    assert 0 < budget < limit
+    expected = "a memory cgroup limit" if result["method"].startswith("cgroup") else "a data-size"
+    assert words.startswith(expected) and "1.5 GiB" in words, (result, words)
+
+
+def test_the_memory_budget_under_a_data_size_limit(tmp_path: Path) -> None:
+    out = tmp_path / "budget.json"
+    limit = 1 << 30
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    subprocess.run(
+        [sys.executable, "-c", _BUDGET, str(out)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=cap,
+        check=True,
+        timeout=120,
+    )
+    budget, words = json.loads(out.read_text())
+    assert 0 < budget < limit and words == "a data-size limit of 1.0 GiB"
