@@ -42,7 +42,7 @@ base = psutil.Process().memory_full_info().pss
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print("ready", flush=True)
 t, c = time.perf_counter(), time.process_time()
-tr = explorer.load(sys.argv[1], use_cache=False)
+tr = explorer.load(sys.argv[1], use_cache=sys.argv[2:] == ["cache"])
 dt, cpu = time.perf_counter() - t, time.process_time() - c
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"s": dt, "cpu_s": cpu, "base_pss": base, "rss_over_mb": (peak - rss0) / 1024,
@@ -60,10 +60,12 @@ def _tree_pss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(trace: Path, env: dict[str, str]) -> dict:
-    """One load in a fresh process: its own timing, and the peak PSS of it and its workers."""
+def measure(trace: Path, env: dict[str, str], cache: bool = False) -> dict:
+    """One load in a fresh process: its own timing, and the peak PSS of it and its workers.
+    With ``cache``, a first load as a user's is: the store entry written too (into the
+    ``EXPLORER_CACHE_DIR`` of ``env``, which should be empty)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _LOAD, str(trace)],
+        [sys.executable, "-c", _LOAD, str(trace), *(["cache"] if cache else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

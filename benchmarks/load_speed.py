@@ -53,6 +53,20 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"s": dt, "cpu_s": cpu, "peak_mb": peak / 1024, "base_mb": base / 1024, "slices": len(tr.slices)}))
 """
 
+#: The floor a loader can be compared with: read the file and decode every event into a
+#: typed struct (the fields Explorer reads), nothing else, in one process.
+_RAW = r"""
+import json, sys, time
+import msgspec
+from explorer.trace.event_types import TypedEvent
+class Doc(msgspec.Struct):
+    traceEvents: list[TypedEvent] = []
+t = time.perf_counter()
+with open(sys.argv[1], "rb") as f:
+    doc = msgspec.json.decode(f.read(), type=Doc)
+print(json.dumps({"s": time.perf_counter() - t, "events": len(doc.traceEvents)}))
+"""
+
 _HTA = r"""
 import json, resource, sys, time
 from hta.trace_analysis import TraceAnalysis
@@ -107,7 +121,8 @@ def main() -> None:
     benv = dict(
         env, PYTHONPATH=a.baseline_pythonpath, EXPLORER_CACHE_DIR=str(work / "cache-baseline")
     )
-    first, parse_only, watched = [], [], []
+    first, parse_only, watched, first_watched = [], [], [], []
+    raw = [_run(sys.executable, _RAW, str(trace)) for _ in range(0 if a.reopen_only else a.repeat)]
     for k in range(0 if a.reopen_only else a.repeat):
         # A user's first load: parse + store write into an empty store. Interleaved with a
         # parse-only run (cache off) so both see the same load on a shared machine.
@@ -115,6 +130,9 @@ def main() -> None:
         shutil.rmtree(fresh, ignore_errors=True)
         first_env = dict(os.environ, EXPLORER_CACHE_DIR=str(fresh))
         first.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=first_env))
+        shutil.rmtree(fresh, ignore_errors=True)
+        first_env["PYTHONPATH"] = str(Path(__file__).parents[1])
+        first_watched.append(measure(trace, first_env, cache=True))
         shutil.rmtree(fresh, ignore_errors=True)
         parse_only.append(_run(sys.executable, _EXPLORER, str(trace), "nocache", env=env))
         watched.append(measure(trace, dict(env, PYTHONPATH=str(Path(__file__).parents[1]))))
@@ -156,6 +174,17 @@ def main() -> None:
     print(
         f"explorer peak memory during load: +{growth:.0f} MB over the interpreter = {growth / size_mb:.2f}x the JSON size"
         f" (process peak {statistics.median(r['peak_mb'] for r in first):.0f} MB)"
+    )
+    fpss = statistics.median(r["pss_over_mb"] for r in first_watched)
+    print(
+        f"explorer first load (parse + store write), loader + worker processes (PSS, watched "
+        f"from outside): +{fpss:.0f} MB = {fpss / size_mb:.2f}x the JSON"
+    )
+    raw_s = statistics.median(r["s"] for r in raw)
+    print(
+        f"raw typed decode of the whole file (read + msgspec into typed event structs, one "
+        f"process): median {raw_s:.2f} s -> the first load takes {f_s / raw_s:.1f}x, the parse "
+        f"only {p_s / raw_s:.1f}x"
     )
     pss = statistics.median(r["pss_over_mb"] for r in watched)
     print(

@@ -82,7 +82,9 @@ class _Cgroup:
         """Anonymous memory plus mapped file pages of everything in the cgroup."""
         stat = dict(
             (k, int(v))
-            for k, v in (line.split() for line in (self.dir / "memory.stat").read_text().splitlines())
+            for k, v in (
+                line.split() for line in (self.dir / "memory.stat").read_text().splitlines()
+            )
         )
         if self.version == "v1":
             return stat.get("total_rss", stat.get("rss", 0)) + stat.get(
@@ -93,9 +95,13 @@ class _Cgroup:
     def oom_killed(self) -> bool:
         if self.version == "v1":
             text = (self.dir / "memory.oom_control").read_text()
-            return any(ln.startswith("oom_kill ") and ln.split()[1] != "0" for ln in text.splitlines())
+            return any(
+                ln.startswith("oom_kill ") and ln.split()[1] != "0" for ln in text.splitlines()
+            )
         events = (self.dir / "memory.events").read_text()
-        return any(ln.startswith("oom_kill ") and ln.split()[1] != "0" for ln in events.splitlines())
+        return any(
+            ln.startswith("oom_kill ") and ln.split()[1] != "0" for ln in events.splitlines()
+        )
 
     def remove(self) -> None:
         for _ in range(50):

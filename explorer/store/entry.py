@@ -261,6 +261,8 @@ def open_trace(
         }
         args = open_args(args_data, table_format)
         metadata = json.loads(meta_bytes)
+    except MemoryError:  # Arrow's too: the process's limit, not damage (see header)
+        raise
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
         # Only reachable when damage kept the checksum (or the header was edited by hand).
         raise StoreDamaged(d, f"a table does not decode ({exc})") from exc
@@ -287,6 +289,8 @@ def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
     data = map_checked(d, header, name + TABLE_FORMATS[table_format])
     try:
         return decode_table(name, data, categories.get(name, {}), table_format)
+    except MemoryError:  # Arrow's too: the process's limit, not damage (see header)
+        raise
     except (pa.ArrowException, ValueError, KeyError, TypeError) as exc:
         raise StoreDamaged(d, f"{name} does not decode ({exc})") from exc
 

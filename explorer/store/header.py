@@ -9,6 +9,7 @@ file as it is now, so a trace replaced during its own parse is never cached as t
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
@@ -158,6 +159,11 @@ def _listed(directory: Path, header: dict[str, Any], name: str) -> dict[str, Any
 
 
 def _unreadable(directory: Path, name: str, exc: OSError) -> StoreDamaged:
+    """The entry cannot be used; but no room to read or map it (ENOMEM: a memory limit)
+    is the process's trouble, not the entry's: then :class:`MemoryError`, so that the trace
+    is not parsed again (needing more memory still) nor its entry rewritten."""
+    if exc.errno == errno.ENOMEM:
+        raise MemoryError from exc
     return StoreDamaged(directory, f"{name} is unreadable ({exc.strerror or exc})")
 
 

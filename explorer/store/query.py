@@ -75,6 +75,8 @@ def entry_tables(
         out: dict[str, Source] = {
             t: pa.ipc.open_file(pa.py_buffer(m)).read_all() for t, m in mapped.items()
         }
+    except MemoryError:  # Arrow's too: the process's limit, not damage
+        raise
     except pa.ArrowException as exc:
         raise StoreDamaged(d, f"a table does not decode ({exc})") from exc
     if "slices" in out:

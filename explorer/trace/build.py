@@ -32,9 +32,9 @@ from explorer.trace.event_types import (
     PH_X,
 )
 from explorer.trace.events import EventColumns, absolute_start, decode_columns
-from explorer.trace.flows import FlowEvents, build_flows
+from explorer.trace.flows import FLOW_TYPES, FlowEvents, build_flows
 from explorer.trace.kinds import kinds_for, parse_copy_names
-from explorer.trace.model import KINDS, SLICE_COLUMNS, TraceData
+from explorer.trace.model import SLICE_COLUMNS, TraceData
 from explorer.trace.nesting import enclosing, nest
 from explorer.trace.tracks import TrackKeys, build_tracks
 
@@ -51,9 +51,15 @@ def trace_from_events(
 
 
 def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
-    """A Categorical over only the values these codes use."""
-    used, inverse = np.unique(codes, return_inverse=True)
-    return pd.Categorical.from_codes(inverse.astype(np.int32), categories=[values[u] for u in used])
+    """A Categorical over only the values these codes use (in code order), by a lookup
+    table over the vocabulary: linear, where sorting the codes was n log n and held
+    several copies of them."""
+    present = np.zeros(len(values), bool)
+    present[codes] = True
+    used = np.flatnonzero(present)
+    remap = np.zeros(len(values), np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    return pd.Categorical.from_codes(remap[codes], categories=[values[u] for u in used])
 
 
 def build(decoded: Decoded, path: object, progress: Any = None) -> TraceData:
@@ -70,30 +76,34 @@ def build_tables(
     progress: Any = None,
 ) -> TraceData:
     """The tables for one file's event columns: times, slices and tracks, flows, instants,
-    memory and counters, then the metadata that describes them."""
+    memory and counters, then the metadata that describes them. ``ev`` is used up: each
+    column is released once the tables it makes are built (at 10M events they are ~1 GB)."""
     meta = dict(metadata)
     warnings = list(decode_warnings) + ev.warnings
-    ph = ev.ph
-    n_async = int(np.isin(ph, PH_ASYNC).sum())
+    n_async = int(np.isin(ev.ph, PH_ASYNC).sum())
     if n_async:
         warnings.append(f"{n_async} async events (ph b/e/n) are not shown as slices")
+    meta["event_counts"] = _event_counts(ev.ph, len(ev.flow_rows))
     rel_ns, t0_us, last_ns = _relative_times(ev, path)
     keys = TrackKeys(ev)
-    s_idx, s_ts, s_dur = _duration_events(ev, rel_ns, last_ns, keys, path, warnings)
     if progress:
         progress(0.6, "building tables")
-    slices, tracks, s_args, known = _slices(ev, keys, s_idx, s_ts, s_dur, meta)
+    slices, tracks, s_args, known = _slices(
+        ev, keys, _duration_events(ev, rel_ns, last_ns, keys, path, warnings), meta
+    )
+    meta["event_counts"]["duration"] = len(slices)
+    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
+    ev.release("tid", "dur", "dur_missing", "args_rows", "args_blob", "args_offsets")
     if progress:
         progress(0.75, "linking flows")
     ends = slices["ts"].to_numpy() + slices["dur"].to_numpy()
     flows = _flows(ev, rel_ns, keys, slices, ends)
+    ev.release("flow_rows", "flow_id", "flow_bp", "ph")
     instants = _instants(ev, rel_ns, keys)
     memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
     counters, tracks = _counters(ev, rel_ns, keys, tracks)
     _describe(meta, t0_us, ends, warnings, path)
     meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
-    meta["event_counts"] = _event_counts(ph, len(slices), len(ev.flow_rows))
-    store = ArgsStore(blob=ev.args_blob, offsets=ev.args_offsets, index=s_args)
     _copy_bytes_from_launch(slices, flows, store)
     return TraceData(
         slices=slices,
@@ -108,7 +118,7 @@ def build_tables(
 
 
 def _flows(
-    ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, slices: pd.DataFrame, ends: np.ndarray
+    ev: EventColumns, rel_ns: RelativeTimes, keys: TrackKeys, slices: pd.DataFrame, ends: np.ndarray
 ) -> pd.DataFrame:
     """The flow table: flow events linked to the slices they start and end on."""
     f_idx = ev.flow_rows
@@ -129,10 +139,11 @@ def _flows(
     )
 
 
-def _event_counts(ph: np.ndarray, n_slices: int, n_flows: int) -> dict[str, int]:
-    """How many events of each phase the file held (slices: the durations kept)."""
+def _event_counts(ph: np.ndarray, n_flows: int) -> dict[str, int]:
+    """How many events of each phase the file held (``duration``, the slices kept, is
+    filled in once they are built)."""
     return {
-        "duration": int(n_slices),
+        "duration": 0,
         "flow": int(n_flows),
         "instant": int((ph == PH_I).sum()),
         "counter": int((ph == PH_C).sum()),
@@ -140,8 +151,22 @@ def _event_counts(ph: np.ndarray, n_slices: int, n_flows: int) -> dict[str, int]
     }
 
 
-def _relative_times(ev: EventColumns, path: object) -> tuple[np.ndarray, float, float]:
-    """Every event's time in ns after the first timed event (whole µs), that start, and the
+class RelativeTimes:
+    """Events' times in ns after the trace's first timed event (whole µs), computed for
+    the rows asked for: ``times[rows]`` (float64). Not one column for every event: the
+    slices, flows and instants each need their own rows only, and a 10M-event trace
+    would hold 80 MB more at the peak of its load."""
+
+    def __init__(self, ts_us: np.ndarray, t0_us: float) -> None:
+        self.ts_us = ts_us
+        self.t0_us = t0_us
+
+    def __getitem__(self, rows: Any) -> Any:
+        return np.rint((self.ts_us[rows] - self.t0_us) * 1000.0)
+
+
+def _relative_times(ev: EventColumns, path: object) -> tuple[RelativeTimes, float, float]:
+    """Events' times in ns after the first timed event (whole µs), that start, and the
     last timed event's time."""
     ph = ev.ph
     timed = np.isin(ph, [PH_X, PH_B, PH_E, PH_I, PH_C, PH_S, PH_T, PH_F])
@@ -152,15 +177,16 @@ def _relative_times(ev: EventColumns, path: object) -> tuple[np.ndarray, float, 
         raise TraceError(
             path, f"{ev.where(i)} has no timestamp ('ts')", "the file is damaged; re-capture it"
         )
-    t0_us = float(np.floor(ts_us[timed].min())) if timed.any() else 0.0
-    rel_ns = np.rint((ts_us - t0_us) * 1000.0)
-    last_ns = float(rel_ns[timed].max()) if timed.any() else 0.0
-    return rel_ns, t0_us, last_ns
+    if not timed.any():
+        return RelativeTimes(ts_us, 0.0), 0.0, 0.0
+    t0_us = float(np.floor(np.min(ts_us, where=timed, initial=np.inf)))
+    last_us = float(np.max(ts_us, where=timed, initial=-np.inf))
+    return RelativeTimes(ts_us, t0_us), t0_us, float(np.rint((last_us - t0_us) * 1000.0))
 
 
 def _duration_events(
     ev: EventColumns,
-    rel_ns: np.ndarray,
+    rel_ns: RelativeTimes,
     last_ns: float,
     keys: TrackKeys,
     path: object,
@@ -210,13 +236,15 @@ def _duration_events(
 def _slices(
     ev: EventColumns,
     keys: TrackKeys,
-    s_idx: np.ndarray,
-    s_ts: np.ndarray,
-    s_dur: np.ndarray,
+    durations: tuple[np.ndarray, np.ndarray, np.ndarray],
     meta: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
     """(slices, tracks, each slice's args row, the args columns every slice has): names,
-    kinds and tracks, then the final order ``(track, ts, -dur, file order)`` and nesting."""
+    kinds and tracks, then the final order ``(track, ts, -dur, file order)`` and nesting.
+    ``durations`` (from :func:`_duration_events`) is taken over: its arrays are released
+    as they are reordered."""
+    s_idx, s_ts, s_dur = durations
+    del durations
     # Args rows (X and B events, file order) ↔ slices.
     s_args = np.searchsorted(ev.args_rows, s_idx)
     name_cat = _categorical(ev.name[s_idx], ev.names.values)
@@ -226,17 +254,22 @@ def _slices(
     tracks, slice_track = build_tracks(
         keys, s_idx, cat_cat, device, stream, np.flatnonzero(ev.ph == PH_I), ev, meta
     )
+    del device, stream
     order = np.lexsort((s_idx, -s_dur, s_ts, slice_track))
-    s_idx, s_ts, s_dur, slice_track = s_idx[order], s_ts[order], s_dur[order], slice_track[order]
-    name_cat, cat_cat, kind = name_cat[order], cat_cat[order], kind[order]
+    # One column at a time, so that only one is held twice (a 10M-event trace's columns
+    # are 70 MB each).
+    del s_idx
+    s_ts = s_ts[order]
+    s_dur = s_dur[order]
+    slice_track = slice_track[order]
+    name_cat = name_cat[order]
+    cat_cat = cat_cat[order]
+    kind = kind[order]
     s_args = s_args[order]
-    known = {k: v[s_args] for k, v in ev.slice_args.items()}  # one gather per column
-    ev.slice_args = {}
     del order
+    known = _known_args(ev, s_args)
 
     depth, parent = nest(slice_track, s_ts, s_dur)
-    ext, ext_old = known["external_id"], known["external_id_old"]
-    nbytes, nbytes2 = known["bytes"], known["Bytes"]
     copy_kind, src_mem, dst_mem = parse_copy_names(name_cat)
     slices = pd.DataFrame(
         {
@@ -244,26 +277,44 @@ def _slices(
             "dur": s_dur,
             "name": name_cat,
             "cat": cat_cat,
-            "kind": pd.Categorical(kind, categories=list(KINDS)),
+            "kind": kind,
             "track": slice_track.astype(np.int32),
             "depth": depth,
             "parent": parent,
             "correlation": known["correlation"],
-            "external_id": np.where(ext >= 0, ext, ext_old),
+            "external_id": known["external_id"],
             "stream": known["stream"],
             "device": known["device"],
-            "bytes": np.where(nbytes >= 0, nbytes, nbytes2),
+            "bytes": known["bytes"],
             "seq": known["seq"],
-            "copy_kind": pd.Categorical(copy_kind),
-            "src_mem": pd.Categorical(src_mem),
-            "dst_mem": pd.Categorical(dst_mem),
+            "copy_kind": copy_kind,
+            "src_mem": src_mem,
+            "dst_mem": dst_mem,
         },
         copy=False,
     )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     return slices, tracks, s_args, known
 
 
-def _instants(ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys) -> pd.DataFrame:
+def _known_args(ev: EventColumns, s_args: np.ndarray) -> dict[str, np.ndarray]:
+    """The args that become slice columns, in the slices' order (one gather per column;
+    ``External id`` and ``bytes`` each from whichever of their two spellings the slice
+    has); the event columns they came from are released."""
+    src = ev.slice_args
+    ev.slice_args = {}
+    known = {"has_call_stack": src.pop("has_call_stack")[s_args]}
+    for key, old in (("external_id", "external_id_old"), ("bytes", "Bytes")):
+        value = src.pop(key)[s_args]
+        other = src.pop(old)[s_args]
+        np.copyto(value, other, where=value < 0)
+        known[key] = value
+        del other
+    for key in list(src):
+        known[key] = src.pop(key)[s_args]
+    return known
+
+
+def _instants(ev: EventColumns, rel_ns: RelativeTimes, keys: TrackKeys) -> pd.DataFrame:
     inst_idx = ev.instant_rows
     return pd.DataFrame(
         {
@@ -304,14 +355,17 @@ def _copy_bytes_from_launch(slices: pd.DataFrame, flows: pd.DataFrame, store: Ar
     runtime call that launched them (``hipMemcpyWithStream``'s ``size``). Only those few
     calls' args are decoded."""
     nbytes = slices["bytes"].to_numpy()
-    kind = slices["kind"].to_numpy()
-    launch = flows[flows["type"] == "launch"]
-    dst = launch["dst"].to_numpy()
-    want = ((kind[dst] == "memcpy") | (kind[dst] == "memset")) & (nbytes[dst] < 0)
+    kind = slices["kind"].cat
+    copies = np.asarray(kind.codes == kind.categories.get_loc("memcpy")) | np.asarray(
+        kind.codes == kind.categories.get_loc("memset")
+    )
+    launch = np.flatnonzero(np.asarray(flows["type"].cat.codes == FLOW_TYPES.index("launch")))
+    dst = flows["dst"].to_numpy()[launch]
+    want = copies[dst] & (nbytes[dst] < 0)
     if not want.any():
         return
     fixed = nbytes.copy()
-    for src, d in zip(launch["src"].to_numpy()[want], dst[want], strict=True):
+    for src, d in zip(flows["src"].to_numpy()[launch[want]], dst[want], strict=True):
         a = store.get(int(src))
         v = a.get("bytes", a.get("size", a.get("Bytes")))
         try:
@@ -360,7 +414,7 @@ def _pair_begin_end(
 
 def _memory_table(
     ev: EventColumns,
-    rel_ns: np.ndarray,
+    rel_ns: RelativeTimes,
     keys: TrackKeys,
     slices: pd.DataFrame,
     ends: np.ndarray,
@@ -404,7 +458,7 @@ def _memory_table(
 
 
 def _counters(
-    ev: EventColumns, rel_ns: np.ndarray, keys: TrackKeys, tracks: pd.DataFrame
+    ev: EventColumns, rel_ns: RelativeTimes, keys: TrackKeys, tracks: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Counter events (``ph: C``): one counter track per (process, name, series)."""
     if not ev.counter_args:

@@ -59,6 +59,7 @@ from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
 from explorer.trace.metadata_checks import check_metadata
+from explorer.trace.spill import open_spill, should_spill
 
 Progress = Callable[[float, str], None]
 
@@ -119,9 +120,14 @@ def load_workers(size: int) -> int:
     return max(2, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
-def read_chunked(path: Path, progress: Progress | None = None) -> ChunkedRead:
+def read_chunked(
+    path: Path, progress: Progress | None = None, spill_root: Path | None = None
+) -> ChunkedRead:
     """The event columns and metadata of the trace file ``path``; :class:`NeedsCareful`
-    when the careful reader must take it."""
+    when the careful reader must take it. Columns kept in files (:mod:`explorer.trace.spill`)
+    go under ``spill_root`` (the cache's directory; else the temporary directory): the
+    slices' raw args when ``spill_root`` is given, every column when they would not fit in
+    memory."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened here
@@ -135,13 +141,22 @@ def read_chunked(path: Path, progress: Progress | None = None) -> ChunkedRead:
         f.seek(0)
         if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
             kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
-            workers = load_workers(size * COMPRESSION_GUESS)
-            pieces = _inflated(path, f, size, kind)
-            return _read(path, _StreamText(pieces), workers, size, progress, f)
-        if size == 0:
+            text_size = size * COMPRESSION_GUESS
+            text: Text = _StreamText(_inflated(path, f, size, kind))
+        elif size == 0:
             raise NeedsCareful
-        workers = load_workers(size)
-        return _read(path, _FileText(f.fileno(), size), workers, size, progress, f)
+        else:
+            text_size, text = size, _FileText(f.fileno(), size)
+        # The slices' raw args (half the columns) go to a file whenever there is a cache
+        # to write them to anyway, the other columns only when memory is short.
+        spill_columns = should_spill(text_size)
+        spill = open_spill(spill_root) if spill_columns or spill_root is not None else None
+        merger = ColumnsMerger(spill, spill_columns)
+        try:
+            return _read(path, text, load_workers(text_size), size, progress, f, merger)
+        finally:
+            if spill is not None:
+                spill.close()
 
 
 class _Window:
@@ -241,12 +256,17 @@ def release_freed_memory() -> None:
 
 
 def _read(
-    path: Path, text: Text, workers: int, size: int, progress: Progress | None, f: Any
+    path: Path,
+    text: Text,
+    workers: int,
+    size: int,
+    progress: Progress | None,
+    f: Any,
+    merger: ColumnsMerger,
 ) -> ChunkedRead:
     prefix, start = _array_start(text)
     if progress:
         progress(0.05, "decoding JSON")
-    merger = ColumnsMerger()
     ends: list[int] = []
     with _Decoders(workers) as decoders:
         for a, b in _event_ranges(text, start, ends):

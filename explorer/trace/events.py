@@ -30,6 +30,7 @@ from explorer.trace.event_types import (
     MemoryArgs,
     struct_columns,
 )
+from explorer.trace.spill import Spill
 
 #: Events per chunk when the array is split by events (:class:`~explorer.trace.decode.EventChunks`).
 CHUNK = 10_000
@@ -56,7 +57,7 @@ class EventColumns:
     tids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
     # X and B events ("args rows"), in file order: raw args and the args that become columns.
     args_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    args_blob: bytes | bytearray = b""
+    args_blob: bytes | bytearray | memoryview = b""
     args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     slice_args: dict[str, np.ndarray] = field(default_factory=dict)
     # Flow events: their rows, ids (int64 codes: equal ids, equal codes; ids that are not
@@ -74,6 +75,12 @@ class EventColumns:
     meta_args: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     #: What was dropped or guessed while decoding, for the user (see :func:`check_times`).
     warnings: list[str] = field(default_factory=list)
+
+    def release(self, *columns: str) -> None:
+        """Drop these columns (each becomes empty): the caller has built what they make."""
+        for c in columns:
+            old = getattr(self, c)
+            setattr(self, c, b"" if c == "args_blob" else np.empty(0, old.dtype))
 
     def name_text(self, i: int) -> str:
         return self.names.values[self.name[i]]
@@ -98,24 +105,62 @@ _PER_EVENT = {
 _VOCABULARIES = (("name", "names"), ("cat", "cats"), ("pid", "pids"), ("tid", "tids"))
 
 
+class GrowingColumns:
+    """Columns appended to chunk by chunk in memory (the in-memory counterpart of
+    :class:`~explorer.trace.spill.Spill`, same interface). Each column is one buffer that
+    doubles when full: numpy's large arrays are mappings of their own, so a replaced buffer
+    goes back to the system at once and the unused tail of the last one is never touched,
+    never resident. (Joining per-chunk pieces at the end held every column twice: the
+    pieces' freed heap was not returned before the joined copies were made.)"""
+
+    #: The smallest buffer, in elements.
+    FIRST = 1 << 16
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, np.ndarray] = {}
+        self._used: dict[str, int] = {}
+
+    def add(self, key: str, data: np.ndarray | bytes | bytearray) -> None:
+        a = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+        buf, used = self._buffers.get(key), self._used.get(key, 0)
+        need = used + len(a)
+        if buf is None or need > len(buf):
+            grown = np.empty(max(need, 2 * (0 if buf is None else len(buf)), self.FIRST), a.dtype)
+            if buf is not None:
+                grown[:used] = buf[:used]
+            self._buffers[key] = buf = grown
+        buf[used:need] = a
+        self._used[key] = need
+
+    def array(self, key: str, dtype: Any) -> np.ndarray:
+        """Column ``key`` (a view of its buffer; empty when nothing was added)."""
+        buf = self._buffers.pop(key, None)
+        return np.empty(0, dtype) if buf is None else buf[: self._used.pop(key)]
+
+
 class ColumnsMerger:
     """Chunks' columns, added in file order, joined into one :class:`EventColumns`.
 
     Each chunk's vocabulary codes are mapped to the trace's as it is added (the trace's
     vocabularies grow in order of first appearance, as one pass over the file would grow
-    them); the args blob grows in place (joining pieces at the end would hold it twice)."""
+    them). Columns, the args blob among them, go to ``spill`` (files, for a trace too
+    large for memory) or else grow in memory (:class:`GrowingColumns`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Spill | None = None, spill_columns: bool = True) -> None:
+        """With ``spill``, the args blob goes to it, and the other columns too when
+        ``spill_columns``."""
         self.out = EventColumns()
         self.n = 0
-        self._parts: dict[str, list[np.ndarray]] = {}
-        self._blob = bytearray()
+        self._sink: Spill | GrowingColumns = (
+            spill if spill is not None and spill_columns else GrowingColumns()
+        )
+        self._blob_sink = spill if spill is not None else self._sink
         self._text_ids: dict[str, int] = {}
         self._memory_raws: list[bytes] = []
         self._n_no_ph = 0
 
     def _put(self, key: str, value: np.ndarray) -> None:
-        self._parts.setdefault(key, []).append(value)
+        self._sink.add(key, value)
 
     def add(self, chunk: ChunkColumns) -> None:
         out, start = self.out, self.n
@@ -129,7 +174,7 @@ class ColumnsMerger:
         for key, column in chunk.slice_args.items():
             self._put("slice_args." + key, column)
         self._put("flow_id", self._flow_ids(chunk))
-        self._blob += chunk.args_blob
+        self._blob_sink.add("args_blob", chunk.args_blob)
         out.instant_scope.extend(chunk.instant_scope)
         self._memory_raws.extend(chunk.memory_args)
         out.counter_args.extend(
@@ -155,8 +200,7 @@ class ColumnsMerger:
         return np.where(text, codes[np.where(text, chunk.flow_text, 0)], chunk.flow_id)
 
     def _cat(self, key: str, dtype: Any) -> np.ndarray:
-        parts = self._parts.pop(key, [])
-        return np.concatenate(parts) if parts else np.empty(0, dtype)
+        return self._sink.array(key, dtype)
 
     def finish(self, path: object) -> EventColumns:
         """The joined columns, with their times checked (see :func:`check_times`)."""
@@ -172,11 +216,12 @@ class ColumnsMerger:
         lengths = self._cat("args_lengths", np.int64)
         out.args_offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=out.args_offsets[1:])
-        out.args_blob = self._blob
+        out.args_blob = self._blob_sink.array("args_blob", np.uint8).data
         out.slice_args = {f: self._cat("slice_args." + f, np.int64) for f in SLICE_INT_ARGS}
         out.slice_args["has_call_stack"] = self._cat("slice_args.has_call_stack", np.bool_)
         out.memory_args = struct_columns(MEMORY_ARGS, MemoryArgs, self._memory_raws)
-        out.dur = np.where(out.dur_missing, 0.0, out.dur)  # absent: zero-length (and a warning)
+        if out.dur_missing.any():  # absent: zero-length (and a warning)
+            out.dur = np.where(out.dur_missing, 0.0, out.dur)
         check_times(path, out)
         if self._n_no_ph:
             out.warnings.append(

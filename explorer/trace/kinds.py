@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.trace.columns import category_matches
+from explorer.trace.model import KINDS
 
 #: category (lower-cased) → kind
 CATEGORY_KINDS: dict[str, str] = {
@@ -163,36 +164,40 @@ def device_label(vendor: str, index: int) -> str:
     return "cpu" if vendor == "cpu" else f"{vendor}:{max(int(index), 0)}"
 
 
-def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> np.ndarray:
-    """Kind of every slice from its category and name; vectorised over the categories.
+def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> pd.Categorical:
+    """Kind of every slice (a Categorical over :data:`~explorer.trace.model.KINDS`) from
+    its category and name; vectorised over the categories.
 
     The work is done once per distinct category and once per distinct name, then mapped
-    through the codes, so a million slices cost two small loops and two ``take`` calls.
+    through the codes as small ints, so a million slices cost two small loops and a few
+    ``take`` calls, and no per-slice object.
     """
+    code = {k: i for i, k in enumerate(KINDS)}
     cat_kind = np.array(
-        [CATEGORY_KINDS.get(str(c).lower(), "other") for c in cats.categories] + ["other"],
-        dtype=object,
+        [code[CATEGORY_KINDS.get(str(c).lower(), "other")] for c in cats.categories]
+        + [code["other"]],
+        dtype=np.int8,
     )
     kind = cat_kind[cats.codes]  # code -1 (missing) → "other"
-    sync_row = category_matches(names, SYNC_CALL)
-    coll_row = category_matches(names, COLLECTIVE)
-    wait_row = category_matches(names, DEVICE_WAIT)
-    kind = kind.astype(object)
-    kind[(kind == "runtime") & sync_row] = "sync"
-    kind[(kind == "kernel") & coll_row] = "collective"
-    mtia = np.asarray(cats == "mtia_ccp_events") if len(cats) else np.zeros(0, bool)
-    kind[mtia & wait_row] = "sync"
-    return kind
+    kind[(kind == code["runtime"]) & category_matches(names, SYNC_CALL)] = code["sync"]
+    kind[(kind == code["kernel"]) & category_matches(names, COLLECTIVE)] = code["collective"]
+    if len(cats):
+        mtia = np.asarray(cats == "mtia_ccp_events")
+        kind[mtia & category_matches(names, DEVICE_WAIT)] = code["sync"]
+    return pd.Categorical.from_codes(kind, categories=list(KINDS))
 
 
-def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def parse_copy_names(
+    names: pd.Categorical,
+) -> tuple[pd.Categorical, pd.Categorical, pd.Categorical]:
     """Direction and memory kinds of memcpy slices, parsed once per distinct name.
 
     ROCm writes ``(Host -> Device)``, which does not say whether the host memory was pinned:
     that stays ``Host`` rather than being guessed as ``Pageable``.
 
     ``"Memcpy HtoD (Pageable -> Device)"`` → (``HtoD``, ``Pageable``, ``Device``).
-    Names that are not copies give empty strings.
+    Names that are not copies give empty strings. Each result's categories are the values
+    it holds, sorted.
     """
     cats = names.categories.astype(str)
     d, s, t = [], [], []
@@ -208,9 +213,21 @@ def parse_copy_names(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray, np.
         d.append(direction)
         s.append(_MEM_KINDS.get((m.group(2) or "").lower(), ""))
         t.append(_MEM_KINDS.get((m.group(3) or "").lower(), ""))
-    codes = names.codes
-    out = []
-    for table in (d, s, t):
-        arr = np.array(table + [""], dtype=object)
-        out.append(arr[codes])
-    return out[0], out[1], out[2]
+    codes = np.asarray(names.codes)
+    present = np.zeros(len(cats) + 1, bool)
+    present[codes] = True  # code -1 (missing) marks the last entry: ""
+    return (
+        _per_category(d, codes, present),
+        _per_category(s, codes, present),
+        _per_category(t, codes, present),
+    )
+
+
+def _per_category(table: list[str], codes: np.ndarray, present: np.ndarray) -> pd.Categorical:
+    """``table[code]`` for every code (``""`` for -1) as a Categorical over the values
+    that occur."""
+    values = np.array([*table, ""], dtype=object)
+    uniq = sorted(set(values[present].tolist()))
+    position = {v: i for i, v in enumerate(uniq)}
+    value_code = np.array([position.get(v, 0) for v in values], np.int16)
+    return pd.Categorical.from_codes(value_code[codes], categories=uniq)

@@ -21,21 +21,19 @@ Directory rules (documented for users in the README):
 from __future__ import annotations
 
 import re
-import resource
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from os import PathLike
 from pathlib import Path
 
-import psutil
-
 from explorer.errors import TraceError
 from explorer.trace.build import build, build_tables
-from explorer.trace.cache import load_cached, save_cached, source_stamp
+from explorer.trace.cache import cache_root, load_cached, save_cached, source_stamp
 from explorer.trace.chunked_read import NeedsCareful, read_chunked
 from explorer.trace.decode import decode, read_bytes, read_head
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
 from explorer.trace.model import TraceData
+from explorer.trace.spill import memory_budget
 
 Progress = Callable[[float, str], None]
 
@@ -116,7 +114,8 @@ def _read_one(
             return cached
     if progress:
         progress(0.05, f"reading {path.name}")
-    trace = _parse(path, progress)
+    # A load too large for memory keeps its columns in files beside the cache's entries.
+    trace = _parse(path, progress, (store or cache_root()) if stamp is not None else None)
     if stamp is not None:
         if progress:
             progress(0.95, "writing cache")
@@ -126,11 +125,11 @@ def _read_one(
     return trace
 
 
-def _parse(path: Path, progress: Progress | None) -> TraceData:
+def _parse(path: Path, progress: Progress | None, spill_root: Path | None = None) -> TraceData:
     """The tables of one trace file; running out of memory is a :class:`TraceError` that
     says how much this process may use."""
     try:
-        return _parse_file(path, progress)
+        return _parse_file(path, progress, spill_root)
     except (MemoryError, BrokenProcessPool):  # a worker killed by the OOM killer: the latter
         raise TraceError(
             path,
@@ -140,18 +139,15 @@ def _parse(path: Path, progress: Progress | None) -> TraceData:
 
 
 def _memory_allowed() -> str:
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        return f"an address-space limit of {soft / 2**30:.1f} GiB"
-    return f"{psutil.virtual_memory().available / 2**30:.1f} GiB available now"
+    return memory_budget()[1]
 
 
-def _parse_file(path: Path, progress: Progress | None) -> TraceData:
+def _parse_file(path: Path, progress: Progress | None, spill_root: Path | None) -> TraceData:
     """Read in chunks (:mod:`explorer.trace.chunked_read`), or by the careful reader when
     the file needs it (damaged, cut short, standard input)."""
     if str(path) != "-":
         try:
-            read = read_chunked(path, progress)
+            read = read_chunked(path, progress, spill_root)
         except NeedsCareful:
             pass
         else:

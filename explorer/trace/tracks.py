@@ -28,7 +28,9 @@ class TrackKeys:
         self._ev = ev
         n_tid = max(len(ev.tids.values), 1)
         pair = ev.pid.astype(np.int64) * n_tid + ev.tid
-        self.codes, uniq = pd.factorize(pair)
+        codes, uniq = pd.factorize(pair)
+        del pair
+        self.codes = codes.astype(np.int32)  # half the size: a 10M-event trace's column
         self._pair_pid = (uniq // n_tid).astype(np.int64)
         self._pair_tid = (uniq % n_tid).astype(np.int64)
         #: key → final track id (filled by :func:`build_tracks`), -1 for keys with no track.

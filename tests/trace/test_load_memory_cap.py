@@ -16,7 +16,7 @@ import pytest
 from explorer.scenarios.large import write_large
 from tests.conftest import ROOT
 
-_VM_AFTER_IMPORT = "import explorer.cli.main, psutil; print(psutil.Process().memory_info().vms)"
+_VM_AFTER_IMPORT = "import explorer.cli.main, psutil; print(psutil.Process().memory_info().data)"
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -37,7 +37,7 @@ def test_trace_beyond_an_address_space_limit_is_one_line(tmp_path: Path, workers
     assert trace.stat().st_size > 64 << 20
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     proc = subprocess.run(
         [sys.executable, "-m", "explorer", "info", str(trace)],
@@ -75,7 +75,7 @@ def test_every_verb_step_out_of_memory_is_one_line(tmp_path: Path) -> None:
         limit = int(imported.stdout) + (extra_mb << 20)
 
         def cap(limit: int = limit) -> None:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
         for verb in (["info", str(trace)], ["report", str(trace)]):
             proc = subprocess.run(

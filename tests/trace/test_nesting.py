@@ -174,3 +174,22 @@ def test_random_tracks_against_brute_force() -> None:
         for i in range(n):
             same = (track == track[i]) & (rows == rows[i]) & (np.arange(n) != i)
             assert not (same & (ts < end[i]) & (ts[i] < end)).any(), trial
+
+
+@pytest.mark.parametrize("path", TRACES[:6], ids=lambda p: p.name)
+@pytest.mark.parametrize("group", [1, 97, 1000])
+def test_nesting_a_group_of_tracks_at_a_time_gives_the_whole_traces_answer(
+    path: Path, group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large trace is nested a group of whole tracks at a time (to bound the search's
+    memory); with groups as small as one slice (each track on its own, the largest
+    tracks larger than a group) the answer is the one-pass answer."""
+    from explorer.trace import nesting
+
+    track, ts, dur, _, _ = _columns(explorer.load(path, use_cache=False))
+    whole_depth, whole_parent = nesting._nest(track, ts, dur)
+    monkeypatch.setattr(nesting, "NEST_GROUP", group)
+    depth, parent = nest(track, ts, dur)
+    np.testing.assert_array_equal(parent, whole_parent)
+    np.testing.assert_array_equal(depth, whole_depth)
+    assert len(np.unique(track)) > 1  # several groups were nested
