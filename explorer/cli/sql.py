@@ -3,7 +3,9 @@
 Tables: ``slices`` (with ``id``), ``tracks``, ``flows``, ``counters``, ``instants``,
 ``memory``, ``args`` (``slice_id``, ``json``), ``steps`` and ``findings``; the last three
 are computed only when the query names them. ``TRACE_OR_STORE`` is a trace (read through
-the cache) or a store entry directory written by :func:`explorer.store.write_trace`.
+the cache) or a store entry directory written by :func:`explorer.store.write_trace`. When
+the trace's store entry is up to date, a query that names neither ``steps`` nor ``findings``
+reads the entry's files in place (only the columns it uses), never loading the trace.
 """
 
 from __future__ import annotations
