@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from explorer.analysis.memory_need import check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
@@ -64,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
     )
     print_load_warnings(trace)
+    if not args.no_results:
+        check_analyses_fit(
+            trace.data,
+            "the findings and critical path written with the trace",
+            "export --no-results writes the trace's own events within it",
+        )
     started = time.perf_counter()
     options = {"results": Results()} if args.no_results else {}
     summaries = []

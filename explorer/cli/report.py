@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Any
 
+from explorer.analysis.memory_need import check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
@@ -79,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
     print_load_warnings(trace)
+    if args.steps is None and args.step is None:  # a step's report may need less (unmeasured)
+        check_analyses_fit(
+            trace.data,
+            "the report's analyses",
+            "info, sql, export --no-results and the viewer's timeline work within it",
+        )
     if args.steps is not None:
         trace.use_steps(args.steps)
     to_file = args.output is not None

@@ -76,14 +76,17 @@ class Vocabulary:
             table[k] = got
         return table
 
-    def codes(self, items: list[Any]) -> np.ndarray:
+    def codes(self, items: list[Any]) -> tuple[np.ndarray, list[Any]]:
+        """Codes of ``items`` (added to the vocabulary when new) and their distinct values
+        (None aside). :class:`TypeError` when one is unhashable (a list or an object)."""
         arr = np.array(items) if not self.as_text else None
         if arr is not None and arr.dtype.kind == "i":  # integer pids/tids: hash ints, not objects
             codes, uniques = pd.factorize(arr)
             uniques = uniques.tolist()
         else:
             codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
-        return self._table(list(uniques), keyed=False)[codes]
+        uniques = list(uniques)
+        return self._table(uniques, keyed=False)[codes], uniques
 
     def absorb(self, values: list[Any]) -> np.ndarray:
         """How another vocabulary's codes (``values`` in its code order, code 0 absent) map
@@ -174,8 +177,11 @@ def _decode_events(path: object, text: bytes | bytearray, start: int) -> tuple[l
 def _field_codes(path: object, evs: list[Any], start: int) -> dict[str, Any]:
     """``ph`` as small codes; names, categories, pids and tids as vocabulary codes."""
     phs = list(map(attrgetter("ph"), evs))
-    check_scalars(path, phs, "ph", start, text_only=True)
-    ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
+    try:
+        ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
+    except TypeError:  # a list or an object: named by the check
+        ph_uniq = phs
+    _check_distinct(path, phs, list(ph_uniq), "ph", start, text_only=True)
     ph_table = np.array(
         [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
         np.int8,
@@ -192,11 +198,27 @@ def _field_codes(path: object, evs: list[Any], start: int) -> dict[str, Any]:
         ("tid", "tids"),
     ):
         values = list(map(attrgetter(key), evs))
-        check_scalars(path, values, key, start, text_only=key in ("name", "cat"))
         vocabulary = Vocabulary(as_text=key in ("name", "cat"))
-        out[key] = vocabulary.codes(values)
+        try:
+            out[key], uniques = vocabulary.codes(values)
+        except (TypeError, ValueError):  # a list or an object: named by the check
+            out[key], uniques = None, values
+        _check_distinct(path, values, uniques, key, start, text_only=key in ("name", "cat"))
         out[vocabulary_key] = vocabulary.values
     return out
+
+
+def _check_distinct(
+    path: object, values: list[Any], distinct: list[Any], key: str, start: int, text_only: bool
+) -> None:
+    """:func:`check_scalars` over a field's distinct values (what it checks is a property
+    of each value, and a chunk has few distinct pids, tids and phases), then, when one is
+    wrong, over all of them to name the first event that has it."""
+    try:
+        check_scalars(path, distinct, key, start, text_only=text_only)
+    except TraceError:
+        check_scalars(path, values, key, start, text_only=text_only)
+        raise
 
 
 def _times(
@@ -278,10 +300,19 @@ def _add_flows(path: object, evs: list[Any], out: ChunkColumns, start: int) -> N
         return
     fe = _pick(evs, rows)
     ids = list(map(attrgetter("id"), fe))
-    check_scalars(path, ids, "id", 0, rows=rows + start)
+    if not _all_int64(ids):  # all int64 (the usual case) pass the check as they are
+        check_scalars(path, ids, "id", 0, rows=rows + start)
     out.flow_rows = rows
     out.flow_id, out.flow_text, out.flow_texts = _ids(ids)
     out.flow_bp = np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
+
+
+def _all_int64(values: list[Any]) -> bool:
+    try:
+        a = np.array(values)
+    except (ValueError, OverflowError):  # ragged lists, or ints beyond int64
+        return False
+    return a.ndim == 1 and a.dtype.kind == "i"
 
 
 def _ids(ids: list[Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:

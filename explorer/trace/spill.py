@@ -83,39 +83,62 @@ def _cgroup_room() -> tuple[int, str] | None:
     return None
 
 
-def memory_budget() -> tuple[int, str]:
+def memory_budget(*, certain: bool = False) -> tuple[int, str]:
     """(bytes this process may still take, how that limit reads in words): the least of
     the memory available on the machine, a cgroup limit less what its processes hold, and
-    an address-space or data limit less what this process holds."""
+    an address-space or data limit less what this process holds (``certain``: see
+    :func:`hard_limit`)."""
     vm = psutil.virtual_memory()
-    best = (int(vm.available), f"{vm.available / 2**30:.1f} GiB available now")
-    room = _cgroup_room()
-    if room is not None and room[0] < best[0]:
-        best = room
-    for which, name, field in (
-        (resource.RLIMIT_AS, "an address-space limit", 0),
-        (resource.RLIMIT_DATA, "a data-size limit", 1),  # private writable memory
+    free = (int(vm.available), f"{vm.available / 2**30:.1f} GiB available now")
+    hard = hard_limit(certain=certain)
+    return hard if hard is not None and hard[0] < free[0] else free
+
+
+def hard_limit(*, certain: bool = False) -> tuple[int, str] | None:
+    """Like :func:`memory_budget`, but only the limits whose breach is failure — a
+    cgroup's (the kernel kills the process, with no message) and the rlimits (allocations
+    fail) — not what the machine has free now (the kernel may reclaim or swap to find
+    more); None without any.
+
+    An rlimit counts reserved address space (allocators and thread pools reserve far more
+    than they touch: Arrow's ~1 GB), so what is left under one lies between the limit less
+    the reserved space (the default: what a decision to economise should assume) and the
+    limit less the memory actually held (``certain``: what a refusal may assume, so that
+    nothing is refused that could have run)."""
+    best = _cgroup_room()
+    vm, data, held = _statm()
+    for which, name, reserved in (
+        (resource.RLIMIT_AS, "an address-space limit", vm),
+        (resource.RLIMIT_DATA, "a data-size limit", data),
     ):
         soft, _ = resource.getrlimit(which)
         if soft == resource.RLIM_INFINITY:
             continue
-        used = _statm()[field]
-        if soft - used < best[0]:
-            best = (max(soft - used, 0), f"{name} of {soft / 2**30:.1f} GiB")
+        room = soft - (held if certain else reserved)
+        if best is None or room < best[0]:
+            best = (max(room, 0), f"{name} of {soft / 2**30:.1f} GiB")
     return best
 
 
-def _statm() -> tuple[int, int]:
-    """(virtual size, data size: what RLIMIT_DATA counts) of this process in bytes, read
-    with as little allocation as possible: it is asked when memory may be nearly
-    exhausted."""
+def rlimited() -> bool:
+    """Whether this process runs under an address-space or data-size limit."""
+    return any(
+        resource.getrlimit(which)[0] != resource.RLIM_INFINITY
+        for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA)
+    )
+
+
+def _statm() -> tuple[int, int, int]:
+    """(virtual size, data size: what RLIMIT_DATA counts, resident memory not shared with
+    other processes) of this process in bytes, read with as little allocation as possible:
+    it is asked when memory may be nearly exhausted."""
     fd = os.open("/proc/self/statm", os.O_RDONLY)
     try:
-        fields = os.read(fd, 256).split()
+        fields = [int(f) for f in os.read(fd, 256).split()]
     finally:
         os.close(fd)
     page = os.sysconf("SC_PAGE_SIZE")
-    return int(fields[0]) * page, int(fields[5]) * page
+    return fields[0] * page, fields[5] * page, (fields[1] - fields[2]) * page
 
 
 def should_spill(text_bytes: int) -> bool:
@@ -123,8 +146,7 @@ def should_spill(text_bytes: int) -> bool:
     module docstring); :class:`MemoryError` when even that could not fit, before any of
     the file is read (so the user hears it at once, in one line, rather than from deep
     inside a library that ran out half-way)."""
-    budget = memory_budget()[0]
-    if budget < LEAST_WORKING + LEAST_SHARE * text_bytes:
+    if memory_budget(certain=True)[0] < LEAST_WORKING + LEAST_SHARE * text_bytes:
         raise MemoryError
     mode = os.environ.get("EXPLORER_LOAD_SPILL", "auto").strip().lower() or "auto"
     if mode not in ("auto", "always", "never"):
@@ -135,7 +157,7 @@ def should_spill(text_bytes: int) -> bool:
         )
     if mode != "auto":
         return mode == "always"
-    return IN_MEMORY_PEAK * text_bytes > budget
+    return IN_MEMORY_PEAK * text_bytes > memory_budget()[0]
 
 
 def open_spill(parent: Path | None) -> Spill | None:

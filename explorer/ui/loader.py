@@ -20,6 +20,7 @@ from explorer.analysis.attribution import slice_sources
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.findings import findings
+from explorer.analysis.memory_need import check_analyses_fit
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
@@ -97,9 +98,19 @@ def _each_analysis(
     trace: Trace, names: tuple[str, ...] | None = None
 ) -> Iterator[tuple[str, Any, str | None]]:
     """Runs the analyses of :data:`ANALYSES` (those in ``names``, or all) one at a time,
-    lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised."""
+    lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised.
+    Under a memory limit they certainly cannot fit in, none runs and each says so: the
+    timeline stays usable rather than the window being killed by the kernel."""
+    try:
+        check_analyses_fit(trace.data, "the panels' analyses", "the timeline works within it")
+        refused = None
+    except ExplorerError as exc:
+        refused = str(exc)
     for name, fn in ANALYSES:
         if names is not None and name not in names:
+            continue
+        if refused is not None:
+            yield name, None, refused
             continue
         try:
             value = fn(trace)

@@ -78,7 +78,22 @@ def test_slow_dataloader_on_cpu_is_an_input_stall(real_run: tuple[Trace, int]) -
         lo = np.maximum(s["ts"].to_numpy()[loader], a)
         hi = np.minimum((s["ts"] + s["dur"]).to_numpy()[loader], b)
         inside += int(np.clip(hi - lo, 0, None).sum())
-    assert inside <= f.time_lost_ns <= 1.05 * inside
+    # and at most the time of every data-loading slice (the annotation and torch's
+    # torch/utils/data frames around it) inside the steps, merged: on a busy machine
+    # those frames outside the annotation can take milliseconds
+    data = np.flatnonzero(
+        s["name"].astype(str).str.startswith(("enumerate(DataLoader)", "torch/utils/data/"))
+    )
+    spans = []
+    for a, b in zip(st["start_ns"], st["end_ns"], strict=True):
+        lo = np.maximum(s["ts"].to_numpy()[data], a)
+        hi = np.minimum((s["ts"] + s["dur"]).to_numpy()[data], b)
+        spans += [(x, y) for x, y in zip(lo.tolist(), hi.tolist(), strict=True) if y > x]
+    union, end = 0, -1
+    for x, y in sorted(spans):
+        union += max(0, y - max(x, end))
+        end = max(end, y)
+    assert inside <= f.time_lost_ns <= union
     # at least the sleeps of the batches fetched inside the steps
     assert f.time_lost_ns >= 0.9 * SLEEP_S * 1e9 * BATCH * (len(st) - 1)
     # evidence: the DataLoader annotations and torch's data-loading Python frames
