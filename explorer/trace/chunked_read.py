@@ -28,9 +28,7 @@ names the event that is wrong, exactly as before.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import re
 import signal
 import stat
@@ -59,7 +57,7 @@ from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
 from explorer.trace.metadata_checks import check_metadata
-from explorer.trace.spill import open_spill, should_spill
+from explorer.trace.spill import open_spill, release_freed_memory, should_spill
 
 Progress = Callable[[float, str], None]
 
@@ -82,7 +80,6 @@ _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_GLIBC = ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
 _ANY = msgspec.json.Decoder()
 
 
@@ -245,14 +242,6 @@ class _StreamText(_Window):
 
 
 Text = _FileText | _StreamText
-
-
-def release_freed_memory() -> None:
-    """Give the memory freed by decoding back to the system (glibc keeps freed heap
-    memory otherwise: after a load of 1M events, ~100 MB of chunk objects and chunk
-    columns that the tables built next cannot reuse, being allocated elsewhere)."""
-    if _GLIBC is not None:
-        _GLIBC.malloc_trim(0)
 
 
 def _read(

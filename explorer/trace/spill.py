@@ -17,9 +17,11 @@ once it is an hour old).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap
 import os
+import platform
 import resource
 import shutil
 import tempfile
@@ -32,9 +34,10 @@ import psutil
 
 from explorer.errors import TraceError
 
-#: Peak memory of an in-memory first load, as a multiple of the JSON's size (measured
-#: 1.6-2.0x at 1M-10M events, benchmarks/load_scale.py): a load expected to need more
-#: than the budget spills.
+#: Memory an in-memory first load may take, as a multiple of the JSON's size: its peak
+#: is 1.1-1.4x (loader and decoding workers, 1M-10M events, benchmarks/load_scale.py); the
+#: rest leaves room for what the verb does next. A load expected to need more than the
+#: budget spills.
 IN_MEMORY_PEAK = 2.2
 #: The least any first load needs: a working set for decoding chunks and building
 #: tables, plus the finished tables (~0.3x the JSON, measured at 1M-12.6M events).
@@ -43,6 +46,7 @@ LEAST_SHARE = 0.3
 #: A spill directory older than this was left by a killed load.
 STALE_S = 3600
 _PREFIX = ".explorer-spill-"
+_GLIBC = ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
 
 
 def _cgroup_room() -> tuple[int, str] | None:
@@ -229,3 +233,11 @@ def _remove_stale(root: Path) -> None:
             continue
         if stale:
             shutil.rmtree(p, ignore_errors=True)
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed by decoding back to the system (glibc keeps freed heap
+    memory otherwise: after a load of 1M events, ~100 MB of chunk objects and chunk
+    columns that the tables built next cannot reuse, being allocated elsewhere)."""
+    if _GLIBC is not None:
+        _GLIBC.malloc_trim(0)
