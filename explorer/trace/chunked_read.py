@@ -56,8 +56,9 @@ from explorer.trace.decode import (
 from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
+from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.metadata_checks import check_metadata
-from explorer.trace.spill import open_spill, release_freed_memory, should_spill
+from explorer.trace.spill import open_spill, should_spill
 
 Progress = Callable[[float, str], None]
 

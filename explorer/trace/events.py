@@ -30,7 +30,8 @@ from explorer.trace.event_types import (
     MemoryArgs,
     struct_columns,
 )
-from explorer.trace.spill import Spill, release_freed_memory
+from explorer.trace.memory_limits import release_freed_memory
+from explorer.trace.spill import Spill
 
 #: Events per chunk when the array is split by events (:class:`~explorer.trace.decode.EventChunks`).
 CHUNK = 10_000
