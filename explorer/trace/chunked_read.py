@@ -37,6 +37,8 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -72,6 +74,8 @@ PARALLEL_BYTES = 50 << 20
 COMPRESSION_GUESS = 10
 #: The most worker processes a load starts.
 MAX_WORKERS = 8
+#: Seconds the worker processes may take to start before this process decodes alone.
+WORKERS_START_S = 60
 #: Compressed bytes inflated at a time.
 _PIECE = 1 << 20
 #: Text read before giving up on finding the ``traceEvents`` array.
@@ -331,15 +335,27 @@ class _Decoders:
             # Ctrl-C is held back while the workers are forked (the first submit forks them
             # all): a signal landing mid-fork would reach a worker and be lost to this
             # process. A worker ignores it (this process cancels the workers) and unblocks.
+            # Workers that cannot start (short of memory or threads: a fork or the pool's
+            # own threads failing) leave the decoding to this process rather than a hang.
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 self._pool = ProcessPoolExecutor(
                     self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
                 )
-                self._pool.submit(int).result()
+                self._pool.submit(int).result(timeout=WORKERS_START_S)
+            except (OSError, RuntimeError, BrokenProcessPool, FutureTimeout):
+                self._stop_pool()
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self
+
+    def _stop_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # Python 3.14's kill_workers(); before it, the pool's own table of them.
+            for process in list((pool._processes or {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
         """Decode a chunk; yields the chunks whose turn it is to be merged."""

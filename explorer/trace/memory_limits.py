@@ -96,6 +96,16 @@ def hard_limit(*, certain: bool = False) -> tuple[int, str] | None:
     return best
 
 
+def ensure_room(nbytes: int) -> None:
+    """:class:`MemoryError` unless a hard limit leaves this process ``nbytes`` more. For
+    a native library that, short of memory, spins forever rather than failing (scipy's
+    OpenBLAS, initialising its threads under a data-size limit): asked before loading it,
+    so the user hears "out of memory" instead of waiting on a hung process."""
+    limit = hard_limit()
+    if limit is not None and limit[0] < nbytes:
+        raise MemoryError
+
+
 def rlimited() -> bool:
     """Whether this process runs under an address-space or data-size limit."""
     return any(
