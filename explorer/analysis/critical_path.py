@@ -24,6 +24,7 @@ source lines that hold the most path time — which is where speeding up buys st
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +43,14 @@ from explorer.analysis.graph.edges import (
 from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
 from explorer.analysis.graph.thread_edges import WAITER_KINDS
 from explorer.trace.memo import memoised
+from explorer.trace.memory_limits import ensure_room
 from explorer.trace.model import TraceData
 
 #: How many ops and source lines the result keeps (ranked by path time).
 TOP = 20
+#: Memory scipy's own OpenBLAS takes to start its threads (measured: 64-128 MB under a
+#: data-size limit; short of it, it spins rather than failing).
+SCIPY_INIT_BYTES = 128 << 20
 
 
 @dataclass
@@ -238,6 +243,8 @@ def longest_work_path(
     that root (``dist = (t - t0) - work``): C speed on millions of points, the same answer
     as the longest-path DP over a topological order, without a Python loop over nodes.
     """
+    if "scipy.sparse.csgraph" not in sys.modules:
+        ensure_room(SCIPY_INIT_BYTES)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
 

@@ -13,8 +13,8 @@ the measured need, so a trace that could fit is never refused.
 from __future__ import annotations
 
 from explorer.errors import ExplorerError
+from explorer.trace.memory_limits import hard_limit
 from explorer.trace.model import TraceData
-from explorer.trace.spill import hard_limit
 
 #: The least memory per slice the analyses take at their peak: half the measured need.
 LEAST_BYTES_PER_SLICE = 700

@@ -36,7 +36,7 @@ from explorer.store.entry import (
     write_trace,
 )
 from explorer.store.header import STORE_VERSION, SourceStamp, StoreDamaged
-from explorer.trace.spill import rlimited
+from explorer.trace.memory_limits import rlimited
 
 # Arrow's default allocator (mimalloc) reserves ~1 GB of address space at its first use,
 # which an address-space or data-size limit (``ulimit -v``/``-d``) counts in full: under

@@ -28,9 +28,7 @@ names the event that is wrong, exactly as before.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import re
 import signal
 import stat
@@ -39,6 +37,8 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -58,6 +58,7 @@ from explorer.trace.decode import (
 from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
+from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.metadata_checks import check_metadata
 from explorer.trace.spill import open_spill, should_spill
 
@@ -73,6 +74,8 @@ PARALLEL_BYTES = 50 << 20
 COMPRESSION_GUESS = 10
 #: The most worker processes a load starts.
 MAX_WORKERS = 8
+#: Seconds the worker processes may take to start before this process decodes alone.
+WORKERS_START_S = 60
 #: Compressed bytes inflated at a time.
 _PIECE = 1 << 20
 #: Text read before giving up on finding the ``traceEvents`` array.
@@ -82,7 +85,6 @@ _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_GLIBC = ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
 _ANY = msgspec.json.Decoder()
 
 
@@ -247,14 +249,6 @@ class _StreamText(_Window):
 Text = _FileText | _StreamText
 
 
-def release_freed_memory() -> None:
-    """Give the memory freed by decoding back to the system (glibc keeps freed heap
-    memory otherwise: after a load of 1M events, ~100 MB of chunk objects and chunk
-    columns that the tables built next cannot reuse, being allocated elsewhere)."""
-    if _GLIBC is not None:
-        _GLIBC.malloc_trim(0)
-
-
 def _read(
     path: Path,
     text: Text,
@@ -341,15 +335,27 @@ class _Decoders:
             # Ctrl-C is held back while the workers are forked (the first submit forks them
             # all): a signal landing mid-fork would reach a worker and be lost to this
             # process. A worker ignores it (this process cancels the workers) and unblocks.
+            # Workers that cannot start (short of memory or threads: a fork or the pool's
+            # own threads failing) leave the decoding to this process rather than a hang.
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 self._pool = ProcessPoolExecutor(
                     self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
                 )
-                self._pool.submit(int).result()
+                self._pool.submit(int).result(timeout=WORKERS_START_S)
+            except (OSError, RuntimeError, BrokenProcessPool, FutureTimeout):
+                self._stop_pool()
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self
+
+    def _stop_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # Python 3.14's kill_workers(); before it, the pool's own table of them.
+            for process in list((pool._processes or {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
         """Decode a chunk; yields the chunks whose turn it is to be merged."""

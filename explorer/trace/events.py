@@ -30,6 +30,7 @@ from explorer.trace.event_types import (
     MemoryArgs,
     struct_columns,
 )
+from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.spill import Spill
 
 #: Events per chunk when the array is split by events (:class:`~explorer.trace.decode.EventChunks`).
@@ -105,37 +106,31 @@ _PER_EVENT = {
 _VOCABULARIES = (("name", "names"), ("cat", "cats"), ("pid", "pids"), ("tid", "tids"))
 
 
-class GrowingColumns:
+class InMemoryColumns:
     """Columns appended to chunk by chunk in memory (the in-memory counterpart of
-    :class:`~explorer.trace.spill.Spill`, same interface). Each column is one buffer that
-    doubles when full: numpy's large arrays are mappings of their own, so a replaced buffer
-    goes back to the system at once and the unused tail of the last one is never touched,
-    never resident. (Joining per-chunk pieces at the end held every column twice: the
-    pieces' freed heap was not returned before the joined copies were made.)"""
-
-    #: The smallest buffer, in elements.
-    FIRST = 1 << 16
+    :class:`~explorer.trace.spill.Spill`, same interface): each chunk's piece is kept as it
+    came, and a column is joined when asked for, its pieces released to the system before
+    the next column is joined (else the freed pieces stay resident beside the joined
+    copies: every column twice at the end of the decode). Measured on 1M events against
+    preallocated buffers filled piece by piece: a third of the merging CPU (first touches
+    of fresh pages cost ~7 µs each on a virtual machine) and a lower peak."""
 
     def __init__(self) -> None:
-        self._buffers: dict[str, np.ndarray] = {}
-        self._used: dict[str, int] = {}
+        self._pieces: dict[str, list[np.ndarray]] = {}
 
     def add(self, key: str, data: np.ndarray | bytes | bytearray) -> None:
         a = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
-        buf, used = self._buffers.get(key), self._used.get(key, 0)
-        need = used + len(a)
-        if buf is None or need > len(buf):
-            grown = np.empty(max(need, 2 * (0 if buf is None else len(buf)), self.FIRST), a.dtype)
-            if buf is not None:
-                grown[:used] = buf[:used]
-            self._buffers[key] = buf = grown
-        buf[used:need] = a
-        self._used[key] = need
+        self._pieces.setdefault(key, []).append(a)
 
     def array(self, key: str, dtype: Any) -> np.ndarray:
-        """Column ``key`` (a view of its buffer; empty when nothing was added)."""
-        buf = self._buffers.pop(key, None)
-        return np.empty(0, dtype) if buf is None else buf[: self._used.pop(key)]
+        """Column ``key`` joined (empty when nothing was added)."""
+        pieces = self._pieces.pop(key, None)
+        if not pieces:
+            return np.empty(0, dtype)
+        out = np.concatenate(pieces)
+        del pieces
+        release_freed_memory()
+        return out
 
 
 class ColumnsMerger:
@@ -144,15 +139,15 @@ class ColumnsMerger:
     Each chunk's vocabulary codes are mapped to the trace's as it is added (the trace's
     vocabularies grow in order of first appearance, as one pass over the file would grow
     them). Columns, the args blob among them, go to ``spill`` (files, for a trace too
-    large for memory) or else grow in memory (:class:`GrowingColumns`)."""
+    large for memory) or else grow in memory (:class:`InMemoryColumns`)."""
 
     def __init__(self, spill: Spill | None = None, spill_columns: bool = True) -> None:
         """With ``spill``, the args blob goes to it, and the other columns too when
         ``spill_columns``."""
         self.out = EventColumns()
         self.n = 0
-        self._sink: Spill | GrowingColumns = (
-            spill if spill is not None and spill_columns else GrowingColumns()
+        self._sink: Spill | InMemoryColumns = (
+            spill if spill is not None and spill_columns else InMemoryColumns()
         )
         self._blob_sink = spill if spill is not None else self._sink
         self._text_ids: dict[str, int] = {}

@@ -32,8 +32,8 @@ from explorer.trace.cache import cache_root, load_cached, save_cached, source_st
 from explorer.trace.chunked_read import NeedsCareful, read_chunked
 from explorer.trace.decode import decode, read_bytes, read_head
 from explorer.trace.execution_trace import attach_execution_trace, is_execution_trace
+from explorer.trace.memory_limits import memory_budget
 from explorer.trace.model import TraceData
-from explorer.trace.spill import memory_budget
 
 Progress = Callable[[float, str], None]
 

@@ -19,8 +19,8 @@ from tests.conftest import ROOT
 
 #: Memory held (resident, not shared) once the trace is open: what the check counts.
 _HELD = (
-    "import sys, explorer; from explorer.trace.spill import _statm; "
-    "t = explorer.load(sys.argv[1]); print(_statm()[2])"
+    "import sys, explorer; from explorer.trace.memory_limits import held_bytes; "
+    "t = explorer.load(sys.argv[1]); print(held_bytes())"
 )
 
 
@@ -69,9 +69,9 @@ import resource, sys
 import explorer
 from explorer.analysis.memory_need import check_analyses_fit
 from explorer.errors import ExplorerError
-from explorer.trace.spill import _statm
+from explorer.trace.memory_limits import held_bytes
 t = explorer.load(sys.argv[1])
-limit = _statm()[2] + int(sys.argv[2])
+limit = held_bytes() + int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.RLIM_INFINITY))
 try:
     check_analyses_fit(t.data, "the report's analyses", "info, sql")

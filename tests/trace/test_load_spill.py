@@ -120,7 +120,7 @@ def test_a_trace_larger_than_the_memory_cap_loads_by_spilling(tmp_path: Path) ->
 
 
 _BUDGET = (
-    "import json, sys; from explorer.trace.spill import memory_budget; "
+    "import json, sys; from explorer.trace.memory_limits import memory_budget; "
     "open(sys.argv[1], 'w').write(json.dumps(memory_budget()))"
 )
 

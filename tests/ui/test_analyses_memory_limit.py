@@ -19,12 +19,12 @@ from tests.conftest import ROOT
 _RUN = r"""
 import json, resource, sys
 import explorer
-from explorer.trace.spill import _statm
+from explorer.trace.memory_limits import held_bytes
 from explorer.ui.loader import run_analyses_now
 t = explorer.load(sys.argv[1])
 room = int(sys.argv[2])
 if room:
-    resource.setrlimit(resource.RLIMIT_DATA, (_statm()[2] + room, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_DATA, (held_bytes() + room, resource.RLIM_INFINITY))
 results, errors = run_analyses_now(t)
 print(json.dumps({"results": sorted(results), "errors": errors}))
 """
