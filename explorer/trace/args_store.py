@@ -25,6 +25,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from explorer.trace.spill import drop_resident_pages
+
 _DECODE = msgspec.json.Decoder()
 
 
@@ -69,6 +71,11 @@ class ArgsStore:
         self._batches = batches
         #: (k, data, offsets) of the batch read last: consecutive slices share a batch.
         self._last: tuple[int, memoryview, np.ndarray] | None = None
+
+    def drop_resident_pages(self) -> None:
+        """Let go of the resident pages of args kept in a mapped spill file (see
+        :func:`explorer.trace.spill.drop_resident_pages`), e.g. once they are stored."""
+        drop_resident_pages(self._blob)
 
     def __len__(self) -> int:
         if self._batches is not None:

@@ -120,6 +120,7 @@ def _read_one(
         if progress:
             progress(0.95, "writing cache")
         save_cached(path, trace, stamp, root=store)
+        trace.args_store.drop_resident_pages()  # read through once to be stored
     if progress:
         progress(1.0, "loaded")
     return trace

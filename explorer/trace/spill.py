@@ -132,3 +132,19 @@ def _remove_stale(root: Path) -> None:
             continue
         if stale:
             shutil.rmtree(p, ignore_errors=True)
+
+
+def drop_resident_pages(buffer: object) -> None:
+    """Unmap from this process the pages of ``buffer`` it has touched, when ``buffer`` is a
+    column :meth:`Spill.array` mapped (a no-op otherwise). The pages stay in the page cache
+    and are read again when next touched: for a column read through once (the slices'
+    args, written to the store), so the process does not keep them resident."""
+    owner = buffer
+    while not isinstance(owner, mmap.mmap):  # memoryview -> ndarray -> memoryview -> mmap
+        if isinstance(owner, memoryview):
+            owner = owner.obj
+        elif isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        else:
+            return
+    owner.madvise(mmap.MADV_DONTNEED)

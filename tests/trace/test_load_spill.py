@@ -18,7 +18,7 @@ import pytest
 import explorer
 from explorer.scenarios.large import write_large
 from explorer.trace.build import trace_from_events
-from explorer.trace.spill import Spill
+from explorer.trace.spill import Spill, drop_resident_pages
 from tests.conftest import ROOT, SAMPLE_TRACES, shared_trace_files
 
 TRACES = sorted(SAMPLE_TRACES.glob("*.json.gz")) + shared_trace_files()[:4]
@@ -167,3 +167,24 @@ def test_the_memory_budget_under_a_data_size_limit(tmp_path: Path) -> None:
     )
     budget, words = json.loads(out.read_text())
     assert 0 < budget < limit and words == "a data-size limit of 1.0 GiB"
+
+
+def _rss_file() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) << 10
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+def test_a_spilled_column_read_through_once_is_not_kept_resident(tmp_path: Path) -> None:
+    spill = Spill(tmp_path)
+    spill.add("args_blob", np.full(32 << 20, ord("x"), np.uint8))
+    blob = spill.array("args_blob", np.uint8).data
+    spill.close()
+    before = _rss_file()
+    assert bytes(blob[::4096]).count(b"x") == (32 << 20) // 4096  # every page touched
+    touched = _rss_file()
+    drop_resident_pages(blob)
+    assert touched - before > 24 << 20  # the pages were resident, then let go of
+    assert _rss_file() - before < 4 << 20
+    assert bytes(blob[-3:]) == b"xxx"  # and still readable (from the page cache)
