@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         check_analyses_fit(
             trace.data,
             "the report's analyses",
-            "info, sql, export --no-results and the viewer's timeline work within it",
+            "info, sql and export --no-results work within it",
         )
     if args.steps is not None:
         trace.use_steps(args.steps)

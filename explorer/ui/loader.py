@@ -99,10 +99,10 @@ def _each_analysis(
 ) -> Iterator[tuple[str, Any, str | None]]:
     """Runs the analyses of :data:`ANALYSES` (those in ``names``, or all) one at a time,
     lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised.
-    Under a memory limit they certainly cannot fit in, none runs and each says so: the
-    timeline stays usable rather than the window being killed by the kernel."""
+    Under a memory limit they certainly cannot fit in, none runs and each says so, rather
+    than the window being killed by the kernel half-way through them."""
     try:
-        check_analyses_fit(trace.data, "the panels' analyses", "the timeline works within it")
+        check_analyses_fit(trace.data, "the panels' analyses", "the panels stay empty")
         refused = None
     except ExplorerError as exc:
         refused = str(exc)
