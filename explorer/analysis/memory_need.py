@@ -20,17 +20,30 @@ from explorer.trace.model import TraceData
 LEAST_BYTES_PER_SLICE = 700
 
 
-def check_analyses_fit(trace: TraceData, what: str, instead: str) -> None:
+def check_analyses_fit(
+    trace: TraceData, what: str, instead: str, bytes_per_slice: int = LEAST_BYTES_PER_SLICE
+) -> None:
     """:class:`~explorer.errors.ExplorerError` when ``what`` (e.g. "the report's analyses")
     cannot fit under this process's hard memory limit; ``instead`` says what works."""
+    check_fits(
+        str(trace.metadata.get("source", "the trace")),
+        len(trace.slices),
+        bytes_per_slice,
+        what,
+        instead,
+    )
+
+
+def check_fits(source: str, n: int, bytes_per_slice: int, what: str, instead: str) -> None:
+    """:class:`~explorer.errors.ExplorerError` when ``what``, over the ``n`` slices of
+    ``source`` and taking at least ``bytes_per_slice`` each at its peak, cannot fit under
+    this process's hard memory limit; ``instead`` says what works."""
     limit = hard_limit(certain=True)
-    n = len(trace.slices)
-    need = LEAST_BYTES_PER_SLICE * n
+    need = bytes_per_slice * n
     if limit is None or need <= limit[0]:
         return
     raise ExplorerError(
-        f"{trace.metadata.get('source', 'the trace')}: {what} over {n:,} slices need at "
-        f"least {need / 2**30:.1f} GiB at their peak, and this process may use "
-        f"{limit[0] / 2**30:.1f} GiB more ({limit[1]}) — raise the limit or run on a larger "
-        f"machine; {instead}"
+        f"{source}: {what} over {n:,} slices need at least {need / 2**30:.1f} GiB at their "
+        f"peak, and this process may use {limit[0] / 2**30:.1f} GiB more ({limit[1]}) — "
+        f"raise the limit or run on a larger machine; {instead}"
     )

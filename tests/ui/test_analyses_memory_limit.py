@@ -71,3 +71,43 @@ def test_panels_analyses_all_run_without_a_limit(big: tuple[Path, dict[str, str]
     out = _analyses(big, 0)
     assert out["errors"] == {}
     assert out["results"] == sorted(name for name, _ in ANALYSES)
+
+
+_LANES = r"""
+import resource, sys
+import explorer
+from explorer.errors import ExplorerError
+from explorer.trace.memory_limits import held_bytes
+from explorer.ui.timeline.lane_builder import open_or_build
+t = explorer.load(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_DATA, (held_bytes() + int(sys.argv[2]), resource.RLIM_INFINITY))
+try:
+    lanes, how = open_or_build(t.data.slices, None)
+    print("built", how)
+except ExplorerError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(("room_mb", "built"), [(30, False), (3072, True)])
+def test_the_lane_index_is_refused_in_one_line_where_it_cannot_fit(
+    big: tuple[Path, dict[str, str]], room_mb: int, built: bool
+) -> None:
+    """The timeline's lane index needs at least LANES_LEAST_BYTES_PER_SLICE a slice (54 MB
+    for these 215,811 slices): with 30 MB to spare the builder says so in the line the
+    timeline shows; with 3 GB (Arrow's allocator alone reserves ~1 GB of it) it builds."""
+    trace, env = big
+    proc = subprocess.run(
+        [sys.executable, "-c", _LANES, str(trace), str(room_mb << 20)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    line = proc.stdout.strip()
+    if built:
+        assert line == "built built", proc.stderr
+    else:
+        assert "the timeline's lane index over 215,811 slices need at least" in line
+        assert "a data-size limit" in line and "\n" not in line

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QThread, pyqtSignal
 
+from explorer.analysis.memory_need import check_fits
 from explorer.errors import ExplorerError
 from explorer.store.lod import fingerprint, open_lod, write_lod
 from explorer.trace.cache import entry_path
@@ -54,6 +55,12 @@ def lane_key(slices: pd.DataFrame, color: np.ndarray) -> str:
     )
 
 
+#: The least memory per slice building the lane index takes at its peak (as
+#: :mod:`explorer.analysis.memory_need` counts): half the measured need (8.4M slices: ~3.7
+#: GB over the interpreter and the mapped trace; numpy alone 107 B a slice at 673k).
+LANES_LEAST_BYTES_PER_SLICE = 250
+
+
 def index_phases(
     slices: pd.DataFrame, directory: Path | None, *, coarse: bool = False
 ) -> Iterator[tuple[str, LaneIndex]]:
@@ -62,6 +69,13 @@ def index_phases(
     (with ``coarse``) and ``("built", index)``, written to ``directory`` once the consumer
     asks for more. Each phase runs only when asked for: a consumer that stops early (a
     cancelled builder) skips the rest."""
+    check_fits(
+        "the trace",
+        len(slices),
+        LANES_LEAST_BYTES_PER_SLICE,
+        "the timeline's lane index",
+        "info, sql and export --no-results work within it",
+    )
     color = color_ids(slices["kind"], slices["name"])
     key = lane_key(slices, color)
     cached = open_lod(directory, key) if directory is not None else None
