@@ -8,6 +8,8 @@ tests that need it skip with a reason that says so.
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 SAMPLE_TRACES = ROOT / "sample_traces"
+
+
+def run_with_data_limit(
+    cmd: list[str], env: dict[str, str], limit: int | None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` from the project root, its output captured as text, with its private
+    memory capped at ``limit`` bytes (``RLIMIT_DATA``: unprivileged, on every Linux machine;
+    no cap when None)."""
+
+    def cap() -> None:
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    return subprocess.run(
+        cmd,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=timeout,
+    )
 
 
 def shared_trace_files() -> list[Path]:

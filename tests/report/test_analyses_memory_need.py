@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from explorer.analysis.memory_need import LEAST_BYTES_PER_SLICE
 from explorer.scenarios.large import write_large
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_with_data_limit
 
 #: Memory held (resident, not shared) once the trace is open: what the check counts.
 _HELD = (
@@ -47,19 +46,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str],
 
 
 def _run(args: list[str], env: dict[str, str], limit: int | None) -> subprocess.CompletedProcess:
-    def cap() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-    return subprocess.run(
-        [sys.executable, "-m", "explorer", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=cap,
-        timeout=300,
-    )
+    return run_with_data_limit([sys.executable, "-m", "explorer", *args], env, limit)
 
 
 #: Opens the trace, then sets a data-size limit (the memory a process may hold) that leaves

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE_TRACES
+from tests.conftest import ROOT, SAMPLE_TRACES, run_with_data_limit
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from big_trace import make_big_trace  # noqa: E402
@@ -55,18 +54,8 @@ def cached(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
 def _explorer(
     args: list[str], env: dict[str, str], cap_mib: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    def preexec() -> None:
-        if cap_mib is not None:
-            resource.setrlimit(resource.RLIMIT_DATA, (cap_mib * MIB, cap_mib * MIB))
-
-    done = subprocess.run(
-        [sys.executable, "-m", "explorer", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=preexec,
-    )
+    limit = cap_mib * MIB if cap_mib is not None else None
+    done = run_with_data_limit([sys.executable, "-m", "explorer", *args], env, limit)
     assert done.returncode == 0, (args, cap_mib, done.stderr[-2000:])
     return done
 

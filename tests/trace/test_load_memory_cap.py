@@ -5,7 +5,6 @@ from numpy, msgspec or Arrow, in the loading process or a decoding worker)."""
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from explorer.scenarios.large import write_large
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_with_data_limit
 
 _VM_AFTER_IMPORT = "import explorer.cli.main, psutil; print(psutil.Process().memory_info().data)"
 
@@ -35,19 +34,7 @@ def test_trace_beyond_an_address_space_limit_is_one_line(tmp_path: Path, workers
     # trace's events need (its JSON alone is larger)
     limit = int(imported.stdout) + (64 << 20)
     assert trace.stat().st_size > 64 << 20
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "explorer", "info", str(trace)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=cap,
-        timeout=300,
-    )
+    proc = run_with_data_limit([sys.executable, "-m", "explorer", "info", str(trace)], env, limit)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -73,20 +60,8 @@ def test_every_verb_step_out_of_memory_is_one_line(tmp_path: Path) -> None:
     outcomes = set()
     for extra_mb in (8, 48, 120):
         limit = int(imported.stdout) + (extra_mb << 20)
-
-        def cap(limit: int = limit) -> None:
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
         for verb in (["info", str(trace)], ["report", str(trace)]):
-            proc = subprocess.run(
-                [sys.executable, "-m", "explorer", *verb],
-                env=env,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                preexec_fn=cap,
-                timeout=300,
-            )
+            proc = run_with_data_limit([sys.executable, "-m", "explorer", *verb], env, limit)
             lines = proc.stderr.strip().splitlines()
             if proc.returncode == 0:
                 outcomes.add("ran")

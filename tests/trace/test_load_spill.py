@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import explorer
 from explorer.scenarios.large import write_large
 from explorer.trace.build import trace_from_events
 from explorer.trace.spill import Spill, drop_resident_pages
-from tests.conftest import ROOT, SAMPLE_TRACES, shared_trace_files
+from tests.conftest import ROOT, SAMPLE_TRACES, run_with_data_limit, shared_trace_files
 
 TRACES = sorted(SAMPLE_TRACES.glob("*.json.gz")) + shared_trace_files()[:4]
 _TABLES = ("slices", "tracks", "flows", "counters", "instants", "memory")
@@ -86,20 +85,8 @@ print(json.dumps({"slices": len(s), "digest": h.hexdigest(),
 
 
 def _run(trace: Path, mode: str, limit: int | None) -> subprocess.CompletedProcess[str]:
-    def cap() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_LOAD_SPILL": mode}
-    return subprocess.run(
-        [sys.executable, "-c", _DIGEST, str(trace)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=cap,
-        timeout=300,
-    )
+    return run_with_data_limit([sys.executable, "-c", _DIGEST, str(trace)], env, limit)
 
 
 def test_a_trace_larger_than_the_memory_cap_loads_by_spilling(tmp_path: Path) -> None:
@@ -154,17 +141,10 @@ def test_the_memory_budget_is_the_cap_a_container_or_ulimit_sets(tmp_path: Path)
 def test_the_memory_budget_under_a_data_size_limit(tmp_path: Path) -> None:
     out = tmp_path / "budget.json"
     limit = 1 << 30
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-    subprocess.run(
-        [sys.executable, "-c", _BUDGET, str(out)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=cap,
-        check=True,
-        timeout=120,
+    proc = run_with_data_limit(
+        [sys.executable, "-c", _BUDGET, str(out)], {**os.environ, "PYTHONPATH": str(ROOT)}, limit
     )
+    assert proc.returncode == 0, proc.stderr
     budget, words = json.loads(out.read_text())
     assert 0 < budget < limit and words == "a data-size limit of 1.0 GiB"
 
