@@ -127,13 +127,17 @@ def args_batches(
     has_args = store is not None and len(store) == n_slices
     for lo in range(0, n_slices, size):
         hi = min(lo + size, n_slices)
-        if has_args:
-            assert store is not None
-            column = store.slice_rows(lo, hi)
-        else:
-            column = pa.array([b"{}"] * (hi - lo), pa.large_binary())
-        ids = pa.array(np.arange(lo, hi, dtype=np.int64))
-        yield pa.record_batch([ids, column], schema=ARGS_SCHEMA)
+        # Built in the yield itself: a local would keep the batch alive (the generator's
+        # frame) after the caller is done with it, until the next batch is made.
+        yield pa.record_batch(
+            [
+                pa.array(np.arange(lo, hi, dtype=np.int64)),
+                store.slice_rows(lo, hi)
+                if has_args and store is not None
+                else pa.array([b"{}"] * (hi - lo), pa.large_binary()),
+            ],
+            schema=ARGS_SCHEMA,
+        )
 
 
 def args_table(store: ArgsStore | None, n_slices: int) -> pa.Table:
@@ -149,16 +153,25 @@ def encode_args(
     store: ArgsStore | None, n_slices: int, sink: pa.NativeFile, table_format: str = "parquet"
 ) -> None:
     """Write the slices' args to ``sink`` in ``table_format``, :data:`ARGS_BATCH` slices at a
-    time (each a record batch, or a Parquet row group)."""
-    batches = args_batches(store, n_slices)
+    time (each a record batch, or a Parquet row group).
+
+    Each batch is a copy of its slices' args (:meth:`ArgsStore.slice_rows`, which lets go of
+    the pages of a mapped spill file as it copies them), written, then given back: Arrow's
+    allocator would otherwise keep the largest batches' memory until the process ends (at
+    1M events ~40 MB on top of the tables, at the peak of a first load)."""
+    pool = pa.default_memory_pool()
     if table_format == "arrow":
         with pa.ipc.new_file(sink, ARGS_SCHEMA) as writer:
-            for b in batches:
-                writer.write_batch(b)
+            for batch in args_batches(store, n_slices):
+                writer.write_batch(batch)
+                del batch
+                pool.release_unused()
         return
     with pq.ParquetWriter(sink, ARGS_SCHEMA, **_ARGS_WRITE) as pwriter:
-        for b in batches:
-            pwriter.write_batch(b, row_group_size=ARGS_BATCH)
+        for batch in args_batches(store, n_slices):
+            pwriter.write_batch(batch, row_group_size=ARGS_BATCH)
+            del batch
+            pool.release_unused()
 
 
 class _ArrowArgs:

@@ -134,11 +134,14 @@ def _remove_stale(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def drop_resident_pages(buffer: object) -> None:
-    """Unmap from this process the pages of ``buffer`` it has touched, when ``buffer`` is a
-    column :meth:`Spill.array` mapped (a no-op otherwise). The pages stay in the page cache
-    and are read again when next touched: for a column read through once (the slices'
-    args, written to the store), so the process does not keep them resident."""
+def drop_resident_pages(buffer: object, start: int = 0, stop: int | None = None) -> None:
+    """Unmap from this process the pages of ``buffer`` (bytes ``start:stop`` of it; all by
+    default) it has touched, when ``buffer`` is a column :meth:`Spill.array` mapped (a no-op
+    otherwise). The pages stay in the page cache and are read again when next touched: for a
+    column read through once (the slices' args, copied a range at a time to be written to the
+    store or exported), so the process does not keep them resident. Whole pages are dropped,
+    so bytes beside the range may be read again too (never wrongly: the mapping is the
+    file's)."""
     owner = buffer
     while not isinstance(owner, mmap.mmap):  # memoryview -> ndarray -> memoryview -> mmap
         if isinstance(owner, memoryview):
@@ -147,4 +150,17 @@ def drop_resident_pages(buffer: object) -> None:
             owner = owner.base
         else:
             return
-    owner.madvise(mmap.MADV_DONTNEED)
+    if start == 0 and stop is None:
+        owner.madvise(mmap.MADV_DONTNEED)
+        return
+    # where ``buffer`` begins in the mapping (a view may start past its first byte)
+    assert isinstance(buffer, (memoryview, np.ndarray, mmap.mmap))  # what the walk passed
+    at = _address(buffer) - _address(owner)
+    lo = (at + start) // mmap.PAGESIZE * mmap.PAGESIZE
+    hi = len(owner) if stop is None else min(at + stop, len(owner))
+    if hi > lo:
+        owner.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _address(buffer: memoryview | np.ndarray | mmap.mmap) -> int:
+    return int(np.frombuffer(buffer, np.uint8).ctypes.data)
