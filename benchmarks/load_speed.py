@@ -22,6 +22,12 @@ kept in its own venv because it pins its own dependencies) or set ``HTA_PYTHON``
 The loader decodes large traces in worker processes, which ``ru_maxrss`` of the loading
 process cannot see: the parse-only runs are also watched from outside, summing the PSS of
 the loading process and its workers (see ``load_scale.py``), and that figure is printed too.
+
+``--baseline-pythonpath CHECKOUT`` also runs the explorer of an older checkout, alternating
+run by run with this one: its cached reopen and its first load (time and watched PSS), each
+against its own fresh store. Its runs set ``PYTHONSAFEPATH`` (Python 3.11+): ``python -c``
+otherwise puts the working directory first on ``sys.path``, and run from a checkout, that
+checkout's explorer, not the baseline's, is what gets imported.
 """
 
 from __future__ import annotations
@@ -111,6 +117,8 @@ def main() -> None:
         "checkout of an older cache), alternating run by run with this one",
     )
     a = ap.parse_args()
+    if a.baseline_pythonpath and sys.version_info < (3, 11):
+        ap.error("--baseline-pythonpath needs Python 3.11+ (PYTHONSAFEPATH; see the docstring)")
     work = Path(a.work)
     (work / "trace").mkdir(parents=True, exist_ok=True)
     trace = make_big_trace(work / "trace" / "rank-0.json", a.events)
@@ -119,9 +127,13 @@ def main() -> None:
     print(f"trace: {trace} ({size_mb:.0f} MB uncompressed JSON, >= {n_events:,} events requested)")
     env = dict(os.environ, EXPLORER_CACHE_DIR=str(work / "cache"))
     benv = dict(
-        env, PYTHONPATH=a.baseline_pythonpath, EXPLORER_CACHE_DIR=str(work / "cache-baseline")
+        env,
+        PYTHONPATH=a.baseline_pythonpath,
+        PYTHONSAFEPATH="1",
+        EXPLORER_CACHE_DIR=str(work / "cache-baseline"),
     )
     first, parse_only, watched, first_watched = [], [], [], []
+    base_first, base_first_watched = [], []
     raw = [_run(sys.executable, _RAW, str(trace)) for _ in range(0 if a.reopen_only else a.repeat)]
     for k in range(0 if a.reopen_only else a.repeat):
         # A user's first load: parse + store write into an empty store. Interleaved with a
@@ -136,6 +148,12 @@ def main() -> None:
         shutil.rmtree(fresh, ignore_errors=True)
         parse_only.append(_run(sys.executable, _EXPLORER, str(trace), "nocache", env=env))
         watched.append(measure(trace, dict(env, PYTHONPATH=str(Path(__file__).parents[1]))))
+        if a.baseline_pythonpath:  # the same first load with the baseline's code
+            fresh_env = dict(benv, EXPLORER_CACHE_DIR=str(fresh))
+            base_first.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=fresh_env))
+            shutil.rmtree(fresh, ignore_errors=True)
+            base_first_watched.append(measure(trace, fresh_env, cache=True))
+            shutil.rmtree(fresh, ignore_errors=True)
     _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)  # writes the cache
     if a.baseline_pythonpath:
         _run(sys.executable, _EXPLORER, str(trace), "cache", env=benv)
@@ -186,12 +204,20 @@ def main() -> None:
         f"process): median {raw_s:.2f} s -> the first load takes {f_s / raw_s:.1f}x, the parse "
         f"only {p_s / raw_s:.1f}x"
     )
+    if base_first:
+        bf_s = statistics.median(r["s"] for r in base_first)
+        bfpss = statistics.median(r["pss_over_mb"] for r in base_first_watched)
+        print(
+            f"baseline ({a.baseline_pythonpath}) first load (parse + store write): median "
+            f"{bf_s:.2f} s, loader + workers (PSS) +{bfpss:.0f} MB = {bfpss / size_mb:.2f}x the "
+            f"JSON -> this one takes {f_s / bf_s:.2f}x the time and {fpss / bfpss:.2f}x the memory"
+        )
     pss = statistics.median(r["pss_over_mb"] for r in watched)
     print(
         f"explorer parse only, loader + worker processes (PSS, watched from outside): "
         f"+{pss:.0f} MB = {pss / size_mb:.2f}x the JSON, in {statistics.median(r['s'] for r in watched):.2f} s"
     )
-    if a.hta_python:
+    if a.hta_python and a.hta_repeat > 0:
         try:
             runs = [_run(a.hta_python, _HTA, str(trace.parent)) for _ in range(a.hta_repeat)]
             h_s = statistics.median(r["s"] for r in runs)
@@ -204,7 +230,7 @@ def main() -> None:
         except RuntimeError as exc:
             print(f"HTA: could not run ({exc})")
     else:
-        print("HTA: not measured (give --hta-python or HTA_PYTHON)")
+        print("HTA: not measured (--hta-repeat 0, or give --hta-python or HTA_PYTHON)")
 
 
 if __name__ == "__main__":
