@@ -135,11 +135,23 @@ def main() -> None:
     first, parse_only, watched, first_watched = [], [], [], []
     base_first, base_first_watched = [], []
     raw = [_run(sys.executable, _RAW, str(trace)) for _ in range(0 if a.reopen_only else a.repeat)]
+
+    def baseline_first_load(fresh: Path) -> None:
+        """The same first load with the baseline's code, into an empty store."""
+        fresh_env = dict(benv, EXPLORER_CACHE_DIR=str(fresh))
+        base_first.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=fresh_env))
+        shutil.rmtree(fresh, ignore_errors=True)
+        base_first_watched.append(measure(trace, fresh_env, cache=True))
+        shutil.rmtree(fresh, ignore_errors=True)
+
     for k in range(0 if a.reopen_only else a.repeat):
         # A user's first load: parse + store write into an empty store. Interleaved with a
-        # parse-only run (cache off) so both see the same load on a shared machine.
+        # parse-only run (cache off) so both see the same load on a shared machine; the
+        # baseline's first load goes before this one's every other repeat.
         fresh = work / f"cache-first-{k}"
         shutil.rmtree(fresh, ignore_errors=True)
+        if a.baseline_pythonpath and k % 2:
+            baseline_first_load(fresh)
         first_env = dict(os.environ, EXPLORER_CACHE_DIR=str(fresh))
         first.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=first_env))
         shutil.rmtree(fresh, ignore_errors=True)
@@ -148,12 +160,8 @@ def main() -> None:
         shutil.rmtree(fresh, ignore_errors=True)
         parse_only.append(_run(sys.executable, _EXPLORER, str(trace), "nocache", env=env))
         watched.append(measure(trace, dict(env, PYTHONPATH=str(Path(__file__).parents[1]))))
-        if a.baseline_pythonpath:  # the same first load with the baseline's code
-            fresh_env = dict(benv, EXPLORER_CACHE_DIR=str(fresh))
-            base_first.append(_run(sys.executable, _EXPLORER, str(trace), "cache", env=fresh_env))
-            shutil.rmtree(fresh, ignore_errors=True)
-            base_first_watched.append(measure(trace, fresh_env, cache=True))
-            shutil.rmtree(fresh, ignore_errors=True)
+        if a.baseline_pythonpath and not k % 2:
+            baseline_first_load(fresh)
     _run(sys.executable, _EXPLORER, str(trace), "cache", env=env)  # writes the cache
     if a.baseline_pythonpath:
         _run(sys.executable, _EXPLORER, str(trace), "cache", env=benv)
