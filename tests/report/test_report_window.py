@@ -186,7 +186,7 @@ def test_report_step_range_on_the_command_line(sample_traces: Path, tmp_path: Pa
 @pytest.fixture(scope="module")
 def many_steps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     d = tmp_path_factory.mktemp("window")
-    trace = write_large(d / "steps.json", 400_000)
+    trace = write_large(d / "steps.json", 400_000, scenario="input_sync_pageable")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(d / "cache")}
     stored = _explorer(["info", "--json", str(trace)], env)
     assert stored.returncode == 0, stored.stderr
