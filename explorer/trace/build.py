@@ -246,7 +246,7 @@ def _slices(
     s_idx, s_ts, s_dur = durations
     del durations
     # Args rows (X and B events, file order) ↔ slices.
-    s_args = np.searchsorted(ev.args_rows, s_idx)
+    s_args = _rows_in(ev.args_rows, s_idx)
     name_cat = _categorical(ev.name[s_idx], ev.names.values)
     cat_cat = _categorical(ev.cat[s_idx], ev.cats.values)
     kind = kinds_for(cat_cat, name_cat)
@@ -255,7 +255,7 @@ def _slices(
         keys, s_idx, cat_cat, device, stream, np.flatnonzero(ev.ph == PH_I), ev, meta
     )
     del device, stream
-    order = np.lexsort((s_idx, -s_dur, s_ts, slice_track))
+    order = slice_order(slice_track, s_ts, s_dur, s_idx)
     # One column at a time, so that only one is held twice (a 10M-event trace's columns
     # are 70 MB each).
     del s_idx
@@ -294,6 +294,42 @@ def _slices(
         copy=False,
     )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     return slices, tracks, s_args, known
+
+
+def _rows_in(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each of ``wanted`` is in ``rows`` (sorted; every one of ``wanted`` is in it):
+    ``np.searchsorted``, or at once when they are the same rows (a trace of X events only,
+    the usual case: 30 ms less at 1M events)."""
+    if len(rows) == len(wanted) and np.array_equal(rows, wanted):
+        return np.arange(len(rows), dtype=np.intp)
+    return np.searchsorted(rows, wanted)
+
+
+def slice_order(track: np.ndarray, ts: np.ndarray, dur: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """The slices' final order: ``np.lexsort((row, -dur, ts, track))`` — by track, start,
+    longest first, file order — computed as one stable sort of track and start packed into
+    one int64, then the lexsort for only the slices that tie on both (6× faster on 1M
+    slices: one key sorted instead of four). Times are ns from the trace's start (≥ 0)."""
+    n = len(ts)
+    if n == 0 or int(ts.min()) < 0 or int(track.min()) < 0:
+        return np.lexsort((row, -dur, ts, track))
+    ts_bits = int(ts.max()).bit_length()
+    if ts_bits + int(track.max()).bit_length() > 62:
+        return np.lexsort((row, -dur, ts, track))
+    key = (track.astype(np.int64) << ts_bits) | ts
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    tie = key[1:] == key[:-1]
+    del key
+    if tie.any():  # runs of equal (track, ts): ordered by -dur, then row
+        tied = np.zeros(n, bool)
+        tied[1:] = tie
+        tied[:-1] |= tie
+        at = np.flatnonzero(tied)
+        run = np.concatenate([[0], np.cumsum(~tie)])[at]
+        members = order[at]
+        order[at] = members[np.lexsort((row[members], -dur[members], run))]
+    return order
 
 
 def _known_args(ev: EventColumns, s_args: np.ndarray) -> dict[str, np.ndarray]:
