@@ -307,29 +307,52 @@ def _rows_in(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 def slice_order(track: np.ndarray, ts: np.ndarray, dur: np.ndarray, row: np.ndarray) -> np.ndarray:
     """The slices' final order: ``np.lexsort((row, -dur, ts, track))`` — by track, start,
-    longest first, file order — computed as one stable sort of track and start packed into
-    one int64, then the lexsort for only the slices that tie on both (6× faster on 1M
-    slices: one key sorted instead of four). Times are ns from the trace's start (≥ 0)."""
+    longest first, file order. When track, start and position fit one int64 together
+    (1M slices over a minute on 100 tracks do), it is one in-place sort of them packed,
+    then the lexsort for only the slices that tie on track and start (when they are few):
+    ~4× faster on 1M slices, and less memory than the lexsort (one int64 a slice, which
+    becomes the order, beside a few for each tie). Times are ns from the trace's start."""
     n = len(ts)
     if n == 0 or int(ts.min()) < 0 or int(track.min()) < 0:
         return np.lexsort((row, -dur, ts, track))
+    pos_bits = (n - 1).bit_length()
     ts_bits = int(ts.max()).bit_length()
-    if ts_bits + int(track.max()).bit_length() > 62:
+    if int(track.max()).bit_length() + ts_bits + pos_bits > 63:
         return np.lexsort((row, -dur, ts, track))
-    key = (track.astype(np.int64) << ts_bits) | ts
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    tie = key[1:] == key[:-1]
-    del key
-    if tie.any():  # runs of equal (track, ts): ordered by -dur, then row
-        tied = np.zeros(n, bool)
-        tied[1:] = tie
-        tied[:-1] |= tie
-        at = np.flatnonzero(tied)
-        run = np.concatenate([[0], np.cumsum(~tie)])[at]
-        members = order[at]
-        order[at] = members[np.lexsort((row[members], -dur[members], run))]
+    key = track.astype(np.int64)
+    key <<= ts_bits
+    key |= ts
+    key <<= pos_bits
+    for lo in range(0, n, _BLOCK):
+        key[lo : lo + _BLOCK] |= np.arange(lo, min(lo + _BLOCK, n))
+    key.sort()
+    tie = np.empty(n - 1, bool)  # sorted neighbours with the same track and start
+    for lo in range(0, n - 1, _BLOCK):
+        k = key[lo : lo + _BLOCK + 1] >> pos_bits
+        tie[lo : lo + len(k) - 1] = k[1:] == k[:-1]
+    key &= (1 << pos_bits) - 1  # the positions, in order
+    order = key
+    if not tie.any():
+        return order
+    tied = np.zeros(n, bool)
+    tied[1:] = tie
+    tied[:-1] |= tie
+    if int(np.count_nonzero(tied)) > n // 8:  # mostly ties (whole-µs times): the lexsort
+        del tie, tied, key, order
+        return np.lexsort((row, -dur, ts, track))
+    at = np.flatnonzero(tied)
+    del tied
+    # Runs of equal (track, start), each ordered by -dur, then row.
+    new_run = np.ones(len(at), bool)
+    new_run[1:] = (np.diff(at) != 1) | ~tie[at[:-1]]
+    run = np.cumsum(new_run)
+    members = order[at]
+    order[at] = members[np.lexsort((row[members], -dur[members], run))]
     return order
+
+
+#: Slices packed or compared at a time in :func:`slice_order`.
+_BLOCK = 1 << 16
 
 
 def _known_args(ev: EventColumns, s_args: np.ndarray) -> dict[str, np.ndarray]:

@@ -23,13 +23,18 @@ from tests.conftest import SAMPLE_TRACES
 
 def test_slice_order_is_the_lexsort_of_track_start_longest_first_and_file_order() -> None:
     rng = np.random.default_rng(7)
-    for _ in range(300):
+    for k in range(600):
         n = int(rng.integers(0, 400))
-        # Few tracks, few distinct starts and durations: many ties on every key.
         track = rng.integers(0, 5, n)
-        ts = rng.integers(0, 30, n)
         dur = rng.integers(0, 6, n)
         row = rng.permutation(n)
+        if k % 2:  # few distinct starts: mostly ties
+            ts = rng.integers(0, 30, n)
+        else:  # distinct starts but a few slices starting with another on its track
+            ts = rng.integers(0, 10**9, n)
+            copies = rng.integers(0, max(n, 1), n // 20)
+            ts[copies] = ts[copies[::-1]]
+            track[copies] = track[copies[::-1]]
         expected = np.lexsort((row, -dur, ts, track))
         assert np.array_equal(slice_order(track, ts, dur, row), expected)
     # Starts too wide to pack beside the track: the plain lexsort, same answer.
