@@ -191,7 +191,7 @@ def main() -> None:
         f"explorer parse only, loader + worker processes (PSS, watched from outside): "
         f"+{pss:.0f} MB = {pss / size_mb:.2f}x the JSON, in {statistics.median(r['s'] for r in watched):.2f} s"
     )
-    if a.hta_python:
+    if a.hta_python and a.hta_repeat > 0:
         try:
             runs = [_run(a.hta_python, _HTA, str(trace.parent)) for _ in range(a.hta_repeat)]
             h_s = statistics.median(r["s"] for r in runs)
