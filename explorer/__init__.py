@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from explorer.errors import ExplorerError, TraceError
-from explorer.trace_api import Trace
+from explorer.allocator import arrow_allocator_for_limits
+
+arrow_allocator_for_limits()  # first of all: before pandas starts Arrow
+
+from explorer.errors import ExplorerError, TraceError  # noqa: E402
+from explorer.trace_api import Trace  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -75,7 +76,7 @@ def launcher(trace: TraceData) -> np.ndarray:
     out = np.full(n, -1, np.int64)
     fl = trace.flows
     if len(fl):
-        lf = fl[fl["type"].astype(str) == "launch"]
+        lf = fl[np.asarray(fl["type"] == "launch")]  # categorical: by code
         dst = lf["dst"].to_numpy(np.int64)
         src = lf["src"].to_numpy(np.int64)
         ok = (dst >= 0) & (dst < n) & (src >= 0) & (src < n)
@@ -84,7 +85,7 @@ def launcher(trace: TraceData) -> np.ndarray:
     on_dev = trace.on_device()
     need = np.flatnonzero(on_dev & (out < 0) & (corr >= 0))
     if len(need):
-        kind = s["kind"].to_numpy().astype(object)
+        kind = category_values(s["kind"])
         host_rt = np.flatnonzero(trace.on_host() & (corr >= 0) & np.isin(kind, ["runtime", "sync"]))
         if len(host_rt):
             by_corr = pd.Series(host_rt, index=corr[host_rt])

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.steps import select_steps
+from explorer.trace.columns import category_values
 from explorer.trace.kinds import COLLECTIVE, device_label, device_vendor, process_vendor
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
@@ -220,7 +221,7 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
     host = trace.on_host()
-    kind = s["kind"].to_numpy().astype(object)
+    kind = category_values(s["kind"])
     span = name_flags(trace, SPAN_NAMES)
     host &= ~span & (kind != "other") & (kind != "device_annotation")
     code = np.full(len(s), -1, np.int64)
@@ -263,7 +264,7 @@ def device_slice_reasons(trace: TraceData) -> np.ndarray:
     """Per slice, the index in :data:`DEVICE_REASONS` of what it is as device work
     (0 compute, 1 communication, 2 data movement, 3 a wait; -1 none), by kind and name alone
     — callers pick the slices that run on a device."""
-    kind = trace.slices["kind"].to_numpy().astype(object)
+    kind = category_values(trace.slices["kind"])
     code = np.full(len(kind), -1, np.int64)
     code[(kind == "kernel") | (kind == "fallback")] = 0
     code[kind == "collective"] = 1

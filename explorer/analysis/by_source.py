@@ -14,7 +14,9 @@ Columns (ns are int64; a line only appears when something is attributed to it):
 - ``fallback_count``: CPU fallbacks recorded at the line; ``sync_count``: outermost syncs.
 - ``count``: outermost operators (``cpu_op`` slices not inside another op) called there.
 
-Sorted by ``host_ns + device_ns``, heaviest first.
+Sorted by ``host_ns + device_ns``, heaviest first. In a window of a trace
+(:mod:`explorer.trace.window`), only the time inside the window counts: the slices that
+enclose it keep their whole durations, and are clipped to it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import SYNC_OPS, name_flags, sweep
+from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -41,9 +44,10 @@ def by_source(trace: TraceData) -> pd.DataFrame:
     s = trace.slices
     if nf == 0:
         return pd.DataFrame({c: [] for c in BY_SOURCE_COLUMNS})
-    dur = s["dur"].to_numpy(np.int64)
+    ts, end = _times(trace)
+    dur = end - ts
     parent = s["parent"].to_numpy(np.int64)
-    kind = s["kind"].to_numpy().astype(object)
+    kind = category_values(s["kind"])
     on_dev = trace.on_device()
     host = trace.on_host()
     has_parent = parent >= 0
@@ -75,7 +79,7 @@ def by_source(trace: TraceData) -> pd.DataFrame:
 
     out = frames.copy()
     out["line"] = out["line"].astype(np.int64)
-    out["host_ns"] = _exclusive_host_ns(trace, code, host, nf)
+    out["host_ns"] = _exclusive_host_ns(trace, ts, end, code, host, nf)
     out["device_ns"] = per_line(on_dev & work_kinds, dur)
     out["stall_ns"] = per_line(outer_sync, dur)
     out["copy_bytes"] = per_line(copy_bytes_src, nbytes)
@@ -87,7 +91,24 @@ def by_source(trace: TraceData) -> pd.DataFrame:
     return out
 
 
-def _exclusive_host_ns(trace: TraceData, code: np.ndarray, host: np.ndarray, nf: int) -> np.ndarray:
+def _times(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
+    """Each slice's start and end, clipped to the trace's window when it is one."""
+    ts = trace.slices["ts"].to_numpy(np.int64)
+    end = ts + trace.slices["dur"].to_numpy(np.int64)
+    w = trace.window
+    if w is None:
+        return ts, end
+    return np.clip(ts, w.start_ns, w.end_ns), np.clip(end, w.start_ns, w.end_ns)
+
+
+def _exclusive_host_ns(
+    trace: TraceData,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    code: np.ndarray,
+    host: np.ndarray,
+    nf: int,
+) -> np.ndarray:
     """Per frame code, host time during which a slice of that line was the deepest running
     on its thread. One sweep over all host tracks (shifted apart in time), one pass per
     nesting depth to find which slice of that depth holds each segment."""
@@ -96,8 +117,8 @@ def _exclusive_host_ns(trace: TraceData, code: np.ndarray, host: np.ndarray, nf:
     out = np.zeros(nf, np.int64)
     if len(ids) == 0:
         return out
-    ts = s["ts"].to_numpy(np.int64)[ids]
-    end = ts + s["dur"].to_numpy(np.int64)[ids]
+    ts = starts[ids]
+    end = ends[ids]
     track = s["track"].to_numpy(np.int64)[ids]
     depth = s["depth"].to_numpy(np.int64)[ids]
     shift = track * (int(end.max()) - int(min(ts.min(), 0)) + 1)

@@ -212,7 +212,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     launches = np.zeros(arrays.n, bool)
     flows = trace.flows
     if len(flows):
-        launches[flows["src"].to_numpy()[flows["type"].astype(str).to_numpy() == "launch"]] = True
+        launches[flows["src"].to_numpy()[np.asarray(flows["type"] == "launch")]] = True
     launches |= launch_call_mask(trace.slices["name"].array)
     categories = TimeCategories(trace, arrays, launches)
     owner = owners(graph, e)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.trace.columns import category_values
 from explorer.trace.kinds import DEVICE_TYPES, device_label
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
@@ -348,7 +349,7 @@ def _who(
     from explorer.trace.source import user_frames
 
     ids = op_slice[ok]
-    op[ok] = trace.slices["name"].to_numpy(dtype=object)[ids].astype(str)
+    op[ok] = category_values(trace.slices["name"])[ids].astype(str)
     frames = user_frames(trace)
     file[ok] = frames["file"].to_numpy(dtype=object)[ids].astype(str)
     line[ok] = frames["line"].to_numpy(np.int64)[ids]

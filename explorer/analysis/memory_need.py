@@ -8,16 +8,28 @@ container's or scheduler's memory cgroup, which kills the process without a word
 is reached, or a ``ulimit`` — a trace whose analyses certainly cannot fit is refused at
 once, in one line, rather than after minutes of work. The test uses a floor well under
 the measured need, so a trace that could fit is never refused.
+
+Rather than refuse, ``report`` analyses the run of steps that fits (:func:`steps_that_fit`),
+sized by the measured need, and says so: a window of the trace is a trace of its own
+(:func:`explorer.analysis.steps.window_of_steps`) whose steps' breakdown and critical path
+are the whole trace's.
 """
 
 from __future__ import annotations
 
-from explorer.errors import ExplorerError
-from explorer.trace.memory_limits import hard_limit
+import numpy as np
+
+from explorer.analysis.critical_path import SCIPY_INIT_BYTES
+from explorer.analysis.steps import attributed_steps, window_of_steps
+from explorer.errors import ExplorerError, UsageError
+from explorer.trace.memory_limits import hard_limit, memory_budget
 from explorer.trace.model import TraceData
 
 #: The least memory per slice the analyses take at their peak: half the measured need.
 LEAST_BYTES_PER_SLICE = 700
+#: What the analyses took at their peak per slice, with a margin (measured: 1.5 KB), for
+#: sizing a window that is to fit rather than refusing one that certainly cannot.
+MEASURED_BYTES_PER_SLICE = 1_600
 
 
 def check_analyses_fit(
@@ -46,4 +58,69 @@ def check_fits(source: str, n: int, bytes_per_slice: int, what: str, instead: st
         f"{source}: {what} over {n:,} slices need at least {need / 2**30:.1f} GiB at their "
         f"peak, and this process may use {limit[0] / 2**30:.1f} GiB more ({limit[1]}) — "
         f"raise the limit or run on a larger machine; {instead}"
+    )
+
+
+def steps_that_fit(
+    trace: TraceData, bytes_per_slice: int = MEASURED_BYTES_PER_SLICE
+) -> tuple[int, int, str] | None:
+    """None when the whole trace's analyses fit in what this process may use (by the
+    measured need); else ``(first, last, limit)``: the step numbers of the longest run of
+    steps, from the first, whose slices' analyses fit, and that limit in words.
+
+    A step's slices are counted by where they start (inside its window, attributed device
+    work included): one pass over the start times, never the window cut itself.
+    :class:`~explorer.errors.ExplorerError` when not even the first step fits."""
+    room, limit = memory_budget()
+    room -= SCIPY_INIT_BYTES  # what the critical path's solver takes to start, whatever the size
+    n = len(trace.slices)
+    if n * bytes_per_slice <= room:
+        return None
+    att = attributed_steps(trace)
+    starts = np.minimum(att["start_ns"].to_numpy(np.int64), att["host_start_ns"].to_numpy())
+    k = np.searchsorted(starts, trace.slices["ts"].to_numpy(np.int64), side="right") - 1
+    per_step = np.bincount(k[k >= 0], minlength=len(att))[: len(att)]
+    fits = np.cumsum(per_step) * bytes_per_slice <= room
+    if len(att) == 0 or not fits[0]:
+        raise ExplorerError(
+            f"{trace.path or 'the trace'}: even its first step's analyses "
+            f"({int(per_step[0]) if len(att) else n:,} slices) need more memory than the "
+            f"{max(room, 0) / 2**30:.1f} GiB this process may use ({limit}) — raise the limit or run "
+            "on a larger machine; info, sql and export --no-results work within it"
+        )
+    last = int(np.flatnonzero(fits)[-1])
+    steps = att["step"].to_numpy(np.int64)
+    return int(steps[0]), int(steps[last]), limit
+
+
+def analysed_window(
+    trace: TraceData, step_range: tuple[int, int] | None = None, step: int | None = None
+) -> tuple[TraceData, str]:
+    """The trace the analyses are to read, and a note for the user ("" when none): the
+    steps asked for (``step_range``, both included), else the whole trace when its
+    analyses fit in memory, else the run of steps that fits (:func:`steps_that_fit`) —
+    just ``step`` when one is given."""
+    if step_range is not None:
+        first, last = step_range
+        if step is not None and not first <= step <= last:
+            raise UsageError(f"--step {step} is outside --step-range {first}:{last}")
+        return window_of_steps(trace, first, last, f"requested (--step-range {first}:{last})"), ""
+    fit = steps_that_fit(trace)
+    if fit is None:
+        return trace, ""
+    first, last, limit = fit
+    if step is not None:
+        first = last = step
+    n = len(trace.slices)
+    reason = (
+        f"the analyses of all {n:,} slices would need about "
+        f"{n * MEASURED_BYTES_PER_SLICE / 2**30:.1f} GiB, more than this process may use "
+        f"({limit})"
+    )
+    window = window_of_steps(trace, first, last, reason)
+    assert window.window is not None
+    which = f"step {first}" if first == last else f"steps {first}-{last}"
+    return window, (
+        f"{trace.path or 'the trace'}: {reason}; analysing {which} of "
+        f"{window.window.whole_steps} (--step-range FIRST:LAST picks others)"
     )

@@ -150,7 +150,7 @@ def _device_time(
     flows = trace.flows
     if not len(flows):
         return device_time
-    launch = (flows["type"].astype(str) == "launch").to_numpy()
+    launch = np.asarray(flows["type"] == "launch")
     src = flows["src"].to_numpy(np.int64)[launch]
     dst = flows["dst"].to_numpy(np.int64)[launch]
     ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)

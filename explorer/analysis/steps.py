@@ -30,8 +30,10 @@ import pandas as pd
 
 from explorer.analysis.attribution import launcher
 from explorer.errors import UsageError
+from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
+from explorer.trace.window import cut
 
 STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice"]
 
@@ -41,8 +43,11 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice`` (see module doc).
 
     Without ``pattern``, the trace's own (``trace.step_pattern``) applies. Kept in the
-    trace's memo per pattern, since every analysis starts here.
+    trace's memo per pattern, since every analysis starts here. A window of a trace
+    (:func:`window_of_steps`) has the whole trace's steps in it.
     """
+    if trace.window is not None:
+        return trace.window.steps[STEP_COLUMNS]
     if pattern is None:
         pattern = trace.step_pattern
     if pattern is not None:
@@ -65,13 +70,13 @@ def _matching_steps(
     if len(s) == 0:
         return None
     row_hit = trace.name_matches(rx) & trace.on_host()
-    row_hit &= s["kind"].to_numpy() != "device_annotation"
+    row_hit &= np.asarray(s["kind"] != "device_annotation")  # categorical: by code
     ids = np.flatnonzero(row_hit)
     if len(ids) == 0:
         return None
     df = pd.DataFrame(
         {
-            "name": s["name"].to_numpy()[ids].astype(str),
+            "name": category_values(s["name"])[ids].astype(str),
             "start_ns": s["ts"].to_numpy()[ids].astype(np.int64),
             "dur_ns": s["dur"].to_numpy()[ids].astype(np.int64),
             "slice": ids.astype(np.int64),
@@ -129,7 +134,10 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
       running maximum keeps windows ordered when it does not).
 
     Without device work (CPU traces) the windows are the host ranges. Kept in the memo.
+    A window of a trace (:func:`window_of_steps`) has the whole trace's windows.
     """
+    if trace.window is not None:
+        return trace.window.attributed_steps
     st = steps(trace)
     h0 = st["start_ns"].to_numpy(np.int64)
     h1 = st["end_ns"].to_numpy(np.int64)
@@ -167,6 +175,27 @@ def _launched_device_end(
     gap = ~inside & (nxt < len(h0))
     np.maximum.at(before_end, nxt[gap], ends[gap])
     return inside_end, before_end
+
+
+def window_of_steps(trace: TraceData, first: int, last: int, reason: str) -> TraceData:
+    """Steps ``first`` to ``last`` (numbers, both included) of ``trace`` as a trace of their
+    own (:func:`explorer.trace.window.cut`): every slice overlapping their host ranges or
+    their attributed windows, so each step's breakdown and critical path are the whole
+    trace's. ``reason`` says why (:attr:`explorer.trace.model.Window.reason`)."""
+    att = attributed_steps(trace)
+    numbers = att["step"].to_numpy(np.int64)
+    chosen = (numbers >= first) & (numbers <= last)
+    if not chosen.any():
+        have = ", ".join(str(int(x)) for x in numbers[:20])
+        raise UsageError(f"no step from {first} to {last} in the trace (steps: {have})")
+    sel = att[chosen]
+    lo = int(min(sel["start_ns"].min(), sel["host_start_ns"].min()))
+    hi = int(max(sel["end_ns"].max(), sel["host_end_ns"].max()))
+    whole = trace.window.whole_steps if trace.window is not None else len(att)
+    return cut(
+        trace, lo, hi, steps=steps(trace)[chosen], attributed_steps=sel, whole_steps=whole,
+        reason=reason,
+    )  # fmt: skip
 
 
 def select_steps(

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from explorer.analysis.memory_need import check_analyses_fit
+from explorer.analysis.memory_need import analysed_window, check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
@@ -45,6 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="leave out Explorer's Findings and Critical path rows (faster on huge traces)",
     )
+    options.add_step_range(p, "write the findings and critical path of")
     options.add_job_options(p)
     return p
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import explorer
     from explorer.cli.progress import terminal_progress
     from explorer.export import export
-    from explorer.export.results import Results
+    from explorer.export.results import Results, results_in_child
     from explorer.job import is_job
 
     if is_job(args.trace):
@@ -65,14 +66,21 @@ def run(args: argparse.Namespace) -> int:
         args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
     )
     print_load_warnings(trace)
+    started = time.perf_counter()
+    options = {"results": Results()} if args.no_results else {}
     if not args.no_results:
+        data, note = analysed_window(trace.data, args.step_range)
         check_analyses_fit(
-            trace.data,
+            data,
             "the findings and critical path written with the trace",
             "export --no-results writes the trace's own events within it",
         )
-    started = time.perf_counter()
-    options = {"results": Results()} if args.no_results else {}
+        if data.window is not None:  # results of some steps, named in the whole trace
+            if note:
+                print(f"explorer: note: {note}", file=sys.stderr)
+            # in a child process: the memory its analyses take goes back for the export
+            options["results"] = results_in_child(data).of_whole_trace(data.window)
+            del data
     summaries = []
     out = atomic_write(
         args.output,
@@ -119,6 +127,8 @@ def run_job(args: argparse.Namespace) -> int:
     from explorer.job import job_document
     from explorer.job.export import job_to_perfetto
 
+    if args.step_range is not None:
+        raise UsageError("--step-range is for one trace; a job is exported whole")
     inputs = input_files(args.trace)
     fmt = args.format or format_for_path(Path(args.output))
     if fmt != "perfetto":

@@ -75,3 +75,30 @@ def add_job_options(parser: argparse.ArgumentParser, store: bool = True) -> None
             default=None,
             help="write the ranks' tables here (default: the cache dir)",
         )
+
+
+def step_range(text: str) -> tuple[int, int]:
+    """``--step-range FIRST:LAST`` (both included; ``N`` alone is ``N:N``)."""
+    first, sep, last = text.partition(":")
+    try:
+        a = int(first)
+        b = int(last) if sep else a
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not FIRST:LAST (step numbers, e.g. 10:40)"
+        ) from None
+    if b < a:
+        raise argparse.ArgumentTypeError(f"{text!r}: the last step comes before the first")
+    return a, b
+
+
+def add_step_range(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--step-range",
+        type=step_range,
+        default=None,
+        metavar="FIRST:LAST",
+        help=f"{what} steps FIRST to LAST only (their numbers, both included): a window of "
+        "the trace, read and analysed on its own; without it, a trace whose analyses do "
+        "not fit in memory is analysed over the steps that fit, and the output says so",
+    )

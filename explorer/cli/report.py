@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from explorer.analysis.memory_need import check_analyses_fit
+from explorer.analysis.memory_need import analysed_window, check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
@@ -47,6 +47,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="take steps from host annotations matching REGEX (default: ProfilerStep#N, "
         "else the whole trace)",
     )
+    options.add_step_range(p, "analyse")
     p.add_argument(
         "--top", type=int, default=10, help="at most K findings and source lines (default 10)"
     )
@@ -80,14 +81,14 @@ def run(args: argparse.Namespace) -> int:
         check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
     print_load_warnings(trace)
-    if args.steps is None and args.step is None:  # a step's report may need less (unmeasured)
-        check_analyses_fit(
-            trace.data,
-            "the report's analyses",
-            "info, sql and export --no-results work within it",
-        )
     if args.steps is not None:
         trace.use_steps(args.steps)
+    data, note = analysed_window(trace.data, args.step_range, args.step)
+    if note:
+        print(f"explorer: note: {note}", file=sys.stderr)
+    check_analyses_fit(
+        data, "the report's analyses", "info, sql and export --no-results work within it"
+    )
     to_file = args.output is not None
     color = args.color == "always" or (
         args.color == "auto"
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         and sys.stdout.isatty()
         and "NO_COLOR" not in os.environ
     )
-    text = render(trace.data, format=args.format, step=args.step, top=args.top, color=color)
+    text = render(data, format=args.format, step=args.step, top=args.top, color=color)
     if to_file:
         out = atomic_write(
             args.output,
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     if not rules:
         return 0
-    fired = evaluate(rules, document(trace.data, step=args.step, top=args.top))
+    fired = evaluate(rules, document(data, step=args.step, top=args.top))
     for msg in fired:
         print(f"explorer: FAIL {msg}", file=sys.stderr)
     return 1 if fired else 0
@@ -125,6 +126,8 @@ def run_job(args: argparse.Namespace) -> int:
     rules = [parse_job_rule(r) for r in args.fail_on]
     if args.step is not None:
         raise UsageError("--step is for one trace; a job report covers every step")
+    if args.step_range is not None:
+        raise UsageError("--step-range is for one trace; a job report covers every step")
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     doc = job_document(

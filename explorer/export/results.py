@@ -9,7 +9,11 @@ that surfaces, never a silently missing row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
@@ -19,7 +23,8 @@ from explorer.analysis import critical_path as path_analysis
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
-from explorer.trace.model import TraceData
+from explorer.errors import ExplorerError
+from explorer.trace.model import TraceData, Window
 
 FINDINGS_ROW = "Findings"
 #: A finding links to at most this many of its evidence slices (heaviest first).
@@ -60,12 +65,89 @@ class Results:
         """Slices these results add to the export."""
         return len(self.slices) + len(self.path)
 
+    def of_whole_trace(self, window: Window) -> Results:
+        """These results, computed on a window of a trace (:mod:`explorer.trace.window`),
+        with their slice ids those of the whole trace, to export with it; each finding says
+        which steps were analysed, and why."""
+        ids = window.ids
+        steps = window.steps["step"]
+        analysed = (
+            f"{int(steps.min())}-{int(steps.max())} of {window.whole_steps} ({window.reason})"
+        )
+        flows = self.flows.copy()
+        flows["src"] = ids[flows["src"].to_numpy(np.int64)]
+        flows["dst"] = ids[flows["dst"].to_numpy(np.int64)]
+        return Results(
+            slices=[
+                replace(
+                    s,
+                    links=[int(ids[i]) for i in s.links],
+                    args={**s.args, "analysed steps": analysed},
+                )
+                for s in self.slices
+            ],
+            path=ids[self.path],
+            flows=flows,
+        )
+
     def rows(self) -> list[str]:
         """Row names in first-use order (Findings before Critical path)."""
         rows = list(dict.fromkeys(s.row for s in self.slices))
         if len(self.path):
             rows.append(CRITICAL_PATH_ROW)
         return rows
+
+
+#: The trace a forked child computes the results of (:func:`results_in_child`): inherited
+#: through the fork, never sent.
+_CHILD_TRACE: list[TraceData] = []
+
+
+def results_in_child(trace: TraceData) -> Results:
+    """:func:`explorer_results` of ``trace``, computed in a forked child process, so that
+    all the memory the analyses took goes back to the system when it exits — a process's
+    heap keeps much of it (small objects, fragments), and under a memory limit the export
+    of the whole trace that follows needs it. In this process when other Python threads
+    run (forking while they may hold locks is not safe).
+
+    :class:`~explorer.errors.ExplorerError` when the child is killed (out of memory under
+    a cgroup limit: the kernel kills without a word)."""
+    if threading.active_count() > 1:
+        return explorer_results(trace)
+    _CHILD_TRACE[:] = [trace]
+    try:
+        with ProcessPoolExecutor(1, mp_context=get_context("fork")) as pool:
+            packed = pool.submit(_packed_results).result()
+    except BrokenProcessPool:
+        raise ExplorerError(
+            f"{trace.path or 'the trace'}: the analyses for the findings and critical path "
+            "were killed (out of memory?) — export --no-results writes the trace's own events, "
+            "and --step-range FIRST:LAST the results of fewer steps"
+        ) from None
+    finally:
+        _CHILD_TRACE.clear()
+    slices, path, src, dst, type_codes, types = packed
+    return Results(
+        slices=[ResultSlice(*fields) for fields in slices],
+        path=path,
+        flows=pd.DataFrame(
+            {"src": src, "dst": dst, "type": pd.Categorical.from_codes(type_codes, types)}
+        ),
+    )
+
+
+def _packed_results() -> tuple[Any, ...]:
+    """In the child: the results of the inherited trace, as plain values and arrays."""
+    r = explorer_results(_CHILD_TRACE[0])
+    kinds = pd.Categorical(r.flows["type"].astype(str))
+    return (
+        [(s.row, s.ts, s.dur, s.name, s.args, s.links) for s in r.slices],
+        r.path,
+        r.flows["src"].to_numpy(np.int64),
+        r.flows["dst"].to_numpy(np.int64),
+        kinds.codes,
+        [str(c) for c in kinds.categories],
+    )
 
 
 def explorer_results(

@@ -84,13 +84,41 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
             "time_lost_by_kind": _lost_by_kind(all_findings),
         },
         "steps": steps_out,
-        "findings": [f.to_dict() for f in all_findings[:top]],
+        "findings": [_whole_ids(trace, f.to_dict(), "evidence") for f in all_findings[:top]],
         "findings_total": len(all_findings),
         "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
         "memory": _memory(trace),
+        "window": _window(trace, st),
     }
     return doc
+
+
+def _whole_ids(trace: TraceData, d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d`` with the slice ids under ``key`` those of the whole trace, when ``trace`` is a
+    window of it (what a user clicks must name the trace they open)."""
+    if trace.window is not None:
+        d[key] = trace.window.whole_ids(d[key])
+    return d
+
+
+def _window(trace: TraceData, st: Any) -> dict[str, Any] | None:
+    """Which steps of the whole trace a windowed report covers, and why (None: all)."""
+    w = trace.window
+    if w is None:
+        return None
+    numbers = [int(x) for x in w.steps["step"]]
+    return {
+        "first_step": min(numbers),
+        "last_step": max(numbers),
+        "steps": len(numbers),
+        "whole_steps": w.whole_steps,
+        "slices": len(trace.slices),
+        "whole_slices": w.whole_slices,
+        "start_ns": w.start_ns,
+        "end_ns": w.end_ns,
+        "reason": w.reason,
+    }
 
 
 def _for_step(found: list[Finding], step: int, start: int, end: int) -> list[Finding]:
@@ -134,7 +162,9 @@ def _trace_info(trace: TraceData) -> dict[str, Any]:
         "rank": _int_or(meta.get("rank"), -1),  # -1: unknown (rank 0 is a rank)
         "world_size": _int_or(meta.get("world_size"), -1),
         "slices": len(trace.slices),
-        "span_ns": int(trace.span_ns),
+        "span_ns": int(trace.span_ns)
+        if trace.window is None
+        else trace.window.end_ns - trace.window.start_ns,
         "warnings": [str(w) for w in meta.get("warnings", []) or []],
     }
 
@@ -203,7 +233,7 @@ def render(
     # Without --step, the steps the rest of the report covers (--steps REGEX or
     # ProfilerStep#N), not the whole file. Memoised: every format rendered shares it.
     cp = critical_path(trace, step, all_steps=True)
-    doc["critical_path"] = cps.to_dict(cp)
+    doc["critical_path"] = _whole_ids(trace, cps.to_dict(cp), "slices")
     if format == "text":
         return text.render(doc, color=color, critical_path=cps.render_text(cp))
     if format == "markdown":

@@ -29,9 +29,16 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],
                  "timeline": {device: {"ts": [int], "allocated": [int], "reserved": [int]}}},
-      "critical_path": {...}          # when the critical-path analysis is installed:
+      "critical_path": {...},         # when the critical-path analysis is installed:
                                       # its to_dict(), or {"error": str}
+      "window": null | {              # a report of some steps only (--step-range, or what
+                                      # fits in memory): which, of how many, and why
+          "first_step": int, "last_step": int, "steps": int, "whole_steps": int,
+          "slices": int, "whole_slices": int, "start_ns": int, "end_ns": int, "reason": str}
     }
+
+In a window's report, ``evidence`` and ``critical_path.slices`` are the whole trace's slice
+ids, as the viewer shows them.
 
 All times are int64 nanoseconds; ``start_ns``/``ts``/``ranges`` are relative to the trace's
 start (``metadata["start_ns"]``), like ``slices.ts``. See also ``docs/report_schema.md``.

@@ -73,6 +73,8 @@ class Head:
     synthetic: bool
     test_backend: str
     """What the test backend was, when a test backend recorded the trace ("" otherwise)."""
+    window: str = ""
+    """Which steps a report of a window of the trace covers, and why ("" for all)."""
 
 
 def pct(part: float, whole: float) -> str:
@@ -118,6 +120,22 @@ def head(doc: dict[str, Any]) -> Head:
         warnings=[str(w) for w in t["warnings"]],
         synthetic=bool(doc["synthetic"]),
         test_backend=str(doc.get("test_backend") or ""),
+        window=_window(doc.get("window")),
+    )
+
+
+def _window(w: dict[str, Any] | None) -> str:
+    if not w:
+        return ""
+    which = (
+        f"step {w['first_step']}"
+        if w["first_step"] == w["last_step"]
+        else f"steps {w['first_step']}-{w['last_step']}"
+    )
+    return (
+        f"This report covers {which} only ({w['steps']} of {w['whole_steps']} steps, "
+        f"{w['slices']:,} of {w['whole_slices']:,} slices): {w['reason']}. Findings are "
+        "ranked within these steps; --step-range FIRST:LAST picks others"
     )
 
 

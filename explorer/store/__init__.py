@@ -25,8 +25,7 @@ file's size and CRC-32). It serves three users:
 Nothing here unpickles anything; an entry is never modified after it is written.
 """
 
-import pyarrow as pa
-
+from explorer.allocator import arrow_allocator_for_limits
 from explorer.store.entry import (
     OPTIONAL_TABLES,
     TABLES,
@@ -36,13 +35,8 @@ from explorer.store.entry import (
     write_trace,
 )
 from explorer.store.header import STORE_VERSION, SourceStamp, StoreDamaged
-from explorer.trace.memory_limits import rlimited
 
-# Arrow's default allocator (mimalloc) reserves ~1 GB of address space at its first use,
-# which an address-space or data-size limit (``ulimit -v``/``-d``) counts in full: under
-# one, the system allocator, which takes only what it uses.
-if rlimited():
-    pa.set_memory_pool(pa.system_memory_pool())
+arrow_allocator_for_limits()  # for a store used without ``import explorer`` first
 
 __all__ = [
     "OPTIONAL_TABLES",

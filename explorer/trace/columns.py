@@ -105,6 +105,17 @@ def num_str(v: Any) -> str:
     return str(v)
 
 
+def category_values(values: pd.Categorical | pd.Series) -> np.ndarray:
+    """A categorical column as an object array of its values (None where missing), each
+    row pointing at its category's one string. What ``column.to_numpy()`` returns, without
+    a new string per row: with Arrow-backed categories that is a string object per slice
+    (at 8.4M slices, 700 MB that the heap then keeps)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    names = np.empty(len(cat.categories) + 1, dtype=object)
+    names[:-1] = [str(n) for n in cat.categories]
+    return names[cat.codes]
+
+
 def category_matches(values: pd.Categorical | pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     """Per row of a categorical column: does its value match ``rx`` (``search``)? The regex
     runs once per distinct value, then the answers are spread through the codes; a missing

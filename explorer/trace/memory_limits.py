@@ -106,14 +106,6 @@ def ensure_room(nbytes: int) -> None:
         raise MemoryError
 
 
-def rlimited() -> bool:
-    """Whether this process runs under an address-space or data-size limit."""
-    return any(
-        resource.getrlimit(which)[0] != resource.RLIM_INFINITY
-        for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA)
-    )
-
-
 def held_bytes() -> int:
     """Memory this process holds: resident and not shared with other processes."""
     return _statm()[2]

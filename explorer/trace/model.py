@@ -60,6 +60,10 @@ allocated, int32), ``slice`` (the innermost host slice enclosing the event, -1 f
 (``"kineto"``, ``"chrome"``...), ``rank`` / ``world_size`` (from ``distributedInfo``),
 ``synthetic`` (True only for traces written by Explorer's scenario generator),
 ``warnings`` (list of strings the reader wants the user to see).
+
+``window`` — None for a whole trace; for a time window cut from one
+(:func:`explorer.trace.window.cut`), a :class:`Window`: what it was cut from, each row's id
+in the whole trace, and the whole trace's steps over the window.
 """
 
 from __future__ import annotations
@@ -143,6 +147,33 @@ def empty_slices() -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+@dataclass(frozen=True)
+class Window:
+    """What a windowed trace (:func:`explorer.trace.window.cut`) is a window of.
+
+    Its slices are those of the whole trace that overlap ``[start_ns, end_ns)``, with their
+    enclosing slices; ``ids[i]`` is row ``i``'s id in the whole trace, so what a user clicks
+    (evidence, the critical path) names the whole trace's slices. ``steps`` and
+    ``attributed_steps`` are the whole trace's step tables for the steps in the window (slice
+    ids already of the window): a step at the window's edge cannot be derived from the cut,
+    since the work around it is gone, so the analyses take them from here.
+    """
+
+    start_ns: int
+    end_ns: int
+    ids: np.ndarray
+    whole_slices: int
+    whole_steps: int
+    steps: pd.DataFrame
+    attributed_steps: pd.DataFrame
+    reason: str
+    """Why the window: "requested", or what limit the whole trace's analyses would pass."""
+
+    def whole_ids(self, ids: Any) -> list[int]:
+        """The whole trace's ids of some of the window's slice ids."""
+        return [int(i) for i in self.ids[np.asarray(ids, dtype=np.int64)]]
+
+
 @dataclass
 class TraceData:
     """The tables of one trace (one rank). See the module docstring for every column.
@@ -163,6 +194,7 @@ class TraceData:
     metadata: dict[str, Any]
     args_store: Any = None
     execution_trace: pd.DataFrame | None = None
+    window: Window | None = field(default=None, compare=False)
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
     _step_pattern: str | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -176,6 +208,8 @@ class TraceData:
     def step_pattern(self, pattern: str | None) -> None:
         if pattern is not None:
             step_regex(pattern)
+        if self.window is not None and pattern != self._step_pattern:
+            raise UsageError("a window's steps are the whole trace's: set the pattern there")
         if pattern != self._step_pattern:
             self._step_pattern = pattern
             self.memo.invalidate("step_pattern")

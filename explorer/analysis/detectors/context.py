@@ -21,6 +21,7 @@ from explorer.analysis.attribution import top_lines
 from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, ReasonTimeline, timelines
 from explorer.analysis.finding import Finding
 from explorer.analysis.steps import attributed_steps
+from explorer.trace.columns import category_values
 from explorer.trace.model import TraceData
 
 #: A finding is reported when it costs at least this share of the total step time.
@@ -104,7 +105,7 @@ class Context:
 
     @cached_property
     def kind(self) -> np.ndarray:
-        return self.trace.slices["kind"].to_numpy().astype(object)
+        return category_values(self.trace.slices["kind"])
 
     @cached_property
     def on_device(self) -> np.ndarray:

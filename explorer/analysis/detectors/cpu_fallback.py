@@ -19,6 +19,7 @@ import pandas as pd
 from explorer.analysis.attribution import launcher, top_lines
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
+from explorer.trace.columns import category_values
 from explorer.units import fmt_ns
 
 #: What this detector reports and the breakdown reasons it reads (checked by the registry).
@@ -53,7 +54,7 @@ def _pattern_ops(ctx: Context) -> np.ndarray:
         op = np.where(ok & is_op[cur], cur, op)
     keep = op >= 0
     df = pd.DataFrame(
-        {"op": op[keep], "kind": ctx.kind[dev[keep]], "dir": s["copy_kind"].to_numpy().astype(object)[dev[keep]],
+        {"op": op[keep], "kind": ctx.kind[dev[keep]], "dir": category_values(s["copy_kind"])[dev[keep]],
          "ts": ctx.ts[dev[keep]]}
     )  # fmt: skip
     if df.empty:

@@ -15,6 +15,7 @@ import numpy as np
 from explorer.analysis.detectors.context import Context
 from explorer.analysis.detectors.cpu_fallback import fallback_windows
 from explorer.analysis.finding import Finding
+from explorer.trace.columns import category_values
 from explorer.units import fmt_bytes, fmt_ns
 
 #: What this detector reports and the breakdown reasons it reads (checked by the registry).
@@ -41,9 +42,9 @@ def detect(ctx: Context) -> list[Finding]:
     for i in fb:  # drop the fallbacks' copies from the evidence too
         copies &= ~((ctx.ts >= ctx.ts[i]) & (ctx.end <= ctx.end[i]))
     ids = np.flatnonzero(copies)
-    src_mem = s["src_mem"].to_numpy().astype(object)[ids]
-    dst_mem = s["dst_mem"].to_numpy().astype(object)[ids]
-    direction = s["copy_kind"].to_numpy().astype(object)[ids]
+    src_mem = category_values(s["src_mem"])[ids]
+    dst_mem = category_values(s["dst_mem"])[ids]
+    direction = category_values(s["copy_kind"])[ids]
     nbytes = s["bytes"].to_numpy(np.int64)[ids]
     pageable = (src_mem == "Pageable") | (dst_mem == "Pageable")
     dtoh = direction == "DtoH"

@@ -176,7 +176,7 @@ def forward_backward(edges: EdgeList, arrays: SliceArrays, flows: pd.DataFrame) 
     another thread that carries the same number after it)."""
     node = arrays.node
     if len(flows):
-        fb = flows["type"].astype(str).to_numpy() == "fwdbwd"
+        fb = np.asarray(flows["type"] == "fwdbwd")
         if fb.any():
             src = flows["src"].to_numpy(np.int64)[fb]
             dst = flows["dst"].to_numpy(np.int64)[fb]

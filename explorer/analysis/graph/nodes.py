@@ -70,7 +70,7 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
         inside = (ts >= lo) & (ts < hi)
         flows = trace.flows
         if len(flows):
-            launch = flows["type"].astype(str).to_numpy() == "launch"
+            launch = np.asarray(flows["type"] == "launch")
             fsrc = flows["src"].to_numpy(np.int64)[launch]
             fdst = flows["dst"].to_numpy(np.int64)[launch]
             launched_inside = fdst[(ts[fsrc] >= lo) & (ts[fsrc] < hi)]

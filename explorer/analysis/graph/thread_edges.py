@@ -25,6 +25,7 @@ from explorer.analysis.breakdown import name_flags
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.host_edges import stretch_owner, thread_points
 from explorer.analysis.graph.nodes import SliceArrays
+from explorer.trace.columns import category_values
 from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
@@ -38,7 +39,7 @@ WAITER_KINDS = ("annotation", "python", "other")
 def awaited_op_mask(trace: TraceData) -> np.ndarray:
     """True for host slices another thread may block on: autograd engine ops and
     collectives (by kind, or by name as the breakdown counts gloo/c10d ops)."""
-    kind = trace.slices["kind"].to_numpy()
+    kind = category_values(trace.slices["kind"])
     return name_flags(trace, ENGINE_OP) | name_flags(trace, COLLECTIVE) | (kind == "collective")
 
 
