@@ -124,6 +124,25 @@ def test_lanes_of_the_full_index_never_overlap_and_hold_every_slice(
     assert (lanes.lane_track[lane_no] == s["track"].to_numpy()[lanes.order]).all()
 
 
+@pytest.mark.parametrize("name", SAMPLE[:2] + SHARED[:2])
+def test_lanes_indexed_a_group_of_tracks_at_a_time_equal_one_pass(
+    name: str, sample_traces: Path
+) -> None:
+    """Big traces are indexed a group of whole tracks at a time (bounded memory); the
+    index must be the one-pass index exactly, wherever the groups are cut."""
+    trace = real_trace(name, sample_traces)
+    s = trace.slices
+    color = color_ids(s["kind"], s["name"])
+    whole = build_lanes(s, color, group=len(s) + 1)
+    tracks = len(np.unique(s["track"].to_numpy()))
+    assert tracks >= 2  # or there would be nothing to group
+    for group in (1, len(s) // 3, len(s) // 2):
+        grouped = build_lanes(s, color, group=max(group, 1))
+        for name_ in LaneIndex.STORED:
+            a, b = getattr(whole, name_), getattr(grouped, name_)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (name, group, name_)
+
+
 def test_cached_lanes_equal_rebuilt_ones_and_a_changed_or_damaged_cache_is_rebuilt(
     sample_traces: Path, tmp_path: Path
 ) -> None:

@@ -28,6 +28,8 @@ from PyQt6 import sip
 from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
 from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
+from explorer.analysis.memory_need import check_analyses_fit
+from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
 
 
@@ -48,6 +50,9 @@ class _Job(QRunnable):
     def run(self) -> None:  # runs in a pool thread
         try:
             result = self.work()
+        except ExplorerError as exc:  # already one line for the user
+            self.signals.failed.emit(self.generation, str(exc))
+            return
         except Exception as exc:  # noqa: BLE001 - any failure must reach the panel, not vanish
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             self.signals.failed.emit(self.generation, detail)
@@ -90,8 +95,18 @@ class TracePanel(QWidget):
         """Run ``work()`` in the thread pool; call ``done(result)`` on the UI thread.
 
         Only the latest request's result is delivered; earlier ones are dropped, so a user
-        clicking quickly through steps never sees an old step's table arrive last.
+        clicking quickly through steps never sees an old step's table arrive last. Under a
+        memory limit the whole-trace analyses certainly cannot fit in, ``work`` does not run
+        and ``failed`` says so in one line (:mod:`explorer.analysis.memory_need`), rather
+        than the window being killed half-way through it.
         """
+        if self.trace is not None:
+            data, task = self.trace.data, work
+
+            def work() -> Any:
+                check_analyses_fit(data, "this panel's analyses", "the panel stays empty")
+                return task()
+
         self._generation += 1
         generation = self._generation
         job = _Job(generation, work)

@@ -35,7 +35,7 @@ from explorer.errors import ExplorerError
 from explorer.store.lod import fingerprint, open_lod, write_lod
 from explorer.trace.cache import entry_path
 from explorer.ui.timeline.colors import color_ids
-from explorer.ui.timeline.lod import LaneIndex, build_lanes, track_lanes
+from explorer.ui.timeline.lod import LANE_GROUP, LaneIndex, build_lanes, track_lanes
 
 
 def lod_directory(trace_path: str, root: Path | None = None) -> Path | None:
@@ -55,10 +55,15 @@ def lane_key(slices: pd.DataFrame, color: np.ndarray) -> str:
     )
 
 
-#: The least memory per slice building the lane index takes at its peak (as
-#: :mod:`explorer.analysis.memory_need` counts): half the measured need (8.4M slices: ~3.7
-#: GB over the interpreter and the mapped trace; numpy alone 107 B a slice at 673k).
-LANES_LEAST_BYTES_PER_SLICE = 250
+#: The least memory per slice the lane index takes, as :mod:`explorer.analysis.memory_need`
+#: counts: what it keeps (26 B: order, position, start, running end, colour), the coarse
+#: index shown meanwhile (12 B) and the colour ids; and, while a group of
+#: :data:`~explorer.ui.timeline.lod.LANE_GROUP` slices is sorted into rows, 250 B a slice of
+#: the group. A floor, not the need: 8.4M slices (one track of 4.7M) took +187 MB for the
+#: colours, +333 MB for the coarse index (keeping 112) and +611 MB for the full one
+#: (keeping 192), over the mapped trace.
+LANES_LEAST_BYTES_PER_SLICE = 40
+LANES_LEAST_BYTES_PER_GROUPED_SLICE = 250
 
 
 def index_phases(
@@ -68,26 +73,38 @@ def index_phases(
     ``directory`` holds one made from exactly these slices; else ``("coarse", index)``
     (with ``coarse``) and ``("built", index)``, written to ``directory`` once the consumer
     asks for more. Each phase runs only when asked for: a consumer that stops early (a
-    cancelled builder) skips the rest."""
-    check_fits(
-        "the trace",
-        len(slices),
-        LANES_LEAST_BYTES_PER_SLICE,
-        "the timeline's lane index",
-        "info, sql and export --no-results work within it",
-    )
+    cancelled builder) skips the rest. A cached index is mapped, not held: it is opened
+    whatever the memory; building one is refused in one line when it cannot fit."""
+    cache = directory is not None and directory.is_dir()
+    if not cache:  # nothing to map: refuse before any work
+        _check_lanes_fit(len(slices))
     color = color_ids(slices["kind"], slices["name"])
     key = lane_key(slices, color)
-    cached = open_lod(directory, key) if directory is not None else None
+    cached = open_lod(directory, key) if directory is not None and cache else None
     if cached is not None:
         yield "cached", LaneIndex.from_arrays(cached, slices["dur"].to_numpy())
         return
+    if cache:
+        _check_lanes_fit(len(slices))
     if coarse:
         yield "coarse", track_lanes(slices, color)
     lanes = build_lanes(slices, color)
     yield "built", lanes
     if directory is not None:
         save_lanes(lanes, directory, key)
+
+
+def _check_lanes_fit(n: int) -> None:
+    need = LANES_LEAST_BYTES_PER_SLICE * n + LANES_LEAST_BYTES_PER_GROUPED_SLICE * min(
+        n, LANE_GROUP
+    )
+    check_fits(
+        "the trace",
+        n,
+        -(-need // max(n, 1)),
+        "the timeline's lane index",
+        "info, sql and export --no-results work within it",
+    )
 
 
 def open_or_build(slices: pd.DataFrame, directory: Path | None) -> tuple[LaneIndex, str]:

@@ -104,13 +104,63 @@ class LaneIndex:
         return np.searchsorted(self.lane_start, self.pos[slice_ids], "right") - 1
 
 
-def build_lanes(slices: pd.DataFrame, color: np.ndarray) -> LaneIndex:
-    """Group slices into lanes with one stable sort (slices are already sorted by track, ts)."""
+#: Slices indexed at a time (whole tracks): the index's sort and rows take ~250 B a slice
+#: while they run, and what is kept is 26 B a slice — so a trace of 8.4M slices is indexed
+#: in ~2 GB less.
+LANE_GROUP = 1 << 20
+
+
+def build_lanes(slices: pd.DataFrame, color: np.ndarray, group: int = LANE_GROUP) -> LaneIndex:
+    """Group slices into lanes with one stable sort (slices are already sorted by track,
+    ts), ``group`` slices (whole tracks) at a time. Tracks never share a lane and lanes are
+    ordered by track, so the index of consecutive groups of tracks, each shifted by its first
+    slice, is the index of all of them — identical to one pass."""
     n = len(slices)
     idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
+    track = slices["track"].to_numpy()
+    dur = slices["dur"].to_numpy()
+    if n <= group:
+        return _lanes_of(slices, color, idx_dtype, dur)
+    firsts = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
+    cuts = [0]
+    for first in firsts:  # one per track: few
+        if first - cuts[-1] >= group:
+            cuts.append(int(first))
+    cuts.append(n)
+    order = np.empty(n, idx_dtype)
+    pos = np.empty(n, idx_dtype)
+    ts = np.empty(n, np.int64)
+    endmax = np.empty(n, np.int64)
+    colors = np.empty(n, np.int16)
+    lane_track, lane_row, lane_start = [], [], []
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        part = _lanes_of(slices.iloc[a:b], color[a:b], idx_dtype, dur[a:b])
+        order[a:b] = part.order + a
+        pos[a:b] = part.pos + a
+        ts[a:b], endmax[a:b], colors[a:b] = part.ts, part.endmax, part.color
+        lane_track.append(part.lane_track)
+        lane_row.append(part.lane_row)
+        lane_start.append(part.lane_start[:-1] + a)
+    return LaneIndex(
+        order=order,
+        pos=pos,
+        ts=ts,
+        endmax=endmax,
+        color=colors,
+        lane_track=np.concatenate(lane_track),
+        lane_row=np.concatenate(lane_row),
+        lane_start=np.r_[np.concatenate(lane_start), n].astype(np.int64),
+        dur=dur,
+    )
+
+
+def _lanes_of(
+    slices: pd.DataFrame, color: np.ndarray, idx_dtype: type, dur: np.ndarray
+) -> LaneIndex:
+    """:func:`build_lanes` of ``slices`` in one pass."""
+    n = len(slices)
     track = slices["track"].to_numpy().astype(np.int64)
     ts_all = slices["ts"].to_numpy()
-    dur = slices["dur"].to_numpy()
     row = timeline_rows(track, slices["depth"].to_numpy(), ts_all, dur)
     key = track * (int(row.max(initial=0)) + 1) + row
     # Lanes are few: a 16-bit key sorts by radix, 4x faster than int64's merge sort.
