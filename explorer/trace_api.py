@@ -135,3 +135,16 @@ class Trace:
         from explorer.analysis.critical_path import critical_path
 
         return critical_path(self.data, step=step)
+
+    def window_of_steps(self, first_step: int, last_step: int) -> Trace:
+        """Steps ``first_step`` to ``last_step`` (both included) as a trace of their own, to
+        analyse a long trace a part at a time: each step's breakdown and critical path are
+        this trace's, findings are ranked within the window, and ``.window.ids`` maps
+        its slice ids to this trace's (see :mod:`explorer.trace.window`)."""
+        from explorer.analysis.steps import window_of_steps
+
+        return Trace(
+            window_of_steps(
+                self.data, first_step, last_step, f"requested (steps {first_step}-{last_step})"
+            )
+        )

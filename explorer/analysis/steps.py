@@ -187,7 +187,9 @@ def window_of_steps(trace: TraceData, first: int, last: int, reason: str) -> Tra
     chosen = (numbers >= first) & (numbers <= last)
     if not chosen.any():
         have = ", ".join(str(int(x)) for x in numbers[:20])
-        raise UsageError(f"no step from {first} to {last} in the trace (steps: {have})")
+        raise UsageError(
+            f"{trace.path or 'the trace'}: no step from {first} to {last} (its steps: {have})"
+        )
     sel = att[chosen]
     lo = int(min(sel["start_ns"].min(), sel["host_start_ns"].min()))
     hi = int(max(sel["end_ns"].max(), sel["host_end_ns"].max()))

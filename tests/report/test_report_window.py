@@ -325,3 +325,18 @@ def test_under_a_limit_export_writes_the_findings_of_the_steps_that_fit(
     assert found and all(
         "more than this process may use" in e["args"]["analysed steps"] for e in found
     )
+
+
+def test_a_notebook_takes_a_window_of_a_trace(sample_traces: Path) -> None:
+    t = explorer.load(sample_traces / "cpu_item_every_step.pt.trace.json.gz")
+    inner = _inner_steps(t)
+    w = t.window_of_steps(inner[0], inner[-1])
+    assert isinstance(w, explorer.Trace) and w.data.window is not None
+    assert w.steps()["step"].tolist() == inner
+    whole = t.breakdown()
+    pd.testing.assert_frame_equal(
+        w.breakdown().reset_index(drop=True),
+        whole[whole["step"].isin(inner)].reset_index(drop=True),
+    )
+    with pytest.raises(UsageError, match="a window's steps are the whole trace's"):
+        w.use_steps("ProfilerStep.*")
