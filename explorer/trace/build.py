@@ -246,7 +246,7 @@ def _slices(
     s_idx, s_ts, s_dur = durations
     del durations
     # Args rows (X and B events, file order) ↔ slices.
-    s_args = np.searchsorted(ev.args_rows, s_idx)
+    s_args = _rows_in(ev.args_rows, s_idx)
     name_cat = _categorical(ev.name[s_idx], ev.names.values)
     cat_cat = _categorical(ev.cat[s_idx], ev.cats.values)
     kind = kinds_for(cat_cat, name_cat)
@@ -255,7 +255,7 @@ def _slices(
         keys, s_idx, cat_cat, device, stream, np.flatnonzero(ev.ph == PH_I), ev, meta
     )
     del device, stream
-    order = np.lexsort((s_idx, -s_dur, s_ts, slice_track))
+    order = slice_order(slice_track, s_ts, s_dur, s_idx)
     # One column at a time, so that only one is held twice (a 10M-event trace's columns
     # are 70 MB each).
     del s_idx
@@ -294,6 +294,67 @@ def _slices(
         copy=False,
     )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     return slices, tracks, s_args, known
+
+
+def _rows_in(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each of ``wanted`` is in ``rows`` (sorted; every one of ``wanted`` is in it):
+    ``np.searchsorted``, or at once when they are the same rows (a trace of X events only,
+    the usual case: 30 ms less at 1M events)."""
+    if len(rows) == len(wanted) and np.array_equal(rows, wanted):
+        return np.arange(len(rows), dtype=np.intp)
+    return np.searchsorted(rows, wanted)
+
+
+def slice_order(track: np.ndarray, ts: np.ndarray, dur: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """The slices' final order: ``np.lexsort((row, -dur, ts, track))`` — by track, start,
+    longest first, file order. When track, start and position fit one int64 together
+    (1M slices over a minute on 100 tracks do), it is one sort of them packed, in place,
+    then the lexsort for only the slices that tie on track and start (when they are few):
+    7 ms against the lexsort's 65 ms on the 1M-event trace's 673k slices, and less memory
+    (one int64 a slice, which becomes the order, and the sort's buffer, beside a few for
+    each tie: at 8.4M slices a peak of 84 MB against 134 MB). Times are ns from the
+    trace's start."""
+    n = len(ts)
+    if n == 0 or int(ts.min()) < 0 or int(track.min()) < 0:
+        return np.lexsort((row, -dur, ts, track))
+    pos_bits = (n - 1).bit_length()
+    ts_bits = int(ts.max()).bit_length()
+    if int(track.max()).bit_length() + ts_bits + pos_bits > 63:
+        return np.lexsort((row, -dur, ts, track))
+    key = track.astype(np.int64)
+    key <<= ts_bits
+    key |= ts
+    key <<= pos_bits
+    for lo in range(0, n, _BLOCK):
+        key[lo : lo + _BLOCK] |= np.arange(lo, min(lo + _BLOCK, n))
+    key.sort(kind="stable")  # timsort: fast on runs already in order (file order mostly is)
+    tie = np.empty(n - 1, bool)  # sorted neighbours with the same track and start
+    for lo in range(0, n - 1, _BLOCK):
+        k = key[lo : lo + _BLOCK + 1] >> pos_bits
+        tie[lo : lo + len(k) - 1] = k[1:] == k[:-1]
+    key &= (1 << pos_bits) - 1  # the positions, in order
+    order = key
+    if not tie.any():
+        return order
+    tied = np.zeros(n, bool)
+    tied[1:] = tie
+    tied[:-1] |= tie
+    if int(np.count_nonzero(tied)) > n // 8:  # mostly ties (whole-µs times): the lexsort
+        del tie, tied, key, order
+        return np.lexsort((row, -dur, ts, track))
+    at = np.flatnonzero(tied)
+    del tied
+    # Runs of equal (track, start), each ordered by -dur, then row.
+    new_run = np.ones(len(at), bool)
+    new_run[1:] = (np.diff(at) != 1) | ~tie[at[:-1]]
+    run = np.cumsum(new_run)
+    members = order[at]
+    order[at] = members[np.lexsort((row[members], -dur[members], run))]
+    return order
+
+
+#: Slices packed or compared at a time in :func:`slice_order`.
+_BLOCK = 1 << 16
 
 
 def _known_args(ev: EventColumns, s_args: np.ndarray) -> dict[str, np.ndarray]:

@@ -78,6 +78,10 @@ MAX_WORKERS = 8
 WORKERS_START_S = 60
 #: Compressed bytes inflated at a time.
 _PIECE = 1 << 20
+#: Bytes of a plain file read at a time where a chunk is cut: a boundary lies within a few
+#: hundred bytes of where it is looked for, and the bytes between are read by the workers
+#: (1 MB a cut copied twice was ~30 ms of the loading process's CPU at 1M events).
+_FILE_PIECE = 64 << 10
 #: Text read before giving up on finding the ``traceEvents`` array.
 _HEAD = 4 << 20
 
@@ -217,7 +221,7 @@ class _FileText(_Window):
 
     def _piece(self) -> bytes:
         at = self.base + len(self.buffer)
-        return _pread(self.fd, min(_PIECE, self.size - at), at) if at < self.size else b""
+        return _pread(self.fd, min(_FILE_PIECE, self.size - at), at) if at < self.size else b""
 
     def drop_before(self, offset: int) -> None:
         if self.base <= offset <= self.base + len(self.buffer):
@@ -388,10 +392,14 @@ def _run(task: tuple[Any, ...]) -> ChunkColumns:
 
 
 def _decode_file_range(fd: int, a: int, b: int) -> ChunkColumns:
-    inner = _pread(fd, b - a, a)
-    if len(inner) != b - a:  # the file shrank under the load
+    """The columns of the events in bytes ``[a, b)`` of the file, read straight between the
+    brackets that make them an array (no second copy of the chunk to add them: ~8% less
+    CPU a chunk, measured on the 1M-event trace)."""
+    text = bytearray(b - a + 2)
+    text[0], text[-1] = ord("["), ord("]")
+    if _pread_into(fd, memoryview(text)[1:-1], a) != b - a:  # the file shrank under the load
         raise NeedsCareful
-    return _decode_text(inner)
+    return _decode_array(text)
 
 
 def _pread(fd: int, n: int, offset: int) -> bytes:
@@ -407,15 +415,33 @@ def _pread(fd: int, n: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
+def _pread_into(fd: int, buffer: memoryview, offset: int) -> int:
+    """Fill ``buffer`` with the bytes at ``offset``; how many were read (fewer only at the
+    end of the file)."""
+    done = 0
+    while done < len(buffer):
+        got = os.preadv(fd, [buffer[done:]], offset + done)
+        if not got:
+            break
+        done += got
+    return done
+
+
 def _decode_text(inner: bytes) -> ChunkColumns:
     """The columns of the events in ``inner`` (an event array without its brackets)."""
-    if not inner.isascii():
+    return _decode_array(b"[" + inner + b"]")
+
+
+def _decode_array(text: bytes | bytearray) -> ChunkColumns:
+    """The columns of the events in ``text`` (an event array, brackets included); a chunk
+    this path cannot take as it is goes to the careful reader."""
+    if not text.isascii():
         try:
-            inner.decode("utf-8")
+            text.decode("utf-8")
         except UnicodeDecodeError:
             raise NeedsCareful from None
     try:
-        return decode_chunk("<chunk>", b"[" + inner + b"]")
+        return decode_chunk("<chunk>", text)
     except (msgspec.DecodeError, TraceError):
         raise NeedsCareful from None
 

@@ -17,13 +17,14 @@ slices' args, flows, instants (``[memory]`` among them), counters and metadata.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import count, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from explorer.errors import TraceError
 from explorer.trace import columns
@@ -68,6 +69,9 @@ class Vocabulary:
         table = np.empty(len(uniques) + 1, np.int32)
         table[-1] = 0  # None
         for k, u in enumerate(uniques):
+            if u is None and not keyed:  # absent
+                table[k] = 0
+                continue
             key = u if keyed else self._key(u)
             got = self._ids.get(key)
             if got is None:
@@ -76,23 +80,41 @@ class Vocabulary:
             table[k] = got
         return table
 
-    def codes(self, items: list[Any]) -> tuple[np.ndarray, list[Any]]:
-        """Codes of ``items`` (added to the vocabulary when new) and their distinct values
-        (None aside). :class:`TypeError` when one is unhashable (a list or an object)."""
-        arr = np.array(items) if not self.as_text else None
-        if arr is not None and arr.dtype.kind == "i":  # integer pids/tids: hash ints, not objects
-            codes, uniques = pd.factorize(arr)
-            uniques = uniques.tolist()
-        else:
-            codes, uniques = pd.factorize(np.array(items, dtype=object), use_na_sentinel=True)
-        uniques = list(uniques)
-        return self._table(uniques, keyed=False)[codes], uniques
+    def codes(self, values: Iterable[Any], n: int) -> tuple[np.ndarray, list[Any]]:
+        """Codes of the ``n`` ``values`` (added to the vocabulary when new) and their
+        distinct values in order of first appearance (None among them when present).
+        :class:`TypeError` when one is unhashable (a list or an object).
+
+        One C-level pass: a dict maps each distinct value to the position of its first
+        appearance, and those positions, in order, are the distinct values' order. Equal
+        values are one (``1``, ``1.0`` and ``True`` too), as in ``pd.factorize``, which
+        this replaces: ~35 ns an event less per field on 1M events."""
+        first_at: dict[Any, int] = {}
+        first = np.fromiter(map(first_at.setdefault, values, count()), np.intp, n)
+        uniques = list(first_at)
+        if not self.as_text and bool in set(map(type, uniques)):
+            uniques = _ints_as_numpy_makes_them(uniques)
+        table = np.empty(n, np.int32)
+        table[np.fromiter(first_at.values(), np.intp, len(uniques))] = self._table(
+            uniques, keyed=False
+        )[:-1]
+        return table[first], uniques
 
     def absorb(self, values: list[Any]) -> np.ndarray:
         """How another vocabulary's codes (``values`` in its code order, code 0 absent) map
         to this one's, adding its new values in their order."""
         table = self._table(values[1:], keyed=True)
         return np.concatenate([table[-1:], table[:-1]])
+
+
+def _ints_as_numpy_makes_them(uniques: list[Any]) -> list[Any]:
+    """Booleans among a field's distinct values that are otherwise all integers, as the
+    integers ``np.array`` makes of them (``True`` → ``1``): how pids and tids were coded
+    when they were factorised as an integer array."""
+    kinds = set(map(type, uniques))
+    if kinds <= {int, bool} and int in kinds:
+        return [int(u) for u in uniques]
+    return uniques
 
 
 @dataclass
@@ -176,48 +198,52 @@ def _decode_events(path: object, text: bytes | bytearray, start: int) -> tuple[l
 
 def _field_codes(path: object, evs: list[Any], start: int) -> dict[str, Any]:
     """``ph`` as small codes; names, categories, pids and tids as vocabulary codes."""
-    phs = list(map(attrgetter("ph"), evs))
-    try:
-        ph_codes, ph_uniq = pd.factorize(np.array(phs, dtype=object))
-    except TypeError:  # a list or an object: named by the check
-        ph_uniq = phs
-    _check_distinct(path, phs, list(ph_uniq), "ph", start, text_only=True)
-    ph_table = np.array(
-        [PH.get(u, PH_OTHER) if isinstance(u, str) else PH_OTHER for u in ph_uniq] + [PH_OTHER],
-        np.int8,
-    )
-    out: dict[str, Any] = {
-        "n": len(evs),
-        "ph": ph_table[ph_codes],  # code -1 (no ph) → the appended PH_OTHER
-        "n_no_ph": phs.count(None),
-    }
+    n = len(evs)
+    out = _ph_codes(path, list(map(attrgetter("ph"), evs)), start)
     for key, vocabulary_key in (
         ("name", "names"),
         ("cat", "cats"),
         ("pid", "pids"),
         ("tid", "tids"),
     ):
-        values = list(map(attrgetter(key), evs))
         vocabulary = Vocabulary(as_text=key in ("name", "cat"))
+        text_only = key in ("name", "cat")
         try:
-            out[key], uniques = vocabulary.codes(values)
-        except (TypeError, ValueError):  # a list or an object: named by the check
-            out[key], uniques = None, values
-        _check_distinct(path, values, uniques, key, start, text_only=key in ("name", "cat"))
+            out[key], uniques = vocabulary.codes(map(attrgetter(key), evs), n)
+        except TypeError:  # a list or an object: named by the check
+            check_scalars(path, list(map(attrgetter(key), evs)), key, start, text_only=text_only)
+            raise
+        _check_distinct(path, evs, uniques, key, start, text_only=text_only)
         out[vocabulary_key] = vocabulary.values
     return out
 
 
+def _ph_codes(path: object, phs: list[Any], start: int) -> dict[str, Any]:
+    """``ph`` as small codes (:data:`PH`; :data:`PH_OTHER` for any other value), how many
+    events have none; a ``ph`` that is not a string is an error naming its event."""
+    n = len(phs)
+    try:
+        ph = np.fromiter(map(PH.get, phs, repeat(PH_OTHER)), np.int8, n)
+    except TypeError:  # a list or an object: named by the check
+        check_scalars(path, phs, "ph", start, text_only=True)
+        raise
+    other = np.flatnonzero(ph == PH_OTHER)
+    odd = [phs[k] for k in other.tolist()]
+    if odd:
+        check_scalars(path, odd, "ph", start, text_only=True, rows=other + start)
+    return {"n": n, "ph": ph, "n_no_ph": odd.count(None)}
+
+
 def _check_distinct(
-    path: object, values: list[Any], distinct: list[Any], key: str, start: int, text_only: bool
+    path: object, evs: list[Any], distinct: list[Any], key: str, start: int, text_only: bool
 ) -> None:
     """:func:`check_scalars` over a field's distinct values (what it checks is a property
     of each value, and a chunk has few distinct pids, tids and phases), then, when one is
-    wrong, over all of them to name the first event that has it."""
+    wrong, over every event's to name the first event that has it."""
     try:
         check_scalars(path, distinct, key, start, text_only=text_only)
     except TraceError:
-        check_scalars(path, values, key, start, text_only=text_only)
+        check_scalars(path, list(map(attrgetter(key), evs)), key, start, text_only=text_only)
         raise
 
 
@@ -266,11 +292,23 @@ def slice_arg_columns(path: object, raws: list[Any], at: Any) -> dict[str, np.nd
     """Slice args as int64 columns (-1 when absent) and whether each has a call stack;
     ``at(k)`` names the k-th slice's event in a message."""
     n = len(raws)
+    text = b"[" + b",".join(raws) + b"]"
     try:
-        parsed = SLICE_ARGS_INTS.decode(b"[" + b",".join(raws) + b"]")
-        out = {f: np.fromiter(map(attrgetter(f), parsed), np.int64, n) for f in SLICE_INT_ARGS}
-        out["has_call_stack"] = np.not_equal(
-            np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object), np.array(None)
+        parsed = SLICE_ARGS_INTS.decode(text)
+        written = _written_fields(text)
+        out = {
+            f: np.fromiter(map(attrgetter(f), parsed), np.int64, n)
+            if f in written
+            else np.full(n, -1, np.int64)
+            for f in SLICE_INT_ARGS
+        }
+        out["has_call_stack"] = (
+            np.not_equal(
+                np.array(list(map(attrgetter("call_stack"), parsed)), dtype=object),
+                np.array(None),
+            )
+            if "call_stack" in written
+            else np.zeros(n, bool)
         )
         return out
     except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
@@ -279,6 +317,22 @@ def slice_arg_columns(path: object, raws: list[Any], at: Any) -> dict[str, np.nd
     out = {f: columns.ints(cols[f], path=path, what=_ARG_WHAT[f], where=at) for f in SLICE_INT_ARGS}
     out["has_call_stack"] = np.not_equal(cols["call_stack"], np.array(None))
     return out
+
+
+#: Each of :class:`SliceArgs`' fields and its key as written in the JSON text.
+_ARG_KEYS = {
+    f.name: b'"' + f.encode_name.encode() + b'"' for f in msgspec.structs.fields(SliceArgs)
+}
+
+
+def _written_fields(text: bytes) -> set[str]:
+    """The fields of :class:`SliceArgs` that the args in ``text`` may hold: those whose key
+    is written in it (every field when a key may be spelled with escapes). A column no
+    slice of the chunk has is not read, a pass over the slices saved for each (a Kineto
+    trace's chunks lack 3 of the 9 at least: the old spellings and call stacks)."""
+    if b"\\u" in text:
+        return set(_ARG_KEYS)
+    return {name for name, key in _ARG_KEYS.items() if key in text}
 
 
 _ARG_WHAT = {
@@ -300,28 +354,29 @@ def _add_flows(path: object, evs: list[Any], out: ChunkColumns, start: int) -> N
         return
     fe = _pick(evs, rows)
     ids = list(map(attrgetter("id"), fe))
-    if not _all_int64(ids):  # all int64 (the usual case) pass the check as they are
-        check_scalars(path, ids, "id", 0, rows=rows + start)
+    as_int64 = _int64_array(ids)
     out.flow_rows = rows
-    out.flow_id, out.flow_text, out.flow_texts = _ids(ids)
+    if as_int64 is not None:  # the usual case: they pass the check as they are
+        out.flow_id, out.flow_text = as_int64, np.full(len(ids), -1, np.int64)
+    else:
+        check_scalars(path, ids, "id", 0, rows=rows + start)
+        out.flow_id, out.flow_text, out.flow_texts = _ids(ids)
     out.flow_bp = np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
 
 
-def _all_int64(values: list[Any]) -> bool:
+def _int64_array(values: list[Any]) -> np.ndarray | None:
+    """``values`` as int64 when they are all integers within int64, else None."""
     try:
         a = np.array(values)
     except (ValueError, OverflowError):  # ragged lists, or ints beyond int64
-        return False
-    return a.ndim == 1 and a.dtype.kind == "i"
+        return None
+    return a.astype(np.int64) if a.ndim == 1 and a.dtype.kind == "i" else None
 
 
 def _ids(ids: list[Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Flow ids as int64: integer ids as they are (the usual case, one numpy call), numeric
-    strings ("0x1f") parsed; any other id gets a local code (its text in the list; equal
-    texts, equal codes), which the merge turns into the trace's negative code."""
-    arr = np.array(ids)
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64), np.full(len(ids), -1, np.int64), []
+    """Flow ids that are not all int64 as int64: integers as they are, numeric strings
+    ("0x1f") parsed; any other id gets a local code (its text in the list; equal texts,
+    equal codes), which the merge turns into the trace's negative code."""
     out = np.empty(len(ids), np.int64)
     text = np.full(len(ids), -1, np.int64)
     texts: dict[str, int] = {}

@@ -1,0 +1,152 @@
+"""The loader's fast paths against the plain computations they replace: the slices' order
+against ``np.lexsort``, where the event array closes against following the depth byte by
+byte, a chunk's vocabulary codes against ``pd.factorize``, and a real trace's chunk
+columns against the events decoded one at a time."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pytest
+
+from explorer.trace.build import slice_order
+from explorer.trace.event_chunk import Vocabulary, decode_chunk
+from explorer.trace.json_position import _depths, array_close
+from tests.conftest import SAMPLE_TRACES
+
+
+def test_slice_order_is_the_lexsort_of_track_start_longest_first_and_file_order() -> None:
+    rng = np.random.default_rng(7)
+    for k in range(600):
+        n = int(rng.integers(0, 400))
+        track = rng.integers(0, 5, n)
+        dur = rng.integers(0, 6, n)
+        row = rng.permutation(n)
+        if k % 2:  # few distinct starts: mostly ties
+            ts = rng.integers(0, 30, n)
+        else:  # distinct starts but a few slices starting with another on its track
+            ts = rng.integers(0, 10**9, n)
+            copies = rng.integers(0, max(n, 1), n // 20)
+            ts[copies] = ts[copies[::-1]]
+            track[copies] = track[copies[::-1]]
+        expected = np.lexsort((row, -dur, ts, track))
+        assert np.array_equal(slice_order(track, ts, dur, row), expected)
+    # Starts too wide to pack beside the track: the plain lexsort, same answer.
+    ts = np.array([2**61, 0, 2**61, 5])
+    track = np.array([3, 3, 1, 1])
+    dur = np.array([1, 2, 3, 4])
+    row = np.arange(4)
+    assert np.array_equal(slice_order(track, ts, dur, row), np.lexsort((row, -dur, ts, track)))
+
+
+def _close_by_depth(rest: bytes) -> int | None:
+    depth, _, _ = _depths(np.frombuffer(rest, np.uint8), 1, False, False)
+    closed = np.flatnonzero(depth == 0)
+    return int(closed[0]) if len(closed) else None
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        b" ]",
+        b'{"a":1}\n ]',
+        b'{"a":"}]"},{"b":1}], "x": [{}]}',
+        b'{"a":[{"b":1}]}, {"c":"\\"}]"}]',
+        b'{"a":1},{"b":[{}]}] , "c": 2}',
+        b"",
+        b'{"a":1}',
+        b'{"a":"}]"}',
+        b'{"a": 1}, ]',
+        b'], "b": [{}]}',
+    ],
+)
+def test_array_close_is_where_the_depth_returns_to_zero(rest: bytes) -> None:
+    assert array_close(rest) == _close_by_depth(rest)
+
+
+def test_array_close_on_random_text_matches_the_depth_scan() -> None:
+    rng = random.Random(3)
+    pieces = [b"{", b"}", b"[", b"]", b'"', b"\\", b",", b"1", b":", b" ", b"}]", b'"a"']
+    for _ in range(5000):
+        rest = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+        assert array_close(rest) == _close_by_depth(rest), rest
+
+
+def test_array_close_of_deeply_nested_text_falls_back_to_the_depth_scan() -> None:
+    rest = b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}]"
+    assert array_close(rest) == len(rest) - 1
+
+
+def test_pid_codes_are_pd_factorize_in_first_appearance_order() -> None:
+    values: list[Any] = ["b", None, 3, "3", 3.0, 2.5, None, "b", -1, 2.5]
+    codes, uniques = Vocabulary(False).codes(iter(values), len(values))
+    expected, distinct = pd.factorize(np.array(values, dtype=object))
+    assert codes.tolist() == (expected + 1).tolist()  # a fresh vocabulary; None: 0
+    assert [u for u in uniques if u is not None] == list(distinct)
+
+
+def test_name_codes_group_values_by_their_text() -> None:
+    values: list[Any] = ["b", None, "a", "b", 1, 1.0, "1", None, 2.5, "", "a", 7]
+    codes, _ = Vocabulary(True).codes(iter(values), len(values))
+    texts = ["" if v is None else v if isinstance(v, str) else f"{v:g}" for v in values]
+    assert codes.tolist() == pd.factorize(np.array(["", *texts], dtype=object))[0][1:].tolist()
+
+
+def test_vocabulary_codes_of_bool_and_int_pids_are_ints() -> None:
+    codes, uniques = Vocabulary(False).codes(iter([True, 1, 2]), 3)
+    assert uniques == [1, 2] and all(type(u) is int for u in uniques)
+    assert codes.tolist() == [1, 1, 2]
+
+
+def test_vocabulary_refuses_unhashable_values() -> None:
+    with pytest.raises(TypeError):
+        Vocabulary(True).codes(iter(["a", ["b"]]), 2)
+
+
+class _Plain(msgspec.Struct):
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: dict[str, Any] = {}
+
+
+def test_a_slice_arg_key_spelled_with_escapes_is_read() -> None:
+    text = (
+        b'[{"ph":"X","name":"a","ts":1,"dur":1,"args":{"B\\u0079tes": 5}},'
+        b'{"ph":"X","name":"b","ts":2,"dur":1,"args":{"correlation": 9}}]'
+    )
+    chunk = decode_chunk("t.json", text)
+    assert chunk.slice_args["Bytes"].tolist() == [5, -1]
+    assert chunk.slice_args["correlation"].tolist() == [-1, 9]
+
+
+def test_chunk_columns_of_a_real_trace_match_its_events_one_by_one() -> None:
+    path = SAMPLE_TRACES / "cpu_transformer.pt.trace.json.gz"
+    doc = msgspec.json.decode(gzip.decompress(path.read_bytes()))
+    text = msgspec.json.encode(doc["traceEvents"])
+    chunk = decode_chunk(path, text)
+    events = msgspec.json.decode(text, type=list[_Plain])
+    assert chunk.n == len(events)
+    for key, values in (("name", "names"), ("cat", "cats"), ("pid", "pids"), ("tid", "tids")):
+        vocabulary = getattr(chunk, values)
+        got = [vocabulary[c] for c in getattr(chunk, key)]
+        want = list(map(attrgetter(key), events))
+        if key in ("name", "cat"):
+            want = ["" if v is None else str(v) for v in want]
+        assert got == want, key
+    slices = [e for e in events if e.ph in ("X", "B")]
+    assert len(chunk.args_rows) == len(slices)
+    for field, arg in (("external_id", "External id"), ("correlation", "correlation")):
+        want = [int(e.args.get(arg, -1)) for e in slices]
+        assert chunk.slice_args[field].tolist() == want, field
+    for field, arg in (("external_id_old", "external id"), ("Bytes", "Bytes")):
+        assert not any(arg in e.args for e in slices)
+        assert (chunk.slice_args[field] == -1).all()
