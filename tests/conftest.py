@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,19 @@ def run_with_data_limit(
         preexec_fn=cap,
         timeout=timeout,
     )
+
+
+def run_script(code: str, *args: object, env: dict[str, str], timeout: float = 300) -> str:
+    """What ``python -c code args...`` prints, run in a fresh interpreter with ``env`` (it
+    must succeed: a failure raises with its output)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *(str(a) for a in args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    ).stdout
 
 
 def shared_trace_files() -> list[Path]:

@@ -14,7 +14,7 @@ import pytest
 
 from explorer.analysis.memory_need import LEAST_BYTES_PER_SLICE
 from explorer.scenarios.large import write_large
-from tests.conftest import ROOT, run_with_data_limit
+from tests.conftest import ROOT, run_script, run_with_data_limit
 
 #: Memory held (resident, not shared) once the trace is open: what the check counts.
 _HELD = (
@@ -39,10 +39,8 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str],
     assert stored.returncode == 0, stored.stderr
     slices = json.loads(stored.stdout)["slices"]
     assert slices == 215_811  # what the tests below size their limits for
-    held = subprocess.run(
-        [sys.executable, "-c", _HELD, str(trace)], env=env, capture_output=True, check=True
-    )
-    return trace, env, int(held.stdout) + LEAST_BYTES_PER_SLICE * slices
+    held = run_script(_HELD, trace, env=env)
+    return trace, env, int(held) + LEAST_BYTES_PER_SLICE * slices
 
 
 def _run(args: list[str], env: dict[str, str], limit: int | None) -> subprocess.CompletedProcess:
@@ -73,15 +71,7 @@ def test_analyses_that_cannot_fit_under_a_limit_are_refused_in_one_line(
     big: tuple[Path, dict[str, str], int], room_mb: int
 ) -> None:
     trace, env, _ = big
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHECK, str(trace), str(room_mb << 20)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    line = proc.stdout.strip()
+    line = run_script(_CHECK, trace, room_mb << 20, env=env).strip()
     slices = 215_811  # the scenario's 400,000 events (asserted by the fixture's info)
     assert slices * LEAST_BYTES_PER_SLICE > room_mb << 20  # both rooms are too small
     assert line.startswith(str(trace)) and f"over {slices:,} slices need at least" in line
@@ -93,15 +83,7 @@ def test_analyses_that_fit_under_a_limit_are_not_refused(
 ) -> None:
     trace, env, _ = big
     room = 215_811 * LEAST_BYTES_PER_SLICE + (16 << 20)
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHECK, str(trace), str(room)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert proc.stdout.strip() == "fits"
+    assert run_script(_CHECK, trace, room, env=env).strip() == "fits"
 
 
 def test_a_limit_the_analyses_fit_in_refuses_nothing(

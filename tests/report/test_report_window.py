@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +28,13 @@ from explorer.analysis.steps import attributed_steps, window_of_steps
 from explorer.errors import UsageError
 from explorer.scenarios.large import write_large
 from explorer.trace.model import TraceData
-from tests.conftest import ROOT, SAMPLE_TRACES, run_with_data_limit, shared_trace_files
+from tests.conftest import (
+    ROOT,
+    SAMPLE_TRACES,
+    run_script,
+    run_with_data_limit,
+    shared_trace_files,
+)
 
 #: Every trace here with two steps or more (the shared ones only where ../shared exists).
 TRACES = [
@@ -210,11 +215,8 @@ def test_under_a_limit_the_report_covers_the_steps_that_fit(
     slices = whole["trace"]["slices"]
     # a quarter of what the whole trace's analyses need, with what the solver takes to start
     room = slices * MEASURED_BYTES_PER_SLICE // 4 + SCIPY_INIT_BYTES
-    data = subprocess.run(
-        [sys.executable, "-c", _DATA_AFTER_LOAD, str(trace)],
-        env=env, capture_output=True, text=True, check=True, timeout=300,
-    )  # fmt: skip
-    proc = _explorer(["report", "--format", "json", str(trace)], env, int(data.stdout) + room)
+    data = run_script(_DATA_AFTER_LOAD, trace, env=env)
+    proc = _explorer(["report", "--format", "json", str(trace)], env, int(data) + room)
     assert proc.returncode == 0, proc.stderr
     note = [ln for ln in proc.stderr.splitlines() if ln.startswith("explorer: note:")]
     assert len(note) == 1 and "(--step-range FIRST:LAST picks others)" in note[0]
@@ -247,11 +249,8 @@ def test_under_a_limit_arrow_does_not_reserve_memory_nobody_uses(sample_traces: 
     string comparisons in the analyses use it), which a data-size limit counts in full."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
-    grew = subprocess.run(
-        [sys.executable, "-c", _DATA_GROWTH, str(sample_traces / "cpu_cnn.pt.trace.json.gz")],
-        env=env, capture_output=True, text=True, check=True, timeout=300,
-    )  # fmt: skip
-    assert int(grew.stdout) < 256 << 20  # it was 1,061 MB with the arena
+    grew = run_script(_DATA_GROWTH, str(sample_traces / "cpu_cnn.pt.trace.json.gz"), env=env)
+    assert int(grew) < 256 << 20  # it was 1,061 MB with the arena
 
 
 def test_a_windows_exported_results_name_slices_of_the_whole_trace(
@@ -312,12 +311,9 @@ def test_under_a_limit_export_writes_the_findings_of_the_steps_that_fit(
     trace, env = many_steps
     slices = int(json.loads(_explorer(["info", "--json", str(trace)], env).stdout)["slices"])
     room = slices * MEASURED_BYTES_PER_SLICE // 4 + SCIPY_INIT_BYTES
-    data = subprocess.run(
-        [sys.executable, "-c", _DATA_AFTER_LOAD, str(trace)],
-        env=env, capture_output=True, text=True, check=True, timeout=300,
-    )  # fmt: skip
+    data = run_script(_DATA_AFTER_LOAD, trace, env=env)
     out = tmp_path / "capped.json"
-    proc = _explorer(["export", str(trace), "-o", str(out)], env, int(data.stdout) + room)
+    proc = _explorer(["export", str(trace), "-o", str(out)], env, int(data) + room)
     assert proc.returncode == 0, proc.stderr
     assert "analysing steps 0-" in proc.stderr and f"{slices:,} slices" in proc.stdout
     events = json.loads(out.read_text())["traceEvents"]

@@ -15,7 +15,7 @@ import pytest
 from explorer.analysis.memory_need import LEAST_BYTES_PER_SLICE
 from explorer.scenarios.large import write_large
 from explorer.ui.loader import ANALYSES
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_script
 
 _RUN = r"""
 import json, resource, sys
@@ -46,15 +46,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]
 
 def _analyses(big: tuple[Path, dict[str, str]], room: int) -> dict:
     trace, env = big
-    proc = subprocess.run(
-        [sys.executable, "-c", _RUN, str(trace), str(room)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(run_script(_RUN, trace, room, env=env).strip().splitlines()[-1])
 
 
 def test_panels_analyses_are_refused_under_a_limit_they_cannot_fit(
@@ -98,17 +90,9 @@ def test_the_lane_index_is_refused_in_one_line_where_it_cannot_fit(
     the group of tracks indexed at a time (all 215,811 slices here: 63 MB): with 30 MB to
     spare the builder says so in the line the timeline shows; with 3 GB it builds."""
     trace, env = big
-    proc = subprocess.run(
-        [sys.executable, "-c", _LANES, str(trace), str(room_mb << 20)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    line = proc.stdout.strip()
+    line = run_script(_LANES, trace, room_mb << 20, env=env).strip()
     if built:
-        assert line == "built built", proc.stderr
+        assert line == "built built"
     else:
         assert "the timeline's lane index over 215,811 slices need at least" in line
         assert "a data-size limit" in line and "\n" not in line
@@ -167,15 +151,8 @@ def test_a_panels_own_aggregation_is_refused_under_a_limit_it_cannot_fit(
     analyses): under a limit it cannot fit in, it says why in its status line, in one line,
     and the window lives; without a limit it fills its table."""
     trace, env, slices = bigger
-    proc = subprocess.run(
-        [sys.executable, "-c", _PANEL, str(trace), "capped" if capped else "free"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    *room, status, rows = proc.stdout.strip().splitlines()
+    out = run_script(_PANEL, trace, "capped" if capped else "free", env=env)
+    *room, status, rows = out.strip().splitlines()
     if capped:
         assert int(room[-1]) < slices * LEAST_BYTES_PER_SLICE  # the limit bites
         assert status.startswith("Could not aggregate operators: ")
