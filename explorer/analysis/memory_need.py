@@ -77,7 +77,7 @@ def steps_that_fit(
     if n * bytes_per_slice <= room:
         return None
     att = attributed_steps(trace)
-    starts = np.minimum(att["start_ns"].to_numpy(np.int64), att["host_start_ns"].to_numpy())
+    starts = att["host_start_ns"].to_numpy(np.int64)  # a step's window starts at or after
     k = np.searchsorted(starts, trace.slices["ts"].to_numpy(np.int64), side="right") - 1
     per_step = np.bincount(k[k >= 0], minlength=len(att))[: len(att)]
     fits = np.cumsum(per_step) * bytes_per_slice <= room

@@ -89,7 +89,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
         "memory": _memory(trace),
-        "window": _window(trace, st),
+        "window": _window(trace),
     }
     return doc
 
@@ -102,7 +102,7 @@ def _whole_ids(trace: TraceData, d: dict[str, Any], key: str) -> dict[str, Any]:
     return d
 
 
-def _window(trace: TraceData, st: Any) -> dict[str, Any] | None:
+def _window(trace: TraceData) -> dict[str, Any] | None:
     """Which steps of the whole trace a windowed report covers, and why (None: all)."""
     w = trace.window
     if w is None:

@@ -31,10 +31,10 @@ class WindowArgs:
         return len(self._ids)
 
     def raw(self, i: int) -> bytes:
-        return bytes(self._store.raw(int(self._ids[i])))
+        return self._store.raw(int(self._ids[i]))
 
     def get(self, i: int) -> dict[str, Any]:
-        return dict(self._store.get(int(self._ids[i])))
+        return self._store.get(int(self._ids[i]))  # a fresh dict each call
 
 
 def overlapping(trace: TraceData, start_ns: int, end_ns: int) -> np.ndarray:
