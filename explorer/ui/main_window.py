@@ -26,10 +26,11 @@ from PyQt6.QtWidgets import (
 )
 
 from explorer.trace_api import Trace
+from explorer.ui.analysed import AnalysedTrace
 from explorer.ui.details import DetailsPanel
 from explorer.ui.dialogs import open_warning
 from explorer.ui.findings_panel import FindingsPanel
-from explorer.ui.loader import AnalysisRunner, TraceLoader
+from explorer.ui.loader import WINDOW, AnalysisRunner, TraceLoader
 from explorer.ui.panels import TracePanel
 from explorer.ui.panels.dependency_graph import DependencyGraphPanel
 from explorer.ui.panels.memory import MemoryPanel
@@ -163,6 +164,13 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         self.progress, self.cancel_button = add_progress(self, self.cancel_load, 220)
         self.progress.setRange(0, 100)
+        # Which steps the analyses cover, when a memory limit keeps them to some (hidden
+        # otherwise): a permanent line, as messages come and go beside it.
+        self.window_note = QLabel(self)
+        self.window_note.setObjectName("window_note")
+        self.window_note.setStyleSheet("color:#8a5300")
+        self.window_note.hide()
+        self.statusBar().addPermanentWidget(self.window_note)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -288,6 +296,7 @@ class MainWindow(QMainWindow):
         self.trace = trace
         self.results = {}
         self.analysis_errors = []
+        self.window_note.hide()
         self._update_title()
         # Neither synthetic data nor a test backend's CPU timings may pass for measurements
         # on real hardware: the banner says which it is.
@@ -317,7 +326,9 @@ class MainWindow(QMainWindow):
         if self.sender() is not None and self.sender() is not self.analysis:
             return  # a superseded trace's analysis
         self.results[name] = value
-        if name in ("steps", "breakdown"):
+        if name == WINDOW:
+            self.show_window(value)
+        elif name in ("steps", "breakdown"):
             self.timeline.set_steps(self.results.get("steps"), self.results.get("breakdown"))
             self._update_title()
         elif name == "findings":
@@ -326,6 +337,17 @@ class MainWindow(QMainWindow):
             self.details.set_dependency_graph(value)
         elif name == "slice_sources":
             self.details.set_sources(value)
+
+    def show_window(self, analysed: AnalysedTrace) -> None:
+        """The analyses cover a window of steps (a memory limit): say which, in the status
+        bar and above the findings, and have the panels aggregate those steps too."""
+        note = analysed.note
+        self.window_note.setText(note)
+        self.window_note.setToolTip(note)
+        self.window_note.setVisible(bool(note))
+        self.findings.set_note(note)
+        for panel in self.panels.values():
+            panel.set_analysed(analysed)
 
     def analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""

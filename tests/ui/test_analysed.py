@@ -1,0 +1,219 @@
+"""The viewer over a window of steps (what a memory limit leaves it): every slice id the
+analyses hand the views is the whole trace's, checked against the whole trace's own
+analyses on real CPU traces; the window, its panels and the Details panel say which steps
+they cover. (The limit itself, a real RLIMIT_DATA, is in test_analyses_memory_limit.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import explorer
+from explorer.analysis.attribution import slice_sources
+from explorer.trace_api import Trace
+from explorer.ui.analysed import AnalysedTrace, in_whole_ids
+from explorer.ui.loader import ANALYSES, WINDOW
+from tests.conftest import SAMPLE_TRACES
+
+#: Real CPU traces with four steps, findings among them; the window is their middle steps.
+TRACES = ("cpu_slow_dataloader.pt.trace.json.gz", "neuron_cnn.pt.trace.json.gz")
+
+
+def _middle(name: str) -> AnalysedTrace:
+    whole = explorer.load(str(SAMPLE_TRACES / name), use_cache=False)
+    numbers = whole.steps()["step"].to_numpy()
+    assert len(numbers) == 4
+    return AnalysedTrace(whole, whole.window_of_steps(int(numbers[1]), int(numbers[2])))
+
+
+@pytest.fixture(scope="module", params=TRACES)
+def analysed(request: pytest.FixtureRequest) -> AnalysedTrace:
+    return _middle(request.param)
+
+
+def _results(a: AnalysedTrace) -> dict[str, tuple[Any, Any]]:
+    """Each analysis over the window: (its own result, the result in whole-trace ids)."""
+    out = {}
+    for name, fn in ANALYSES:
+        value = fn(a.trace)
+        out[name] = (value, in_whole_ids(name, value, a.window))
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Two spellings of one file. A trace names a file relative to ``sys.path`` in torch's
+    frames and absolute in the collector's; the analyses spell it absolute when the trace
+    holds both (:func:`explorer.trace.source.user_frames`), so a window whose steps hold
+    only the relative one spells it so."""
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def _same(a: AnalysedTrace, window_ids: Any, whole_ids: Any) -> None:
+    """The whole trace's slices at ``whole_ids`` are the window's at ``window_ids``."""
+    w, s = a.trace.slices, a.whole.slices
+    window_ids, whole_ids = np.asarray(window_ids, np.int64), np.asarray(whole_ids, np.int64)
+    assert len(window_ids) == len(whole_ids)
+    for column in ("name", "ts", "dur", "track"):
+        left = w[column].to_numpy()[window_ids]
+        right = s[column].to_numpy()[whole_ids]
+        assert (left.astype(str) == right.astype(str)).all(), column
+
+
+def test_the_window_is_inside_the_trace_and_not_a_prefix(analysed: AnalysedTrace) -> None:
+    """The middle steps' ids differ from the whole trace's (a mapping left out would show),
+    and the two mappings undo each other."""
+    w = analysed.window
+    assert w is not None and 0 < len(w.ids) < len(analysed.whole.slices)
+    assert (w.ids != np.arange(len(w.ids))).any()
+    rows = np.arange(len(w.ids))
+    assert (w.rows_of(analysed.whole_ids(rows)) == rows).all()
+    outside = np.setdiff1d(np.arange(len(analysed.whole.slices)), w.ids)
+    assert len(outside) and (w.rows_of(outside) == -1).all()
+    assert analysed.row_of(int(outside[0])) == -1
+
+
+def test_steps_and_breakdown_are_the_whole_traces_for_those_steps(
+    analysed: AnalysedTrace,
+) -> None:
+    results = _results(analysed)
+    steps = results["steps"][1]
+    ref = analysed.whole.steps()
+    ref = ref[ref["step"].isin(steps["step"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(steps.reset_index(drop=True), ref, check_categorical=False)
+    bd = results["breakdown"][1]
+    whole_bd = analysed.whole.breakdown()
+    whole_bd = whole_bd[whole_bd["step"].isin(steps["step"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(bd.reset_index(drop=True), whole_bd, check_categorical=False)
+
+
+def test_evidence_graph_and_sources_name_the_whole_traces_slices(
+    analysed: AnalysedTrace,
+) -> None:
+    results = _results(analysed)
+    own, mapped = results["findings"]
+    for f, g in zip(own, mapped, strict=True):
+        _same(analysed, f.evidence, g.evidence)
+    graph, whole_graph = results["dependency_graph"]
+    assert len(graph.nodes) > 10
+    _same(analysed, graph.nodes, whole_graph.nodes)
+    _same(analysed, graph.edges["src"], whole_graph.edges["src"])
+    _same(analysed, graph.edges["dst"], whole_graph.edges["dst"])
+    # Each slice of the window's steps has the source line the whole trace's attribution
+    # gives it (those enclosing the window, cut short, are left out), the file perhaps
+    # spelled as the window's steps spell it.
+    sources = results["slice_sources"][1]
+    w = analysed.window
+    assert w is not None
+    ts = analysed.trace.slices["ts"].to_numpy()
+    dur = analysed.trace.slices["dur"].to_numpy()
+    inside = (ts >= w.start_ns) & (ts + dur <= w.end_ns)
+    ref = slice_sources(analysed.whole.data).iloc[w.ids[inside]]
+    got = sources[inside]
+    assert (got.index.to_numpy() == w.ids[inside]).all()
+    assert (got["file"] != "").sum() > 10
+    files = zip(got["file"].astype(str), ref["file"].astype(str), strict=True)
+    assert all(_same_file(f, g) for f, g in files)
+    assert got["line"].tolist() == ref["line"].tolist()
+
+
+def test_a_finding_and_the_note_in_the_window(window: Any, open_trace: Any, qtbot: Any) -> None:
+    """Told that the analyses cover a window, the main window says so in its status bar and
+    above the findings, the steps bar offers those steps only, a finding's evidence marks
+    the whole trace's slices, and panels that read the whole trace say which steps the
+    others cover."""
+    whole = open_trace(window, SAMPLE_TRACES / TRACES[0])
+    qtbot.waitUntil(lambda: not any(p.busy() for p in window.panels.values()), timeout=60000)
+    numbers = whole.steps()["step"].to_numpy()
+    a = AnalysedTrace(whole, whole.window_of_steps(int(numbers[1]), int(numbers[2])))
+    window.on_analysis(WINDOW, a)
+    for name, value in _results(a).items():
+        window.on_analysis(name, value[1])
+    qtbot.waitUntil(lambda: not any(p.busy() for p in window.panels.values()), timeout=60000)
+    which = f"steps {numbers[1]}-{numbers[2]} of 4"
+    assert window.window_note.isVisible() and window.findings.note.isVisible()
+    assert window.window_note.text() == window.findings.note.text() == a.note
+    assert a.note.startswith(f"Analyses cover {which} only: requested")
+    assert window.timeline.steps["step"].tolist() == [int(numbers[1]), int(numbers[2])]
+    assert window.findings.findings
+    window.findings.select(0)
+    evidence = np.asarray(window.findings.findings[0].evidence, np.int64)
+    assert len(evidence) and sorted(window.findings.evidence.tolist()) == sorted(evidence.tolist())
+    ts = whole.slices["ts"].to_numpy()[evidence]
+    assert ((ts >= a.window.start_ns) & (ts < a.window.end_ns)).all()
+    memory = window.panels["memory"].status.text()
+    assert memory.startswith("Could not read memory: ") and memory.endswith(
+        f"the other analyses cover {which}"
+    )
+    operators = window.panels["operators"]
+    assert operators.scope.itemText(0) == f"S{which[1:]} (those that fit in memory)"
+    assert operators.scope.count() == 3  # the window and its two steps
+    window.set_trace(whole)  # the same trace again, analysed whole: the note goes
+    assert not window.window_note.isVisible() and not window.findings.note.isVisible()
+    qtbot.waitUntil(lambda: window.analysis.isFinished(), timeout=60000)
+
+
+def test_the_source_panel_follows_the_whole_traces_ids(qtbot: Any, tmp_path: Path) -> None:
+    """The Source panel attributes the window's slices: a whole-trace slice inside it shows
+    its line, one outside says it is outside, a line selects whole-trace ids."""
+    from PyQt6.QtCore import QSettings
+
+    from explorer.ui.panels.source import SourcePanel
+
+    a = _middle(TRACES[0])
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    panel = SourcePanel(settings=settings)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.set_analysed(a)
+    assert "(steps " in panel.location.text() and "of 4 (those that fit" in panel.location.text()
+    whole_sources = slice_sources(a.whole.data)
+    w = a.window
+    assert w is not None
+    known = whole_sources.iloc[w.ids]
+    known = known[known["file"] != ""]
+    sid = int(known.index[len(known) // 2])
+    file, line = str(whole_sources["file"].iat[sid]), int(whole_sources["line"].iat[sid])
+    panel.on_selection(sid)
+    assert _same_file(panel.current_file, file) and panel.current_line == line
+    ids = panel.slices_at(panel.current_file, line)
+    assert sid in ids.tolist() and (w.rows_of(ids) >= 0).all()
+    assert (whole_sources["file"].to_numpy()[ids] == file).all()
+    assert (whole_sources["line"].to_numpy()[ids] == line).all()
+    outside = int(np.setdiff1d(np.arange(len(a.whole.slices)), w.ids)[0])
+    panel.on_selection(outside)
+    assert "is outside the steps" in panel.location.text()
+
+
+def test_details_show_the_line_of_a_slice_in_the_window_only(qtbot: Any) -> None:
+    """Source lines by whole-trace id: a slice in the window has its line, one outside none."""
+    from explorer.ui.details import DetailsPanel
+
+    a = _middle(TRACES[0])
+    w = a.window
+    assert w is not None
+    details = DetailsPanel()
+    qtbot.addWidget(details)
+    details.set_trace(a.whole.data)
+    details.set_sources(in_whole_ids("slice_sources", slice_sources(a.trace.data), w))
+    whole_sources = slice_sources(a.whole.data)
+    inside = whole_sources.iloc[w.ids]
+    sid = int(inside.index[(inside["file"] != "").to_numpy()][0])
+    details.on_selection(sid)
+    shown = details.text().split("Source: ")[1].split()[0]
+    file, line = shown.rsplit(":", 1)
+    assert _same_file(file, str(whole_sources["file"].iat[sid]))
+    assert int(line) == int(whole_sources["line"].iat[sid])
+    outside = np.setdiff1d(np.flatnonzero(whole_sources["file"].to_numpy() != ""), w.ids)
+    assert len(outside)
+    details.on_selection(int(outside[0]))
+    assert "Source:" not in details.text()
+
+
+def test_without_a_window_results_are_returned_as_they_are() -> None:
+    whole: Trace = explorer.load(str(SAMPLE_TRACES / TRACES[0]), use_cache=False)
+    findings = whole.findings()
+    assert in_whole_ids("findings", findings, None) is findings
