@@ -185,7 +185,48 @@ def test_the_source_panel_follows_the_whole_traces_ids(qtbot: Any, tmp_path: Pat
     assert (whole_sources["line"].to_numpy()[ids] == line).all()
     outside = int(np.setdiff1d(np.arange(len(a.whole.slices)), w.ids)[0])
     panel.on_selection(outside)
-    assert "is outside the steps" in panel.location.text()
+    assert panel.location.text().endswith(
+        " is outside steps 1-2 of 4, the steps that fit in memory."
+    )
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_the_dependency_graph_panel_builds_the_windows_steps(qtbot: Any, name: str) -> None:
+    """A whole step of the window draws the same graph as the whole trace's (nodes by the
+    same slices, the same critical path); a clicked node selects its whole-trace id; a
+    slice outside the window says so."""
+    from PyQt6.QtCore import Qt
+
+    from explorer.ui.panels.dependency_graph import DependencyGraphPanel, graph_layout
+
+    a = _middle(name)
+    panel = DependencyGraphPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 600)
+    panel.show()
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.set_analysed(a)
+    steps = [panel.step.itemData(i) for i in range(panel.step.count())]
+    assert steps == a.trace.steps()["step"].tolist() and len(steps) == 2
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.mode.setCurrentIndex(1)  # whole step: the window's first
+    layout = panel.layout_data
+    assert layout is not None and len(layout.nodes) > 10
+    ref = graph_layout(a.whole, int(steps[0]), None, panel.hops.value(), panel.max_nodes.value())
+    assert layout.critical_ns == ref.critical_ns > 0 and layout.total_nodes == ref.total_nodes
+    _same(a, layout.nodes["id"], ref.nodes["id"])  # window ids beside the whole trace's
+    target = int(layout.nodes["id"].iat[len(layout.nodes) // 2])
+    item = panel.node_items[target]
+    panel.view.centerOn(item)
+    qtbot.wait(20)
+    pos = panel.view.mapFromScene(item.sceneBoundingRect().center())
+    with qtbot.waitSignal(panel.slices_selected, timeout=2000) as blocker:
+        qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert blocker.args[0].tolist() == a.whole_ids([target]).tolist()
+    w = a.window
+    assert w is not None
+    panel.on_selection(int(np.setdiff1d(np.arange(len(a.whole.slices)), w.ids)[-1]))
+    assert panel.status.text().endswith(" is outside steps 1-2 of 4, the steps that fit in memory.")
 
 
 def test_details_show_the_line_of_a_slice_in_the_window_only(qtbot: Any) -> None:

@@ -305,20 +305,18 @@ class SourcePanel(TracePanel):
             self._pending = int(slice_id)
             return
         sources = self.data.sources
-        row = self.subject_row(slice_id) if 0 <= slice_id < len(self.trace.slices) else -1
+        known = 0 <= slice_id < len(self.trace.slices)
+        row = self.subject_row(slice_id) if known else -1
+        if known and row < 0:  # outside the steps that fit in memory
+            self.location.setText(self.outside_text(slice_id))
+            return
         if not 0 <= row < len(sources) or sources["file"].iat[row] == "":
             name = (
                 self.trace.slices["name"].iat[slice_id]
-                if 0 <= slice_id < len(self.trace.slices)
+                if slice_id < len(self.trace.slices)
                 else "?"
             )
-            window = self._window() if row < 0 else None
-            self.location.setText(
-                f"No source line is known for “{name}”."
-                if window is None
-                else f"“{name}” is outside the {window.steps_text()} whose source lines are "
-                "attributed (those that fit in memory)."
-            )
+            self.location.setText(f"No source line is known for “{name}”.")
             return
         self.show_location(str(sources["file"].iat[row]), int(sources["line"].iat[row]))
 
