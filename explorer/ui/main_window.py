@@ -25,6 +25,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace.memory_limits import hard_limit
 from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace
 from explorer.ui.details import DetailsPanel
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self.analysis: AnalysisRunner | None = None
         self.error_box: QMessageBox | None = None
         self.analysis_errors: list[str] = []
+        self.panels_held = False  # the panels wait for the analyses' first word (a limit)
 
     def _build_central(self) -> None:
         """The timeline under the search bar and the (hidden) synthetic-data banner."""
@@ -311,8 +313,15 @@ class MainWindow(QMainWindow):
         self.details.set_trace(trace)
         self.findings.set_trace(trace)
         self.search.set_trace(trace)
+        # Under a hard memory limit the analyses first choose what they can read (the whole
+        # trace, or the steps that fit): the panels wait for that, rather than aggregating
+        # the whole trace beside them.
+        self.panels_held = hard_limit(certain=True) is not None
         for panel in self.panels.values():
-            panel.set_trace(trace)
+            if self.panels_held:
+                panel.hold("Waiting for the analyses to choose what fits in memory…")
+            else:
+                panel.set_trace(trace)
         warnings = trace.metadata.get("warnings") or []
         if warnings:
             self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
@@ -328,7 +337,9 @@ class MainWindow(QMainWindow):
         self.results[name] = value
         if name == WINDOW:
             self.show_window(value)
-        elif name in ("steps", "breakdown"):
+            return
+        self._release_panels()
+        if name in ("steps", "breakdown"):
             self.timeline.set_steps(self.results.get("steps"), self.results.get("breakdown"))
             self._update_title()
         elif name == "findings":
@@ -346,11 +357,22 @@ class MainWindow(QMainWindow):
         self.window_note.setToolTip(note)
         self.window_note.setVisible(bool(note))
         self.findings.set_note(note)
+        self.panels_held = False
         for panel in self.panels.values():
             panel.set_analysed(analysed)
 
+    def _release_panels(self) -> None:
+        """The analyses read the whole trace (or refused it): held panels show it too."""
+        if not self.panels_held or self.trace is None:
+            return
+        self.panels_held = False
+        for panel in self.panels.values():
+            panel.set_trace(self.trace)
+
     def analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""
+        if self.sender() is None or self.sender() is self.analysis:
+            self._release_panels()  # a refusal of them all: each panel says its own
         if name == "findings":
             self.findings.show_error(message)
         self.analysis_errors.append(f"{name.replace('_', ' ')} failed: {message}")

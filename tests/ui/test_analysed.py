@@ -258,3 +258,34 @@ def test_without_a_window_results_are_returned_as_they_are() -> None:
     whole: Trace = explorer.load(str(SAMPLE_TRACES / TRACES[0]), use_cache=False)
     findings = whole.findings()
     assert in_whole_ids("findings", findings, None) is findings
+
+
+@pytest.fixture
+def never_binding_limit() -> Any:
+    """A real data-size limit (1 TiB) on this process: the window's code sees a hard limit,
+    which never binds; the old one comes back after the test."""
+    import resource
+
+    old = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, old[1]))
+    yield
+    resource.setrlimit(resource.RLIMIT_DATA, old)
+
+
+def test_under_a_hard_limit_the_panels_wait_for_the_analyses_choice(
+    window: Any, qtbot: Any, never_binding_limit: Any
+) -> None:
+    """Under a hard limit the panels run nothing until the analyses have chosen what fits
+    (here the whole trace: no window, no note), then show the whole trace as without one."""
+    trace = explorer.load(str(SAMPLE_TRACES / TRACES[0]), use_cache=False)
+    window.set_trace(trace)
+    operators = window.panels["operators"]
+    assert window.panels_held
+    assert operators.status.text() == "Waiting for the analyses to choose what fits in memory…"
+    assert operators.trace is None and not operators.busy()
+    qtbot.waitUntil(lambda: not window.panels_held, timeout=60000)
+    assert operators.trace is trace and operators.analysed is None
+    qtbot.waitUntil(lambda: window.analysis.isFinished(), timeout=60000)
+    qtbot.waitUntil(lambda: operators.model.rowCount() > 0, timeout=60000)
+    assert WINDOW not in window.results and not window.window_note.isVisible()
+    assert operators.scope.itemText(0) == "Whole trace"

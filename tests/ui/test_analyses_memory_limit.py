@@ -366,3 +366,66 @@ def test_the_operators_panel_aggregates_the_steps_that_fit(
         inside = np.flatnonzero((names == name) & (ts < end) & (ts + dur > start))
         assert count == len(inside) > 0
         assert ids == inside.tolist()
+
+
+_WINDOW_VIEW = (
+    r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, 1 << 40))  # Arrow: the system allocator
+import numpy as np
+from PyQt6.QtCore import QSettings
+from PyQt6.QtWidgets import QApplication
+import explorer
+from explorer.ui.app import wait_idle
+from explorer.ui.main_window import MainWindow
+"""
+    + _HALF_ROOM
+    + r"""
+app = QApplication([])
+settings = QSettings(sys.argv[2], QSettings.Format.IniFormat)
+window = MainWindow(settings=settings, restore=False, remember=False)
+t = explorer.load(sys.argv[1])
+limit_to_half(len(t.slices))
+window.set_trace(t)
+held = [p.busy() for p in window.panels.values()]
+window.analysis.wait()
+wait_idle(window, 120)
+window.findings.select(0)
+print(json.dumps({
+    "held_busy": held,
+    "note": window.window_note.text() if window.window_note.isVisibleTo(window) else "",
+    "findings_note": window.findings.note.text(),
+    "errors": window.analysis_errors,
+    "timeline_steps": window.timeline.steps["step"].tolist(),
+    "evidence": window.findings.evidence.tolist(),
+    "operators": [window.panels["operators"].scope.itemText(0), window.panels["operators"].model.rowCount()],
+    "memory": window.panels["memory"].status.text(),
+}))
+"""
+)
+
+
+def test_the_window_under_the_limit_shows_the_steps_that_fit(
+    stalled: Path, big: tuple[Path, dict[str, str]], whole: Trace, tmp_path: Path
+) -> None:
+    """The whole viewer, under the real limit, with its analysis thread: the note in the
+    status bar and above the findings, those steps on the timeline, a finding's evidence in
+    whole-trace ids inside them, Operators over them, Memory refusing in one line that
+    names them; no panel ran anything before the analyses chose."""
+    out = json.loads(
+        run_script(_WINDOW_VIEW, stalled, tmp_path / "s.ini", env=big[1]).strip().splitlines()[-1]
+    )
+    assert out["errors"] == [] and not any(out["held_busy"])
+    first, last, all_steps = 0, out["timeline_steps"][-1], len(whole.steps())
+    assert out["timeline_steps"] == list(range(first, last + 1)) and last < all_steps - 1
+    which = f"steps {first}-{last} of {all_steps:,}"
+    assert out["note"] == out["findings_note"] and out["note"].startswith(f"Analyses cover {which}")
+    assert out["operators"][0] == f"S{which[1:]} (those that fit in memory)"
+    assert out["operators"][1] > 5
+    assert out["memory"].startswith("Could not read memory: ")
+    assert out["memory"].endswith(f"the other analyses cover {which}")
+    evidence = np.asarray(out["evidence"], np.int64)
+    steps = whole.steps()
+    end = int(steps["end_ns"].iat[last])
+    assert len(evidence) and (evidence < len(whole.slices)).all()
+    assert (whole.slices["ts"].to_numpy()[evidence] < end).all()

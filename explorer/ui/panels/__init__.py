@@ -96,6 +96,18 @@ class TracePanel(QWidget):
         self.analysed = analysed
         self.set_trace(analysed.whole)
 
+    def hold(self, message: str) -> None:
+        """Show no trace, and ``message`` (why), until :meth:`set_trace` or
+        :meth:`set_analysed`: under a hard memory limit, while the analyses choose what to
+        read, so that no aggregation over the whole trace runs beside them."""
+        self.set_trace(None)  # panels take None: no trace
+        self._generation += 1  # what was still running for the last trace is dropped
+        self.show_status(message)
+
+    def show_status(self, text: str) -> None:
+        """Say ``text`` on the panel's status line."""
+        raise NotImplementedError
+
     @property
     def subject(self) -> Trace | None:
         """What the panel's aggregations read: the window of steps the analyses cover, for

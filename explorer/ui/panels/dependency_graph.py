@@ -357,6 +357,9 @@ class DependencyGraphPanel(TracePanel):
         subject = self.subject  # the whole trace, or the steps that fit in memory
         self.run_in_background(lambda: trace_steps(subject), self._steps_ready, self._failed)
 
+    def show_status(self, text: str) -> None:
+        self.status.setText(text)
+
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Centre the graph on the selected slice (in "around selection" mode)."""

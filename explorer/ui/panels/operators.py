@@ -131,6 +131,9 @@ class OperatorsPanel(TracePanel):
         self._fill_scopes()
         self.scope.setCurrentIndex(self.scope.count() - 1)  # the range item; triggers compute
 
+    def show_status(self, text: str) -> None:
+        self.status.setText(text)
+
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Select the row of the selected slice's name (without echoing a selection back)."""

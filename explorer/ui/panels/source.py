@@ -296,6 +296,9 @@ class SourcePanel(TracePanel):
 
         self.run_in_background(work, self._data_ready, self._failed)
 
+    def show_status(self, text: str) -> None:
+        self.location.setText(text)
+
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Show the user source line of the selected slice."""
