@@ -169,7 +169,9 @@ def test_the_source_panel_follows_the_whole_traces_ids(qtbot: Any, tmp_path: Pat
     qtbot.addWidget(panel)
     with qtbot.waitSignal(panel.updated, timeout=60000):
         panel.set_analysed(a)
-    assert "(steps " in panel.location.text() and "of 4 (those that fit" in panel.location.text()
+    assert " events in steps 1-2 of 4 (those that fit in memory) have a source line" in (
+        panel.location.text()
+    )
     whole_sources = slice_sources(a.whole.data)
     w = a.window
     assert w is not None

@@ -461,7 +461,7 @@ class SourcePanel(TracePanel):
         known = int((data.sources["file"].to_numpy() != "").sum())
         self.location.setText(
             f"{known:,} of {len(data.sources):,} events"
-            + ("" if self._window() is None else f" ({self.scope_label().lower()})")
+            + ("" if self._window() is None else f" in {self.scope_label().lower()}")
             + " have a source line; select one to see its file."
             if known
             else "This trace has no Python stacks: record with with_stack=True (or explorer.collect) "
