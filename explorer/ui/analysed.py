@@ -67,6 +67,13 @@ class AnalysedTrace:
         return f"{which} of {w.whole_steps:,}"
 
     @property
+    def short_note(self) -> str:
+        """The note in a few words, for the status bar ("" for all steps)."""
+        if self.window is None:
+            return ""
+        return f"Analyses: {self.steps_text()} (those that fit in memory)"
+
+    @property
     def note(self) -> str:
         """One line for the user: which steps the analyses cover and why ("" for all)."""
         w = self.window

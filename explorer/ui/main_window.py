@@ -353,7 +353,7 @@ class MainWindow(QMainWindow):
         """The analyses cover a window of steps (a memory limit): say which, in the status
         bar and above the findings, and have the panels aggregate those steps too."""
         note = analysed.note
-        self.window_note.setText(note)
+        self.window_note.setText(analysed.short_note)  # short: the status bar stays narrow
         self.window_note.setToolTip(note)
         self.window_note.setVisible(bool(note))
         self.findings.set_note(note)

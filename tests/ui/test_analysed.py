@@ -135,7 +135,8 @@ def test_a_finding_and_the_note_in_the_window(window: Any, open_trace: Any, qtbo
     qtbot.waitUntil(lambda: not any(p.busy() for p in window.panels.values()), timeout=60000)
     which = f"steps {numbers[1]}-{numbers[2]} of 4"
     assert window.window_note.isVisible() and window.findings.note.isVisible()
-    assert window.window_note.text() == window.findings.note.text() == a.note
+    assert window.window_note.toolTip() == window.findings.note.text() == a.note
+    assert window.window_note.text() == f"Analyses: {which} (those that fit in memory)"
     assert a.note.startswith(f"Analyses cover {which} only: requested")
     assert window.timeline.steps["step"].tolist() == [int(numbers[1]), int(numbers[2])]
     assert window.findings.findings

@@ -393,7 +393,8 @@ wait_idle(window, 120)
 window.findings.select(0)
 print(json.dumps({
     "held_busy": held,
-    "note": window.window_note.text() if window.window_note.isVisibleTo(window) else "",
+    "note": window.window_note.toolTip() if window.window_note.isVisibleTo(window) else "",
+    "short_note": window.window_note.text(),
     "findings_note": window.findings.note.text(),
     "errors": window.analysis_errors,
     "timeline_steps": window.timeline.steps["step"].tolist(),
@@ -420,6 +421,7 @@ def test_the_window_under_the_limit_shows_the_steps_that_fit(
     assert out["timeline_steps"] == list(range(first, last + 1)) and last < all_steps - 1
     which = f"steps {first}-{last} of {all_steps:,}"
     assert out["note"] == out["findings_note"] and out["note"].startswith(f"Analyses cover {which}")
+    assert out["short_note"] == f"Analyses: {which} (those that fit in memory)"
     assert out["operators"][0] == f"S{which[1:]} (those that fit in memory)"
     assert out["operators"][1] > 5
     assert out["memory"].startswith("Could not read memory: ")
