@@ -132,13 +132,12 @@ class TracePanel(QWidget):
         return int(slice_id) if window is None else window.row_of(slice_id)
 
     def outside_text(self, slice_id: int) -> str:
-        """What the panel says of a whole-trace slice outside the steps it reads."""
-        assert self.trace is not None
+        """What the panel says of a whole-trace slice outside the window of steps it reads."""
+        window = self._window()
+        assert self.trace is not None and window is not None
         name = str(self.trace.slices["name"].iat[int(slice_id)])
         name = name if len(name) <= 60 else name[:59] + "…"
-        window = self._window()
-        steps = "the steps this panel reads" if window is None else window.steps_text()
-        return f"“{name}” is outside {steps}, the steps that fit in memory."
+        return f"“{name}” is outside {window.steps_text()}, the steps that fit in memory."
 
     def scope_label(self) -> str:
         """What the panel's "whole" scope covers: ``Whole trace``, or the analysed steps."""
