@@ -93,10 +93,12 @@ class MemoryArgs(msgspec.Struct, gc=False):
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
 
 
-class SliceArgsInts(msgspec.Struct, gc=False):
+class SliceArgsInts(msgspec.Struct, gc=False, omit_defaults=True):
     """:class:`SliceArgs` typed as plain integers: the fast path, valid for nearly every
     trace. A chunk where any of these is a string, a float or out of range takes the
-    general path, which coerces what it can and names the event it cannot."""
+    general path, which coerces what it can and names the event it cannot. Encoded, only
+    the fields a slice has (other than -1) are written: which columns a chunk has is read
+    from that short text (see :func:`explorer.trace.event_chunk.slice_arg_columns`)."""
 
     external_id: int = msgspec.field(default=-1, name="External id")
     external_id_old: int = msgspec.field(default=-1, name="external id")
@@ -120,6 +122,12 @@ SLICE_INT_ARGS = (
     "Bytes",
     "seq",
 )
+#: Every column of slice args (the int args and whether a slice has a call stack) and the
+#: value of a slice without it: a chunk leaves out a column none of its slices has.
+SLICE_ARG_FILL: dict[str, int | bool] = {
+    **dict.fromkeys(SLICE_INT_ARGS, -1),
+    "has_call_stack": False,
+}
 EVENTS = msgspec.json.Decoder(list[Event])
 EVENTS_TYPED = msgspec.json.Decoder(list[TypedEvent])
 SLICE_ARGS = msgspec.json.Decoder(list[SliceArgs])
@@ -127,6 +135,7 @@ MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
 
 
 SLICE_ARGS_INTS = msgspec.json.Decoder(list[SliceArgsInts])
+SLICE_ARGS_WRITTEN = msgspec.json.Encoder()
 
 
 def field_names(spec: type) -> list[str]:
@@ -153,7 +162,8 @@ def struct_columns(
 
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-_TEXT_TYPES = frozenset({str, type(None)})
+#: The types a text-only field (``ph``) may have: a string, or absent.
+TEXT_TYPES = frozenset({str, type(None)})
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -170,7 +180,7 @@ def check_scalars(
     is an error naming the event and field; so is a number beyond int64 or not finite
     where an id is expected (pid, tid, flow id)."""
     kinds = set(map(type, values))
-    allowed = _TEXT_TYPES if field_name == "ph" else _SCALAR_TYPES
+    allowed = TEXT_TYPES if field_name == "ph" else _SCALAR_TYPES
     numeric_id = field_name in ("pid", "tid", "id")
     if kinds <= allowed and not (numeric_id and kinds & {int, float}):
         return

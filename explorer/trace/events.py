@@ -26,7 +26,7 @@ from explorer.trace.event_types import (
     PH_M,
     PH_OTHER,
     PH_X,
-    SLICE_INT_ARGS,
+    SLICE_ARG_FILL,
     MemoryArgs,
     struct_columns,
 )
@@ -153,6 +153,8 @@ class ColumnsMerger:
         self._text_ids: dict[str, int] = {}
         self._memory_raws: list[bytes] = []
         self._n_no_ph = 0
+        self._n_slices = 0
+        self._slice_args_seen: set[str] = set()
 
     def _put(self, key: str, value: np.ndarray) -> None:
         self._sink.add(key, value)
@@ -166,8 +168,7 @@ class ColumnsMerger:
             self._put(key, getattr(chunk, key))
         for key in _ROWS:
             self._put(key, getattr(chunk, key) + start)
-        for key, column in chunk.slice_args.items():
-            self._put("slice_args." + key, column)
+        self._add_slice_args(chunk)
         self._put("flow_id", self._flow_ids(chunk))
         self._blob_sink.add("args_blob", chunk.args_blob)
         out.instant_scope.extend(chunk.instant_scope)
@@ -180,6 +181,24 @@ class ColumnsMerger:
         )
         self._n_no_ph += chunk.n_no_ph
         self.n += chunk.n
+
+    def _add_slice_args(self, chunk: ChunkColumns) -> None:
+        """The chunk's slice-arg columns; one it left out (none of its slices has it) is
+        filled in (:data:`SLICE_ARG_FILL`) once some chunk has had it, and a column no chunk
+        has is made whole at the end, so that most are never written at all."""
+        n = len(chunk.args_rows)
+        for key, fill in SLICE_ARG_FILL.items():
+            column = chunk.slice_args.get(key)
+            if column is None and key not in self._slice_args_seen:
+                continue
+            if column is None:
+                column = np.full(n, fill, np.asarray(fill).dtype)
+            elif key not in self._slice_args_seen:
+                self._slice_args_seen.add(key)
+                if self._n_slices:
+                    self._put("slice_args." + key, np.full(self._n_slices, fill, column.dtype))
+            self._put("slice_args." + key, column)
+        self._n_slices += n
 
     def _flow_ids(self, chunk: ChunkColumns) -> np.ndarray:
         """The chunk's flow ids, its ids that are not numbers as the trace's codes: -2, -3,
@@ -212,8 +231,12 @@ class ColumnsMerger:
         out.args_offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=out.args_offsets[1:])
         out.args_blob = self._blob_sink.array("args_blob", np.uint8).data
-        out.slice_args = {f: self._cat("slice_args." + f, np.int64) for f in SLICE_INT_ARGS}
-        out.slice_args["has_call_stack"] = self._cat("slice_args.has_call_stack", np.bool_)
+        out.slice_args = {
+            key: self._cat("slice_args." + key, np.asarray(fill).dtype)
+            if key in self._slice_args_seen
+            else np.full(self._n_slices, fill, np.asarray(fill).dtype)
+            for key, fill in SLICE_ARG_FILL.items()
+        }
         out.memory_args = struct_columns(MEMORY_ARGS, MemoryArgs, self._memory_raws)
         if out.dur_missing.any():  # absent: zero-length (and a warning)
             out.dur = np.where(out.dur_missing, 0.0, out.dur)

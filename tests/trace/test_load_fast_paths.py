@@ -1,12 +1,14 @@
 """The loader's fast paths against the plain computations they replace: the slices' order
 against ``np.lexsort``, where the event array closes against following the depth byte by
 byte, a chunk's vocabulary codes against ``pd.factorize``, and a real trace's chunk
-columns against the events decoded one at a time."""
+columns against the events decoded one at a time, and its field codes from distinct
+combinations against a pass per field."""
 
 from __future__ import annotations
 
 import gzip
 import random
+import re
 from operator import attrgetter
 from typing import Any
 
@@ -15,10 +17,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from explorer.errors import TraceError
 from explorer.trace.build import slice_order
-from explorer.trace.event_chunk import Vocabulary, decode_chunk
+from explorer.trace.event_chunk import (
+    Vocabulary,
+    _codes_by_combination,
+    _codes_per_field,
+    _field_codes,
+    decode_chunk,
+)
+from explorer.trace.event_types import EVENTS
 from explorer.trace.json_position import _depths, array_close
-from tests.conftest import SAMPLE_TRACES
+from tests.conftest import SAMPLE_TRACES, shared_trace_files
 
 
 def test_slice_order_is_the_lexsort_of_track_start_longest_first_and_file_order() -> None:
@@ -150,3 +160,69 @@ def test_chunk_columns_of_a_real_trace_match_its_events_one_by_one() -> None:
     for field, arg in (("external_id_old", "external id"), ("Bytes", "Bytes")):
         assert not any(arg in e.args for e in slices)
         assert (chunk.slice_args[field] == -1).all()
+
+
+def _same_codes(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, np.ndarray):
+            assert got[key].dtype == value.dtype and np.array_equal(got[key], value), key
+        elif isinstance(value, int):
+            assert got[key] == value, key
+        else:
+            assert [(type(v), v) for v in got[key]] == [(type(v), v) for v in value], key
+
+
+def _events(text: bytes) -> list[Any]:
+    return EVENTS.decode(text)
+
+
+def test_codes_by_combination_equal_a_pass_per_field_on_real_traces() -> None:
+    paths = sorted(SAMPLE_TRACES.glob("*.json*")) + shared_trace_files()
+    assert len(paths) >= 5
+    for path in paths:
+        raw = path.read_bytes()
+        doc = msgspec.json.decode(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        evs = _events(msgspec.json.encode(events))
+        got = _codes_by_combination(evs)
+        assert got is not None, path
+        _same_codes(got, _codes_per_field(path, evs, 0))
+
+
+def test_codes_by_combination_equal_a_pass_per_field_on_mixed_values() -> None:
+    rng = random.Random(11)
+    pool: list[Any] = ["a", "b", "1", 1, 1.0, True, False, 0, 2.5, None, -3, "", 7, "7"]
+    phs: list[Any] = ["X", "B", "E", "i", "I", "C", "M", "s", "f", "P", "", None]
+    for _ in range(400):
+        n = rng.randint(0, 60)
+        events = [
+            {
+                k: rng.choice(pool)
+                for k in ("name", "cat", "pid", "tid")
+                if rng.random() < 0.9  # sometimes absent
+            }
+            | ({"ph": rng.choice(phs)} if rng.random() < 0.95 else {})
+            for _ in range(n)
+        ]
+        evs = _events(msgspec.json.encode(events))
+        got = _codes_by_combination(evs)
+        assert got is not None
+        _same_codes(got, _codes_per_field("t.json", evs, 0))
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"ph": 3, "name": "a"}, "event 2 has ph = 3, not a string"),
+        ({"ph": "X", "name": ["a"]}, "event 2 has name = ['a']"),
+        ({"ph": "X", "pid": {"a": 1}}, "event 2 has pid = {'a': 1}"),
+        ({"ph": "X", "tid": 2.0**70}, "event 2 has tid = 1.1805916207174113e+21"),
+    ],
+)
+def test_a_chunk_with_an_odd_value_names_its_event(event: dict[str, Any], message: str) -> None:
+    ok = {"ph": "X", "name": "a", "pid": 1, "tid": 1}
+    evs = _events(msgspec.json.encode([ok, ok, event, ok]))
+    assert _codes_by_combination(evs) is None
+    with pytest.raises(TraceError, match=re.escape(message)):
+        _field_codes("t.json", evs, 0)
