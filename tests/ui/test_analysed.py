@@ -292,3 +292,39 @@ def test_under_a_hard_limit_the_panels_wait_for_the_analyses_choice(
     qtbot.waitUntil(lambda: operators.model.rowCount() > 0, timeout=60000)
     assert WINDOW not in window.results and not window.window_note.isVisible()
     assert operators.scope.itemText(0) == "Whole trace"
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_the_operators_panel_over_a_range_of_the_window(qtbot: Any, name: str) -> None:
+    """A range inside the window's steps (its first step) aggregates as over the whole
+    trace: counts, total, self and device time; one reaching past the window says only the
+    part within its steps is counted."""
+    from explorer.analysis.operators import operator_stats
+    from explorer.ui.panels.operators import OperatorsPanel
+
+    a = _middle(name)
+    w = a.window
+    assert w is not None
+    panel = OperatorsPanel()
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.set_analysed(a)
+    steps = w.steps
+    start, end = int(steps["start_ns"].iat[0]), int(steps["end_ns"].iat[0])
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.on_range(start, end)
+    assert "only what lies in" not in panel.status.text()
+    ref = operator_stats(a.whole.data, start, end)
+    got = panel.stats
+    keys = ["name", "kind", "count", "total_ns", "self_ns", "device_ns"]
+    assert len(got) > 10
+    pd.testing.assert_frame_equal(
+        got[keys].sort_values(["name", "kind"]).reset_index(drop=True),
+        ref[keys].sort_values(["name", "kind"]).reset_index(drop=True),
+        check_categorical=False,
+    )
+    with qtbot.waitSignal(panel.updated, timeout=60000):
+        panel.on_range(0, end)
+    assert panel.status.text().endswith(
+        " · only what lies in steps 1-2 of 4, the steps that fit in memory"
+    )

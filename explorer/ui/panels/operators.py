@@ -225,6 +225,13 @@ class OperatorsPanel(TracePanel):
         self.table.scrollToTop()  # a new scope shows its top rows, not where the last one was
         window = self.window()
         where = self.scope_label().lower() if window is None else self.scope.currentText()
+        analysed = self._window()
+        if window is not None and analysed is not None and analysed.window is not None:
+            a, w = analysed.window, window  # a range reaching past the steps that fit
+            if w[0] < a.start_ns or w[1] > a.end_ns:
+                where += (
+                    f" · only what lies in {analysed.steps_text()}, the steps that fit in memory"
+                )
         self.status.setText(f"{len(shown):,} of {len(stats):,} names · {where}")
 
     def _failed(self, message: str) -> None:
