@@ -328,3 +328,44 @@ def test_the_operators_panel_over_a_range_of_the_window(qtbot: Any, name: str) -
     assert panel.status.text().endswith(
         " · only what lies in steps 1-2 of 4, the steps that fit in memory"
     )
+
+
+#: Real GPU traces from ../shared/traces with more than one step (NCCL collectives on
+#: NVIDIA; a sampled training rank), windowed away from their first step.
+SHARED = (
+    "nccl_parser_config__nccl_data.json.gz",
+    "timeline_analysis__sampled_rank-0.json.gz",
+)
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_on_real_gpu_traces_every_id_names_the_whole_traces_slice(
+    shared_traces: Path, name: str
+) -> None:
+    """Windowed from their second step on, real GPU traces (kernels, launches, NCCL
+    collectives) get each analysis in whole-trace ids that name the same slices, and the
+    steps and breakdown of the whole trace for those steps."""
+    whole = explorer.load(str(shared_traces / name), use_cache=False)
+    numbers = whole.steps()["step"].to_numpy()
+    a = AnalysedTrace(whole, whole.window_of_steps(int(numbers[1]), int(numbers[-1])))
+    w = a.window
+    assert w is not None and (w.ids != np.arange(len(w.ids))).any()
+    results = _results(a)
+    steps = results["steps"][1].reset_index(drop=True)
+    ref = whole.steps()
+    pd.testing.assert_frame_equal(
+        steps, ref[ref["step"] >= numbers[1]].reset_index(drop=True), check_categorical=False
+    )
+    bd = whole.breakdown()
+    pd.testing.assert_frame_equal(
+        results["breakdown"][1].reset_index(drop=True),
+        bd[bd["step"] >= numbers[1]].reset_index(drop=True),
+        check_categorical=False,
+    )
+    for f, g in zip(*results["findings"], strict=True):
+        _same(a, f.evidence, g.evidence)
+    graph, whole_graph = results["dependency_graph"]
+    assert len(graph.nodes) > 10
+    _same(a, graph.nodes, whole_graph.nodes)
+    _same(a, graph.edges["src"], whole_graph.edges["src"])
+    _same(a, graph.edges["dst"], whole_graph.edges["dst"])
