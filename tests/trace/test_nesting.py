@@ -176,6 +176,32 @@ def test_random_tracks_against_brute_force() -> None:
             assert not (same & (ts < end[i]) & (ts[i] < end)).any(), trial
 
 
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_random_tracks_nested_in_small_groups_against_brute_force(
+    group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups cut inside tracks too, wherever nothing earlier on the track is open (an
+    earlier slice ending exactly there, zero-length slices at the cut, shared starts):
+    the parents are still the brute force's."""
+    from explorer.trace import nesting
+
+    monkeypatch.setattr(nesting, "NEST_GROUP", group)
+    rng = np.random.default_rng(11)
+    cut_inside = 0
+    for trial in range(400):
+        n = int(rng.integers(1, 60))
+        track = rng.integers(0, 2, n)
+        ts = rng.integers(0, 200, n).astype(np.int64)
+        dur = (rng.integers(0, 12, n) * (rng.random(n) < 0.8)).astype(np.int64)
+        order = np.lexsort((-dur, ts, track))
+        track, ts, dur = track[order], ts[order], dur[order]
+        starts = nesting.independent_starts(track, ts, dur)
+        cut_inside += int((np.r_[True, track[1:] != track[:-1]][starts] == 0).sum())
+        _, parent = nest(track, ts, dur)
+        np.testing.assert_array_equal(parent, brute_parents(track, ts, dur), err_msg=str(trial))
+    assert cut_inside > 1000  # most groups were cut inside a track
+
+
 @pytest.mark.parametrize("path", TRACES[:6], ids=lambda p: p.name)
 @pytest.mark.parametrize("group", [1, 97, 1000])
 def test_nesting_a_group_of_tracks_at_a_time_gives_the_whole_traces_answer(
