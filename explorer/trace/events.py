@@ -56,7 +56,8 @@ class EventColumns:
     cats: Vocabulary = field(default_factory=lambda: Vocabulary(True))
     pids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
     tids: Vocabulary = field(default_factory=lambda: Vocabulary(False))
-    # X and B events ("args rows"), in file order: raw args and the args that become columns.
+    # X and B events ("args rows"), in file order: raw args and the args that become columns
+    # (a column none of them has is left out: see SLICE_ARG_FILL).
     args_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     args_blob: bytes | bytearray | memoryview = b""
     args_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
@@ -185,7 +186,7 @@ class ColumnsMerger:
     def _add_slice_args(self, chunk: ChunkColumns) -> None:
         """The chunk's slice-arg columns; one it left out (none of its slices has it) is
         filled in (:data:`SLICE_ARG_FILL`) once some chunk has had it, and a column no chunk
-        has is made whole at the end, so that most are never written at all."""
+        has is left out of the trace's too, so that most are never written at all."""
         n = len(chunk.args_rows)
         for key, fill in SLICE_ARG_FILL.items():
             column = chunk.slice_args.get(key)
@@ -233,9 +234,8 @@ class ColumnsMerger:
         out.args_blob = self._blob_sink.array("args_blob", np.uint8).data
         out.slice_args = {
             key: self._cat("slice_args." + key, np.asarray(fill).dtype)
-            if key in self._slice_args_seen
-            else np.full(self._n_slices, fill, np.asarray(fill).dtype)
             for key, fill in SLICE_ARG_FILL.items()
+            if key in self._slice_args_seen
         }
         out.memory_args = struct_columns(MEMORY_ARGS, MemoryArgs, self._memory_raws)
         if out.dur_missing.any():  # absent: zero-length (and a warning)
