@@ -27,6 +27,7 @@ from explorer.trace.event_chunk import (
     decode_chunk,
 )
 from explorer.trace.event_types import EVENTS
+from explorer.trace.events import InMemoryColumns
 from explorer.trace.flows import _by_src_then_dst, _flow_keys, _pairs_with_equal_keys
 from explorer.trace.json_position import _depths, array_close
 from tests.conftest import SAMPLE_TRACES, shared_trace_files
@@ -285,3 +286,22 @@ def test_flows_by_src_then_dst_is_the_stable_lexsort() -> None:
         hi = [5, 2**20, 2**40][k % 3]  # the last too wide to pack: the lexsort itself
         src, dst = rng.integers(0, hi, n), rng.integers(0, 5 if k % 2 else hi, n)
         assert np.array_equal(_by_src_then_dst(src, dst), np.lexsort((dst, src)))
+
+
+def test_in_memory_columns_equal_their_pieces_joined() -> None:
+    rng = np.random.default_rng(9)
+    columns = InMemoryColumns()
+    pieces: dict[str, list[Any]] = {"a": [], "b": [], "blob": []}
+    for _ in range(300):  # several doublings past the first buffer
+        n = int(rng.integers(0, 2000))
+        a, b = rng.integers(-(2**40), 2**40, n), rng.random(n) < 0.5
+        blob = rng.bytes(int(rng.integers(0, 500)))
+        for key, piece in (("a", a), ("b", b), ("blob", blob)):
+            columns.add(key, piece)
+            pieces[key].append(piece)
+    a = columns.array("a", np.int64)
+    assert a.dtype == np.int64 and np.array_equal(a, np.concatenate(pieces["a"]))
+    b = columns.array("b", np.bool_)
+    assert b.dtype == np.bool_ and np.array_equal(b, np.concatenate(pieces["b"]))
+    assert columns.array("blob", np.uint8).tobytes() == b"".join(pieces["blob"])
+    assert columns.array("never", np.float64).dtype == np.float64
