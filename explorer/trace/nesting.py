@@ -18,20 +18,24 @@ from typing import Literal
 
 import numpy as np
 
-#: Slices nested at once: tracks are nested in groups of about this many slices (a
-#: track is never split), because the search holds ~150 bytes per slice it works on.
+#: Slices nested at once: slices are nested in groups of about this many, because the
+#: search holds ~150 bytes per slice it works on and its random reads stay in the CPU's
+#: caches (a track of millions of slices nested whole took 25x the time of one of 10x
+#: fewer: 1.5 s against 0.06 s at 6.7M and 0.67M slices).
 NEST_GROUP = 1 << 18
 
 
 def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Depth (int16) and parent id (int64, -1 for top level) of each slice (see
-    :func:`_nest`), a group of whole tracks at a time: a slice's parent is on its own
-    track, so the groups' answers are the whole trace's."""
+    :func:`_nest`), a group of slices at a time. A group starts where a track does, or
+    where nothing earlier on the track is still open (:func:`independent_starts`): a
+    slice's parent is on its own track and open at its start, so the groups' answers are
+    the whole trace's."""
     n = len(ts)
     if n <= NEST_GROUP:
         return _nest(track, ts, dur)
     track = np.asarray(track)
-    starts = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
+    starts = independent_starts(track, ts, dur)
     depth = np.empty(n, np.int16)
     parent = np.empty(n, np.int64)
     lo = 0
@@ -46,6 +50,20 @@ def nest(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray
         parent[lo:hi] = np.where(p >= 0, p + lo, -1)
         lo = hi
     return depth, parent
+
+
+def independent_starts(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The slices (sorted by ``(track, ts, -dur)``) before which nothing on their track is
+    still open — the first of each track, and each one that every earlier slice on its
+    track has ended by (at or before its start) — in order: no slice from one of them on
+    has a parent before it, so nesting can be cut there."""
+    ts = np.asarray(ts, np.int64)
+    end = ts + np.asarray(dur, np.int64)
+    first = np.r_[True, track[1:] != track[:-1]]
+    open_until = np.empty(len(ts), np.int64)  # latest end of the earlier slices on the track
+    open_until[1:] = segmented_running_max(end, np.cumsum(first) - 1)[:-1]
+    del end
+    return np.flatnonzero(first | (open_until <= ts))
 
 
 def _next_start(starts: np.ndarray, lo: int, n: int) -> int:

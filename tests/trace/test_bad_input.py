@@ -221,6 +221,32 @@ def test_times_beyond_int64_ns_name_the_event(
     assert "event 3 ('aten::op2')" in msg and what in msg and "64-bit nanoseconds" in msg
 
 
+@pytest.mark.parametrize("block", [1, 2, 1 << 20])
+def test_times_are_checked_in_blocks_with_the_first_bad_timestamp_named_first(
+    tmp_path: Path, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad end early and a bad timestamp later: the timestamp is named, whichever block
+    each lies in; X events without ``dur`` are counted across blocks, the first named."""
+    from explorer.trace import events
+
+    monkeypatch.setattr(events, "_CHECK_BLOCK", block)
+    doc = _kineto(8)
+    for k in (2, 5, 7):
+        del doc["traceEvents"][k]["dur"]
+    assert "event 2" in " ".join(_load(_write(tmp_path / "ok.json", doc)).metadata["warnings"])
+    assert any(
+        w.startswith("3 'X' events have no 'dur'") and "(the first: event 2" in w
+        for w in _load(_write(tmp_path / "ok.json", doc)).metadata["warnings"]
+    )
+    doc["traceEvents"][1]["dur"] = 1e16
+    doc["traceEvents"][6]["ts"] = 1e18
+    msg = _error(_write(tmp_path / "bad.json", doc))
+    assert "event 6 ('aten::op2') has a timestamp" in msg
+    del doc["traceEvents"][6]["ts"]
+    msg = _error(_write(tmp_path / "bad.json", doc))
+    assert "event 1 ('aten::op0') has a duration" in msg
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 @pytest.mark.parametrize("field", ["ts", "dur"])
 def test_non_finite_times_name_the_event(tmp_path: Path, field: str, literal: str) -> None:

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from explorer.errors import TraceError
-from explorer.trace.build import slice_order
+from explorer.trace.build import _order_by_track_then_start, slice_order
 from explorer.trace.event_chunk import (
     Vocabulary,
     _codes_by_combination,
@@ -27,6 +27,8 @@ from explorer.trace.event_chunk import (
     decode_chunk,
 )
 from explorer.trace.event_types import EVENTS
+from explorer.trace.events import InMemoryColumns
+from explorer.trace.flows import _by_src_then_dst, _flow_keys, _pairs_with_equal_keys
 from explorer.trace.json_position import _depths, array_close
 from tests.conftest import SAMPLE_TRACES, shared_trace_files
 
@@ -45,6 +47,22 @@ def test_slice_order_is_the_lexsort_of_track_start_longest_first_and_file_order(
             copies = rng.integers(0, max(n, 1), n // 20)
             ts[copies] = ts[copies[::-1]]
             track[copies] = track[copies[::-1]]
+        expected = np.lexsort((row, -dur, ts, track))
+        assert np.array_equal(slice_order(track, ts, dur, row), expected)
+    # Starts too wide to pack beside the track and the position, but not beside a
+    # track's own positions: sorted a track at a time, same answer.
+    for k in range(300):
+        n = int(rng.integers(65, 400))
+        track = rng.integers(0, 6, n)
+        track[0] = 5
+        ts = rng.integers(2**53, 2**54, n)
+        if k % 3 == 0:  # shared starts on a track
+            ts[rng.integers(0, n, n // 4)] = ts[0]
+            track[: n // 3] = track[0]
+        dur = rng.integers(0, 6, n)
+        row = rng.permutation(n)
+        assert (n - 1).bit_length() + int(ts.max()).bit_length() + 3 > 63
+        assert _order_by_track_then_start(track, ts, 54) is not None
         expected = np.lexsort((row, -dur, ts, track))
         assert np.array_equal(slice_order(track, ts, dur, row), expected)
     # Starts too wide to pack beside the track: the plain lexsort, same answer.
@@ -226,3 +244,64 @@ def test_a_chunk_with_an_odd_value_names_its_event(event: dict[str, Any], messag
     assert _codes_by_combination(evs) is None
     with pytest.raises(TraceError, match=re.escape(message)):
         _field_codes("t.json", evs, 0)
+
+
+def test_flow_keys_are_equal_exactly_for_equal_category_and_id() -> None:
+    rng = np.random.default_rng(5)
+    for k in range(300):
+        n = int(rng.integers(0, 300))
+        cat = rng.integers(-1, 4, n)
+        if k % 3 == 0:  # ids beside text ids (negative codes)
+            ids = rng.integers(-5, 40, n)
+        elif k % 3 == 1:  # correlation ids
+            ids = rng.integers(0, 2**32, n) // int(rng.integers(1, 2**31))
+        else:  # too wide to pack beside the category: factorized
+            ids = rng.choice(np.array([-(2**63), 2**62, 0, 7, -2]), n)
+        key = _flow_keys(cat, ids)
+        assert key.dtype == np.int64 and len(key) == n
+        pairs = list(zip(cat.tolist(), ids.tolist(), strict=True))
+        same = np.equal.outer(key, key)
+        want = np.array([[a == b for b in pairs] for a in pairs], bool).reshape(n, n)
+        assert np.array_equal(same, want), k
+
+
+def test_pairs_with_equal_keys_are_the_inner_merge() -> None:
+    rng = np.random.default_rng(6)
+    for k in range(300):
+        na, nb = int(rng.integers(0, 60)), int(rng.integers(0, 60))
+        a_key, b_key = rng.integers(-3, 12 if k % 2 else 200, na), rng.integers(-3, 12, nb)
+        a, b = rng.permutation(1000)[:na], rng.permutation(1000)[:nb]
+        src, dst = _pairs_with_equal_keys(a_key, a, b_key, b)
+        merged = pd.DataFrame({"c": a_key, "src": a}).merge(pd.DataFrame({"c": b_key, "dst": b}))
+        assert sorted(zip(src.tolist(), dst.tolist(), strict=True)) == sorted(
+            zip(merged["src"].tolist(), merged["dst"].tolist(), strict=True)
+        )
+        assert src.dtype == dst.dtype == np.int64
+
+
+def test_flows_by_src_then_dst_is_the_stable_lexsort() -> None:
+    rng = np.random.default_rng(8)
+    for k in range(300):
+        n = int(rng.integers(0, 200))
+        hi = [5, 2**20, 2**40][k % 3]  # the last too wide to pack: the lexsort itself
+        src, dst = rng.integers(0, hi, n), rng.integers(0, 5 if k % 2 else hi, n)
+        assert np.array_equal(_by_src_then_dst(src, dst), np.lexsort((dst, src)))
+
+
+def test_in_memory_columns_equal_their_pieces_joined() -> None:
+    rng = np.random.default_rng(9)
+    columns = InMemoryColumns()
+    pieces: dict[str, list[Any]] = {"a": [], "b": [], "blob": []}
+    for _ in range(300):  # several doublings past the first buffer
+        n = int(rng.integers(0, 2000))
+        a, b = rng.integers(-(2**40), 2**40, n), rng.random(n) < 0.5
+        blob = rng.bytes(int(rng.integers(0, 500)))
+        for key, piece in (("a", a), ("b", b), ("blob", blob)):
+            columns.add(key, piece)
+            pieces[key].append(piece)
+    a = columns.array("a", np.int64)
+    assert a.dtype == np.int64 and np.array_equal(a, np.concatenate(pieces["a"]))
+    b = columns.array("b", np.bool_)
+    assert b.dtype == np.bool_ and np.array_equal(b, np.concatenate(pieces["b"]))
+    assert columns.array("blob", np.uint8).tobytes() == b"".join(pieces["blob"])
+    assert columns.array("never", np.float64).dtype == np.float64

@@ -151,16 +151,24 @@ def test_profiler_step_of_the_cnn_sample_leaves_the_python_frame_it_starts_in() 
         assert int(s["dur"].to_numpy()[kids].sum()) > 0.9 * int(s["dur"].iloc[step]), k
 
 
+def _random_sorted_slices(
+    rng: np.random.Generator, n: int, tracks: int, span: int, longest: int, p: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` random slices on ``tracks`` tracks starting in ``[0, span)``, a share ``p``
+    of them up to ``longest`` long and the rest zero-length, sorted by (track, ts, -dur)."""
+    track = rng.integers(0, tracks, n)
+    ts = rng.integers(0, span, n).astype(np.int64)
+    dur = (rng.integers(0, longest, n) * (rng.random(n) < p)).astype(np.int64)
+    order = np.lexsort((-dur, ts, track))
+    return track[order], ts[order], dur[order]
+
+
 def test_random_tracks_against_brute_force() -> None:
     """Random overlapping intervals, zero-length slices and shared starts included."""
     rng = np.random.default_rng(10)
     for trial in range(400):
         n = int(rng.integers(1, 50))
-        track = rng.integers(0, 3, n)
-        ts = rng.integers(0, 60, n).astype(np.int64)
-        dur = (rng.integers(0, 30, n) * (rng.random(n) < 0.85)).astype(np.int64)
-        order = np.lexsort((-dur, ts, track))
-        track, ts, dur = track[order], ts[order], dur[order]
+        track, ts, dur = _random_sorted_slices(rng, n, tracks=3, span=60, longest=30, p=0.85)
         depth, parent = nest(track, ts, dur)
         np.testing.assert_array_equal(parent, brute_parents(track, ts, dur), err_msg=str(trial))
         expect_depth = np.zeros(n, np.int64)
@@ -174,6 +182,28 @@ def test_random_tracks_against_brute_force() -> None:
         for i in range(n):
             same = (track == track[i]) & (rows == rows[i]) & (np.arange(n) != i)
             assert not (same & (ts < end[i]) & (ts[i] < end)).any(), trial
+
+
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_random_tracks_nested_in_small_groups_against_brute_force(
+    group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups cut inside tracks too, wherever nothing earlier on the track is open (an
+    earlier slice ending exactly there, zero-length slices at the cut, shared starts):
+    the parents are still the brute force's."""
+    from explorer.trace import nesting
+
+    monkeypatch.setattr(nesting, "NEST_GROUP", group)
+    rng = np.random.default_rng(11)
+    cut_inside = 0
+    for trial in range(400):
+        n = int(rng.integers(1, 60))
+        track, ts, dur = _random_sorted_slices(rng, n, tracks=2, span=200, longest=12, p=0.8)
+        starts = nesting.independent_starts(track, ts, dur)
+        cut_inside += int((np.r_[True, track[1:] != track[:-1]][starts] == 0).sum())
+        _, parent = nest(track, ts, dur)
+        np.testing.assert_array_equal(parent, brute_parents(track, ts, dur), err_msg=str(trial))
+    assert cut_inside > 1000  # most groups were cut inside a track
 
 
 @pytest.mark.parametrize("path", TRACES[:6], ids=lambda p: p.name)
