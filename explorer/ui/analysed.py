@@ -87,12 +87,15 @@ def analysed_trace(trace: Trace) -> AnalysedTrace:
     fit under the one that does; else the longest run of steps from the first whose
     analyses fit. :class:`~explorer.errors.ExplorerError` (one line) when not even one
     step's do. Without a hard limit nothing is measured: the viewer runs as it always has.
+
+    Choosing the steps takes memory too (a step number per slice, then the window's
+    copy): where even that fails, the limit is as tight as a refusal says.
     """
     if hard_limit(certain=True) is None:
         return AnalysedTrace(trace, trace)
     try:
         data, _ = analysed_window(trace.data)
-    except ExplorerError:
+    except (ExplorerError, MemoryError):
         check_analyses_fit(trace.data, *REFUSED)  # nothing fits for certain: refused
         return AnalysedTrace(trace, trace)  # the least need fits: try, as before windows
     return AnalysedTrace(trace, trace if data is trace.data else Trace(data))

@@ -116,9 +116,6 @@ def _each_analysis(
         analysed = analysed_trace(trace)
     except ExplorerError as exc:
         refused = str(exc)
-    except MemoryError as exc:  # cutting out the steps that fit, under a data-size limit
-        where = trace.path or "the trace"
-        refused = f"{where}: out of memory choosing the steps that fit ({_one_line(exc)})"
     if analysed is not None and analysed.window is not None:
         yield WINDOW, analysed, None
     for name, fn in ANALYSES:
