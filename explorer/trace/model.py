@@ -173,6 +173,15 @@ class Window:
         """The whole trace's ids of some of the window's slice ids."""
         return [int(i) for i in self.ids[np.asarray(ids, dtype=np.int64)]]
 
+    def rows_of(self, whole_ids: Any) -> np.ndarray:
+        """The window's ids of some of the whole trace's slice ids: -1 for those outside
+        the window (the inverse of :meth:`whole_ids`; ``ids`` ascends)."""
+        whole = np.asarray(whole_ids, dtype=np.int64)
+        at = np.searchsorted(self.ids, whole)
+        inside = at < len(self.ids)
+        inside[inside] = self.ids[at[inside]] == whole[inside]
+        return np.where(inside, at, -1).astype(np.int64)
+
 
 @dataclass
 class TraceData:

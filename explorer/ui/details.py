@@ -75,7 +75,7 @@ class DetailsPanel(QWidget):
         self.graph: DependencyGraph | None = None
         self.slice_id = -1
         self.related: list[tuple[int, int, str]] = []
-        self.sources: pd.DataFrame | None = None  # slice_sources(), once the worker has it
+        self.sources: pd.DataFrame | None = None  # slice_sources() by slice id, once computed
         # The name on one line, elided at the end (a C++ kernel name runs to hundreds of
         # characters without a space); the whole name is its tooltip.
         self.title = QLabel(self)
@@ -203,9 +203,12 @@ class DetailsPanel(QWidget):
         esc = html.escape
         if self.sources is None:
             return ["<p style='color:#5c6670'><b>Source</b>: finding the line…</p>"]
-        if i < len(self.sources) and str(self.sources["file"].iat[i]):
-            f, line = str(self.sources["file"].iat[i]), int(self.sources["line"].iat[i])
-            fn = str(self.sources["function"].iat[i])
+        # Rows by slice id: every slice's, or under a memory limit only the analysed
+        # steps' (indexed by their ids; -1 for a slice outside them).
+        row = int(self.sources.index.get_indexer([i])[0])
+        if row >= 0 and str(self.sources["file"].iat[row]):
+            f, line = str(self.sources["file"].iat[row]), int(self.sources["line"].iat[row])
+            fn = str(self.sources["function"].iat[row])
             return [
                 f"<p><b>Source</b>: <a href='source:{line}:{esc(f)}'>{esc(f)}:{line}</a>"
                 f" in <code>{esc(fn)}</code></p>"

@@ -93,11 +93,23 @@ class FindingsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
+        self.note = QLabel("", self)  # which steps the findings cover, under a memory limit
+        self.note.setObjectName("findings_note")
+        self.note.setStyleSheet("color:#8a5300; padding:2px 4px")
+        self.note.setWordWrap(True)
+        self.note.hide()
+        layout.insertWidget(0, self.note)
         self.set_findings([])
+
+    def set_note(self, text: str) -> None:
+        """One line above the findings (which steps they cover); "" hides it."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def set_trace(self, trace: Trace) -> None:
         """A new trace: the findings arrive later from the analysis worker."""
         self.trace = trace
+        self.set_note("")
         self.set_findings([], message="Analysing…" if trace is not None else "")
 
     def set_findings(self, findings: list[Any], message: str = "") -> None:

@@ -20,10 +20,10 @@ from explorer.analysis.attribution import slice_sources
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.findings import findings
-from explorer.analysis.memory_need import check_analyses_fit
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
+from explorer.ui.analysed import AnalysedTrace, analysed_trace, in_whole_ids
 
 
 class LoadCancelled(Exception):
@@ -94,30 +94,42 @@ ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 )
 
 
+#: The first result under a memory limit the whole trace's analyses cannot fit in: the
+#: :class:`~explorer.ui.analysed.AnalysedTrace` whose window of steps the others cover.
+WINDOW = "window"
+
+
 def _each_analysis(
     trace: Trace, names: tuple[str, ...] | None = None
 ) -> Iterator[tuple[str, Any, str | None]]:
     """Runs the analyses of :data:`ANALYSES` (those in ``names``, or all) one at a time,
     lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised.
-    Under a memory limit they certainly cannot fit in, none runs and each says so, rather
-    than the window being killed by the kernel half-way through them."""
+
+    Under a memory limit the whole trace's analyses cannot fit in, they run over the
+    steps that fit (:func:`~explorer.ui.analysed.analysed_trace`), announced first as
+    ``(WINDOW, analysed trace, None)``, and every slice id in their results is the whole
+    trace's. When not even one step fits, none runs and each says so, rather than the
+    window being killed by the kernel half-way through them."""
+    analysed: AnalysedTrace | None = None
+    refused = None
     try:
-        check_analyses_fit(trace.data, "the panels' analyses", "the panels stay empty")
-        refused = None
+        analysed = analysed_trace(trace)
     except ExplorerError as exc:
         refused = str(exc)
+    if analysed is not None and analysed.window is not None:
+        yield WINDOW, analysed, None
     for name, fn in ANALYSES:
         if names is not None and name not in names:
             continue
-        if refused is not None:
+        if analysed is None:
             yield name, None, refused
             continue
         try:
-            value = fn(trace)
+            value = fn(analysed.trace)
         except Exception as exc:  # noqa: BLE001 - reported per analysis, the others still run
             yield name, None, _one_line(exc)
             continue
-        yield name, value, None
+        yield name, in_whole_ids(name, value, analysed.window), None
 
 
 class AnalysisRunner(_CancellableThread):
@@ -148,8 +160,9 @@ class AnalysisRunner(_CancellableThread):
 
 
 def run_analyses_now(trace: Trace) -> tuple[dict[str, Any], dict[str, str]]:
-    """The same analyses, synchronously (for the headless screenshot mode): the results,
-    and a one-line message for each analysis that raised (the caller says so)."""
+    """The same analyses, synchronously (for the headless screenshot mode): the results
+    (first :data:`WINDOW` when they cover a window of steps), and a one-line message for
+    each analysis that raised (the caller says so)."""
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for name, value, error in _each_analysis(trace):

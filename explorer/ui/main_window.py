@@ -25,11 +25,13 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.trace.memory_limits import hard_limit
 from explorer.trace_api import Trace
+from explorer.ui.analysed import AnalysedTrace
 from explorer.ui.details import DetailsPanel
 from explorer.ui.dialogs import open_warning
 from explorer.ui.findings_panel import FindingsPanel
-from explorer.ui.loader import AnalysisRunner, TraceLoader
+from explorer.ui.loader import WINDOW, AnalysisRunner, TraceLoader
 from explorer.ui.panels import TracePanel
 from explorer.ui.panels.dependency_graph import DependencyGraphPanel
 from explorer.ui.panels.memory import MemoryPanel
@@ -110,6 +112,7 @@ class MainWindow(QMainWindow):
         self.analysis: AnalysisRunner | None = None
         self.error_box: QMessageBox | None = None
         self.analysis_errors: list[str] = []
+        self.panels_held = False  # the panels wait for the analyses' first word (a limit)
 
     def _build_central(self) -> None:
         """The timeline under the search bar and the (hidden) synthetic-data banner."""
@@ -163,6 +166,13 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         self.progress, self.cancel_button = add_progress(self, self.cancel_load, 220)
         self.progress.setRange(0, 100)
+        # Which steps the analyses cover, when a memory limit keeps them to some (hidden
+        # otherwise): a permanent line, as messages come and go beside it.
+        self.window_note = QLabel(self)
+        self.window_note.setObjectName("window_note")
+        self.window_note.setStyleSheet("color:#8a5300")
+        self.window_note.hide()
+        self.statusBar().addPermanentWidget(self.window_note)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -288,6 +298,7 @@ class MainWindow(QMainWindow):
         self.trace = trace
         self.results = {}
         self.analysis_errors = []
+        self.window_note.hide()
         self._update_title()
         # Neither synthetic data nor a test backend's CPU timings may pass for measurements
         # on real hardware: the banner says which it is.
@@ -302,8 +313,15 @@ class MainWindow(QMainWindow):
         self.details.set_trace(trace)
         self.findings.set_trace(trace)
         self.search.set_trace(trace)
+        # Under a hard memory limit the analyses first choose what they can read (the whole
+        # trace, or the steps that fit): the panels wait for that, rather than aggregating
+        # the whole trace beside them.
+        self.panels_held = hard_limit(certain=True) is not None
         for panel in self.panels.values():
-            panel.set_trace(trace)
+            if self.panels_held:
+                panel.hold("Waiting for the analyses to choose what fits in memory…")
+            else:
+                panel.set_trace(trace)
         warnings = trace.metadata.get("warnings") or []
         if warnings:
             self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
@@ -317,6 +335,10 @@ class MainWindow(QMainWindow):
         if self.sender() is not None and self.sender() is not self.analysis:
             return  # a superseded trace's analysis
         self.results[name] = value
+        if name == WINDOW:
+            self.show_window(value)
+            return
+        self._release_panels()
         if name in ("steps", "breakdown"):
             self.timeline.set_steps(self.results.get("steps"), self.results.get("breakdown"))
             self._update_title()
@@ -327,8 +349,30 @@ class MainWindow(QMainWindow):
         elif name == "slice_sources":
             self.details.set_sources(value)
 
+    def show_window(self, analysed: AnalysedTrace) -> None:
+        """The analyses cover a window of steps (a memory limit): say which, in the status
+        bar and above the findings, and have the panels aggregate those steps too."""
+        note = analysed.note
+        self.window_note.setText(analysed.short_note)  # short: the status bar stays narrow
+        self.window_note.setToolTip(note)
+        self.window_note.setVisible(bool(note))
+        self.findings.set_note(note)
+        self.panels_held = False
+        for panel in self.panels.values():
+            panel.set_analysed(analysed)
+
+    def _release_panels(self) -> None:
+        """The analyses read the whole trace (or refused it): held panels show it too."""
+        if not self.panels_held or self.trace is None:
+            return
+        self.panels_held = False
+        for panel in self.panels.values():
+            panel.set_trace(self.trace)
+
     def analysis_failed(self, name: str, message: str) -> None:
         """An analysis raised: say so in one dialog (one line per failed analysis)."""
+        if self.sender() is None or self.sender() is self.analysis:
+            self._release_panels()  # a refusal of them all: each panel says its own
         if name == "findings":
             self.findings.show_error(message)
         self.analysis_errors.append(f"{name.replace('_', ' ')} failed: {message}")

@@ -10,7 +10,12 @@ dock any of them and wire them together without knowing what they show:
 - slots ``on_selection(slice_id)`` and ``on_range(start_ns, end_ns)`` — what the timeline
   tells the panel;
 - signal ``updated()`` — the panel finished showing new results (tests and the screenshot
-  mode wait on it).
+  mode wait on it);
+- ``set_analysed(analysed)`` — under a memory limit, the window of steps the analyses cover
+  (:mod:`explorer.ui.analysed`): a panel that :attr:`~TracePanel.READS_WINDOW` aggregates
+  those steps (:attr:`~TracePanel.subject`) and names slices by their whole-trace ids
+  (:meth:`~TracePanel.whole_ids`, :meth:`~TracePanel.subject_row`); the others say, when
+  they refuse, which steps the other analyses cover.
 
 Aggregations over all events run off the UI thread through :meth:`TracePanel.run_in_background`:
 the work is a pure function, the result comes back through a queued signal, and results of
@@ -21,8 +26,9 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 from PyQt6 import sip
 from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
@@ -31,6 +37,7 @@ from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 from explorer.analysis.memory_need import check_analyses_fit
 from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
+from explorer.ui.analysed import AnalysedTrace
 
 
 class _JobSignals(QObject):
@@ -66,16 +73,79 @@ class TracePanel(QWidget):
     slices_selected = pyqtSignal(object)
     range_requested = pyqtSignal(int, int)
     updated = pyqtSignal()
+    #: Whether the panel's aggregations can read a window of steps (:attr:`subject`) when a
+    #: memory limit keeps the analyses to one; a panel that cannot refuses there.
+    READS_WINDOW: ClassVar[bool] = False
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.trace: Trace | None = None
+        self.analysed: AnalysedTrace | None = None
         self._generation = 0
         self._jobs: dict[int, _Job] = {}
 
     # -- contract (panels override what they use) ---------------------------------------------
     def set_trace(self, trace: Trace) -> None:
         self.trace = trace
+        if self.analysed is not None and self.analysed.whole is not trace:
+            self.analysed = None  # another trace: its window is gone with it
+
+    def set_analysed(self, analysed: AnalysedTrace) -> None:
+        """The analyses cover ``analysed.trace``, a window of the steps of ``analysed.whole``
+        that fit in memory: show the trace again, over those steps where the panel can."""
+        self.analysed = analysed
+        self.set_trace(analysed.whole)
+
+    def hold(self, message: str) -> None:
+        """Show no trace, and ``message`` (why), until :meth:`set_trace` or
+        :meth:`set_analysed`: under a hard memory limit, while the analyses choose what to
+        read, so that no aggregation over the whole trace runs beside them."""
+        self.set_trace(None)  # panels take None: no trace
+        self._generation += 1  # what was still running for the last trace is dropped
+        self.show_status(message)
+
+    def show_status(self, text: str) -> None:
+        """Say ``text`` on the panel's status line."""
+        raise NotImplementedError
+
+    @property
+    def subject(self) -> Trace | None:
+        """What the panel's aggregations read: the window of steps the analyses cover, for
+        a panel that :attr:`READS_WINDOW`; else the whole trace."""
+        if self.READS_WINDOW and self.analysed is not None:
+            return self.analysed.trace
+        return self.trace
+
+    def _window(self) -> AnalysedTrace | None:
+        """The analysed window of steps :attr:`subject` is (None: the whole trace)."""
+        a = self.analysed
+        return a if self.READS_WINDOW and a is not None and a.window is not None else None
+
+    def whole_ids(self, ids: Any) -> np.ndarray:
+        """The whole trace's ids (what the timeline selects) of :attr:`subject`'s slices."""
+        window = self._window()
+        return np.asarray(ids, np.int64) if window is None else window.whole_ids(ids)
+
+    def subject_row(self, slice_id: int) -> int:
+        """:attr:`subject`'s id of the whole trace's slice ``slice_id`` (-1: not in it)."""
+        window = self._window()
+        return int(slice_id) if window is None else window.row_of(slice_id)
+
+    def outside_text(self, slice_id: int) -> str:
+        """What the panel says of a whole-trace slice outside the window of steps it reads."""
+        window = self._window()
+        assert self.trace is not None and window is not None
+        name = str(self.trace.slices["name"].iat[int(slice_id)])
+        name = name if len(name) <= 60 else name[:59] + "…"
+        return f"“{name}” is outside {window.steps_text()}, the steps that fit in memory."
+
+    def scope_label(self) -> str:
+        """What the panel's "whole" scope covers: ``Whole trace``, or the analysed steps."""
+        window = self._window()
+        if window is None:
+            return "Whole trace"
+        steps = window.steps_text()
+        return f"{steps[0].upper()}{steps[1:]} (those that fit in memory)"
 
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
@@ -98,14 +168,29 @@ class TracePanel(QWidget):
         clicking quickly through steps never sees an old step's table arrive last. Under a
         memory limit the whole-trace analyses certainly cannot fit in, ``work`` does not run
         and ``failed`` says so in one line (:mod:`explorer.analysis.memory_need`), rather
-        than the window being killed half-way through it.
+        than the window being killed half-way through it; nor does it when the analyses
+        cover a window of steps (:meth:`set_analysed`) and the panel reads the whole trace.
         """
-        if self.trace is not None:
-            data, task = self.trace.data, work
+        subject, analysed = self.subject, self.analysed
+        if subject is not None:
+            data, task = subject.data, work
+            if analysed is not None and analysed.window is not None and subject is self.trace:
+                # The analyses cover some steps because the whole trace's do not fit: this
+                # panel, which reads the whole trace, does not run there either.
+                refusal = (
+                    f"{subject.path or 'the trace'}: {analysed.window.reason}, so this panel, "
+                    f"which reads the whole trace, stays empty; the other analyses cover "
+                    f"{analysed.steps_text()}"
+                )
 
-            def work() -> Any:
-                check_analyses_fit(data, "this panel's analyses", "the panel stays empty")
-                return task()
+                def work() -> Any:
+                    raise ExplorerError(refusal)
+
+            else:
+
+                def work() -> Any:
+                    check_analyses_fit(data, "this panel's analyses", "the panel stays empty")
+                    return task()
 
         self._generation += 1
         generation = self._generation

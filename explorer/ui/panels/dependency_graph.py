@@ -293,13 +293,15 @@ class GraphView(QGraphicsView):
 class DependencyGraphPanel(TracePanel):
     """The dependency graph around the selected slice (N hops) or for one whole step."""
 
+    READS_WINDOW = True
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.layout_data: GraphLayout | None = None
         self.node_items: dict[int, _NodeItem] = {}
         self.lane_tops: list[float] = []  # scene y of each lane's first row
         self.edge_paths: list[tuple[int, int, QPainterPath]] = []  # as drawn (src, dst, path)
-        self.selected_slice: int | None = None
+        self.selected_slice: int | None = None  # an id of :attr:`subject`'s
         self._placing = False
 
         self.mode = QComboBox()
@@ -352,14 +354,22 @@ class DependencyGraphPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Select an event, or choose “Whole step”.")
-        self.run_in_background(lambda: trace_steps(trace), self._steps_ready, self._failed)
+        subject = self.subject  # the whole trace, or the steps that fit in memory
+        self.run_in_background(lambda: trace_steps(subject), self._steps_ready, self._failed)
+
+    def show_status(self, text: str) -> None:
+        self.status.setText(text)
 
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Centre the graph on the selected slice (in "around selection" mode)."""
         if self.trace is None or not 0 <= slice_id < len(self.trace.slices):
             return
-        self.selected_slice = int(slice_id)
+        row = self.subject_row(slice_id)
+        if row < 0:  # outside the steps that fit in memory
+            self.status.setText(self.outside_text(slice_id))
+            return
+        self.selected_slice = row
         if self.mode.currentData() == "selection":
             self.refresh()
         else:
@@ -378,7 +388,7 @@ class DependencyGraphPanel(TracePanel):
     # -- computing ---------------------------------------------------------------------------
     def refresh(self, *_: Any) -> None:
         """Recompute the picture for the current mode, step, hops and cap."""
-        trace = self.trace
+        trace = self.subject
         if trace is None:
             return
         hops, cap = self.hops.value(), self.max_nodes.value()
@@ -532,7 +542,7 @@ class DependencyGraphPanel(TracePanel):
             return
         ids = [i.slice_id for i in self.scene.selectedItems() if isinstance(i, _NodeItem)]
         if ids:
-            self.slices_selected.emit(np.asarray(sorted(ids), np.int64))
+            self.slices_selected.emit(self.whole_ids(sorted(ids)))
 
 
 _DASH_TEXT = {

@@ -67,6 +67,7 @@ class OperatorsPanel(TracePanel):
     """Sortable per-name table for the whole trace, one step, or the range from the timeline."""
 
     search_requested = pyqtSignal(str)
+    READS_WINDOW = True
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -116,8 +117,9 @@ class OperatorsPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Aggregating…")
+        subject = self.subject  # the whole trace, or the steps that fit in memory
         self.run_in_background(
-            lambda: (trace_steps(trace), operator_stats(trace)), self._trace_ready, self._failed
+            lambda: (trace_steps(subject), operator_stats(subject)), self._trace_ready, self._failed
         )
 
     @pyqtSlot(int, int)
@@ -128,6 +130,9 @@ class OperatorsPanel(TracePanel):
         self._range = (int(min(start_ns, end_ns)), int(max(start_ns, end_ns)))
         self._fill_scopes()
         self.scope.setCurrentIndex(self.scope.count() - 1)  # the range item; triggers compute
+
+    def show_status(self, text: str) -> None:
+        self.status.setText(text)
 
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
@@ -172,7 +177,7 @@ class OperatorsPanel(TracePanel):
     def _fill_scopes(self) -> None:
         self.scope.blockSignals(True)
         self.scope.clear()
-        self.scope.addItem("Whole trace", None)
+        self.scope.addItem(self.scope_label(), None)
         for row in self._steps.itertuples(index=False):  # one item per step
             label = f"Step {row.step}  ({fmt_ns(row.dur_ns)})"
             self.scope.addItem(label, (int(row.start_ns), int(row.end_ns)))
@@ -192,7 +197,7 @@ class OperatorsPanel(TracePanel):
             self._scope_changed()
 
     def _scope_changed(self, *_: Any) -> None:
-        trace = self.trace
+        trace = self.subject
         if trace is None:
             return
         window = self.window()
@@ -219,7 +224,14 @@ class OperatorsPanel(TracePanel):
         self.table.clearSelection()
         self.table.scrollToTop()  # a new scope shows its top rows, not where the last one was
         window = self.window()
-        where = "whole trace" if window is None else self.scope.currentText()
+        where = self.scope_label().lower() if window is None else self.scope.currentText()
+        analysed = self._window()
+        if window is not None and analysed is not None and analysed.window is not None:
+            a, w = analysed.window, window  # a range reaching past the steps that fit
+            if w[0] < a.start_ns or w[1] > a.end_ns:
+                where += (
+                    f" · only what lies in {analysed.steps_text()}, the steps that fit in memory"
+                )
         self.status.setText(f"{len(shown):,} of {len(stats):,} names · {where}")
 
     def _failed(self, message: str) -> None:
@@ -228,14 +240,15 @@ class OperatorsPanel(TracePanel):
 
     # -- interaction -------------------------------------------------------------------------
     def slice_ids(self, name: str) -> np.ndarray:
-        """Ids of the slices called ``name`` inside the current scope."""
-        s = self.trace.slices
+        """Ids (the whole trace's) of the slices called ``name`` inside the current scope."""
+        assert self.subject is not None
+        s = self.subject.slices
         mask = (s["name"] == name).to_numpy()
         window = self.window()
         if window is not None:
             ts = s["ts"].to_numpy()
             mask &= (ts < window[1]) & (ts + s["dur"].to_numpy() > window[0])
-        return np.flatnonzero(mask).astype(np.int64)
+        return self.whole_ids(np.flatnonzero(mask))
 
     def _row_selected(self, *_: Any) -> None:
         if self._following_timeline or self.trace is None:

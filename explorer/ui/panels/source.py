@@ -236,6 +236,8 @@ class SourceView(QPlainTextEdit):
 class SourcePanel(TracePanel):
     """The source line behind the selection, its file, and the heat of every line in it."""
 
+    READS_WINDOW = True
+
     def __init__(self, parent: QWidget | None = None, settings: QSettings | None = None) -> None:
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("Explorer", "Explorer")
@@ -284,14 +286,18 @@ class SourcePanel(TracePanel):
             self.location.setText("No trace")
             return
         self.location.setText("Attributing events to source lines…")
+        subject = self.subject  # the whole trace, or the steps that fit in memory
 
         def work() -> SourceData:
             from explorer.analysis.attribution import slice_sources
             from explorer.analysis.by_source import by_source
 
-            return SourceData(slice_sources(trace), by_source(trace))
+            return SourceData(slice_sources(subject), by_source(subject))
 
         self.run_in_background(work, self._data_ready, self._failed)
+
+    def show_status(self, text: str) -> None:
+        self.location.setText(text)
 
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
@@ -302,7 +308,12 @@ class SourcePanel(TracePanel):
             self._pending = int(slice_id)
             return
         sources = self.data.sources
-        if not 0 <= slice_id < len(sources) or sources["file"].iat[slice_id] == "":
+        known = 0 <= slice_id < len(self.trace.slices)
+        row = self.subject_row(slice_id) if known else -1
+        if known and row < 0:  # outside the steps that fit in memory
+            self.location.setText(self.outside_text(slice_id))
+            return
+        if not 0 <= row < len(sources) or sources["file"].iat[row] == "":
             name = (
                 self.trace.slices["name"].iat[slice_id]
                 if slice_id < len(self.trace.slices)
@@ -310,7 +321,7 @@ class SourcePanel(TracePanel):
             )
             self.location.setText(f"No source line is known for “{name}”.")
             return
-        self.show_location(str(sources["file"].iat[slice_id]), int(sources["line"].iat[slice_id]))
+        self.show_location(str(sources["file"].iat[row]), int(sources["line"].iat[row]))
 
     def set_source_root(self, root: str) -> None:
         """Resolve missing files against ``root`` from now on (and remember it)."""
@@ -423,12 +434,12 @@ class SourcePanel(TracePanel):
 
     # -- interaction -------------------------------------------------------------------------
     def slices_at(self, file: str, line: int) -> np.ndarray:
-        """Ids of the slices attributed to ``file:line``."""
+        """Ids (the whole trace's) of the slices attributed to ``file:line``."""
         if self.data is None:
             return np.zeros(0, np.int64)
         sources = self.data.sources
         mask = (sources["file"].to_numpy() == file) & (sources["line"].to_numpy() == line)
-        return np.flatnonzero(mask).astype(np.int64)
+        return self.whole_ids(np.flatnonzero(mask))
 
     def _line_clicked(self) -> None:
         if self._moving or not self.current_file or self.current_path is None:
@@ -449,8 +460,9 @@ class SourcePanel(TracePanel):
         self.data = data
         known = int((data.sources["file"].to_numpy() != "").sum())
         self.location.setText(
-            f"{known:,} of {len(data.sources):,} events have a source line; "
-            "select one to see its file."
+            f"{known:,} of {len(data.sources):,} events"
+            + ("" if self._window() is None else f" in {self.scope_label().lower()}")
+            + " have a source line; select one to see its file."
             if known
             else "This trace has no Python stacks: record with with_stack=True (or explorer.collect) "
             "to see source lines."
