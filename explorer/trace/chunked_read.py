@@ -376,7 +376,15 @@ class _Decoders:
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # Ctrl-C is held back until the pool is shut down (the chunks being decoded
+            # finish in milliseconds): interrupted half-way, its manager thread outlives
+            # the load and races Python's exit hook for the pool, which then printed a
+            # traceback ("Bad file descriptor") after "explorer: interrupted".
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _ignore_sigint() -> None:

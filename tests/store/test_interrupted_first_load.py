@@ -82,6 +82,44 @@ def test_ctrl_c_while_parsing_leaves_no_entry(
     assert not alive, "decoding workers outlived the interrupted load"
 
 
+_CTRL_C_AT_SHUTDOWN = r"""
+import os, signal, sys, threading
+from concurrent.futures import ProcessPoolExecutor
+import explorer
+
+shutdown = ProcessPoolExecutor.shutdown
+
+def interrupted_shutdown(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C just as the decoding pool shuts down
+    return shutdown(self, *args, **kwargs)
+
+ProcessPoolExecutor.shutdown = interrupted_shutdown
+try:
+    explorer.load(sys.argv[1], use_cache=False)
+    print("loaded")
+except KeyboardInterrupt:
+    managers = [t for t in threading.enumerate() if "ExecutorManager" in type(t).__name__]
+    print("interrupted; manager threads alive:", sum(t.is_alive() for t in managers))
+"""
+
+
+def test_ctrl_c_as_the_decoding_pool_shuts_down_waits_for_it(big_trace: Path) -> None:
+    """A Ctrl-C while the decoding workers are being shut down is raised once they are:
+    cut half-way, the pool's manager thread outlived the load and raced Python's exit hook
+    (a "Bad file descriptor" traceback after "explorer: interrupted", now and then)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_LOAD_WORKERS": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_SHUTDOWN, str(big_trace)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.stdout.strip() == "interrupted; manager threads alive: 0", out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("attempt", range(4))  # the window is short: hit it several times
 def test_ctrl_c_while_the_entry_is_written_waits_until_it_is_whole(
     big_trace: Path, n_slices: int, tmp_path: Path, attempt: int
