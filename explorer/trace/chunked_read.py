@@ -159,7 +159,8 @@ def read_chunked(
         spill = open_spill(spill_root) if spill_columns or spill_root is not None else None
         merger = ColumnsMerger(spill, spill_columns)
         try:
-            return _read(path, text, load_workers(text_size), size, progress, f, merger)
+            workers = load_workers(text_size)
+            return _read(path, text, workers, size, text_size, progress, f, merger)
         finally:
             if spill is not None:
                 spill.close()
@@ -258,6 +259,7 @@ def _read(
     text: Text,
     workers: int,
     size: int,
+    text_size: int,
     progress: Progress | None,
     f: Any,
     merger: ColumnsMerger,
@@ -268,6 +270,8 @@ def _read(
     ends: list[int] = []
     with _Decoders(workers) as decoders:
         for a, b in _event_ranges(text, start, ends):
+            if a == start:
+                merger.expect(text_size, b - a)
             for chunk in decoders.submit(text.task(a, b)):
                 merger.add(chunk)
             if progress:

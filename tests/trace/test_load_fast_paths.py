@@ -288,9 +288,13 @@ def test_flows_by_src_then_dst_is_the_stable_lexsort() -> None:
         assert np.array_equal(_by_src_then_dst(src, dst), np.lexsort((dst, src)))
 
 
-def test_in_memory_columns_equal_their_pieces_joined() -> None:
+@pytest.mark.parametrize("expected", [None, (10**6, 4000), (10**9, 10)])
+def test_in_memory_columns_equal_their_pieces_joined(expected: tuple[int, int] | None) -> None:
+    """Without a size hint, with one that fits, with one far too large (capped)."""
     rng = np.random.default_rng(9)
     columns = InMemoryColumns()
+    if expected is not None:
+        columns.expect(*expected)
     pieces: dict[str, list[Any]] = {"a": [], "b": [], "blob": []}
     for _ in range(300):  # several doublings past the first buffer
         n = int(rng.integers(0, 2000))
