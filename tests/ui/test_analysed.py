@@ -63,6 +63,18 @@ def _same(a: AnalysedTrace, window_ids: Any, whole_ids: Any) -> None:
         assert (left.astype(str) == right.astype(str)).all(), column
 
 
+def _same_evidence_and_graph(a: AnalysedTrace, results: dict[str, Any]) -> None:
+    """Each finding's evidence, and the dependency graph's nodes and edges, name in the
+    whole trace the slices the window's own results name."""
+    for f, g in zip(*results["findings"], strict=True):
+        _same(a, f.evidence, g.evidence)
+    graph, whole_graph = results["dependency_graph"]
+    assert len(graph.nodes) > 10
+    _same(a, graph.nodes, whole_graph.nodes)
+    _same(a, graph.edges["src"], whole_graph.edges["src"])
+    _same(a, graph.edges["dst"], whole_graph.edges["dst"])
+
+
 def test_the_window_is_inside_the_trace_and_not_a_prefix(analysed: AnalysedTrace) -> None:
     """The middle steps' ids differ from the whole trace's (a mapping left out would show),
     and the two mappings undo each other."""
@@ -94,14 +106,7 @@ def test_evidence_graph_and_sources_name_the_whole_traces_slices(
     analysed: AnalysedTrace,
 ) -> None:
     results = _results(analysed)
-    own, mapped = results["findings"]
-    for f, g in zip(own, mapped, strict=True):
-        _same(analysed, f.evidence, g.evidence)
-    graph, whole_graph = results["dependency_graph"]
-    assert len(graph.nodes) > 10
-    _same(analysed, graph.nodes, whole_graph.nodes)
-    _same(analysed, graph.edges["src"], whole_graph.edges["src"])
-    _same(analysed, graph.edges["dst"], whole_graph.edges["dst"])
+    _same_evidence_and_graph(analysed, results)
     # Each slice of the window's steps has the source line the whole trace's attribution
     # gives it (those enclosing the window, cut short, are left out), the file perhaps
     # spelled as the window's steps spell it.
@@ -363,10 +368,4 @@ def test_on_real_gpu_traces_every_id_names_the_whole_traces_slice(
         check_categorical=False,
     )
     assert sum(len(f.evidence) for f in results["findings"][0]) > 10  # launch-bound, NCCL
-    for f, g in zip(*results["findings"], strict=True):
-        _same(a, f.evidence, g.evidence)
-    graph, whole_graph = results["dependency_graph"]
-    assert len(graph.nodes) > 10
-    _same(a, graph.nodes, whole_graph.nodes)
-    _same(a, graph.edges["src"], whole_graph.edges["src"])
-    _same(a, graph.edges["dst"], whole_graph.edges["dst"])
+    _same_evidence_and_graph(a, results)
