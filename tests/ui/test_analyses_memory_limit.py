@@ -104,9 +104,17 @@ def test_the_lane_index_is_refused_in_one_line_where_it_cannot_fit(
         assert "a data-size limit" in line and "\n" not in line
 
 
-_PANEL = r"""
-import resource, sys
+#: Before anything imports Arrow: a limit set now makes it take the system allocator
+#: (its own reserves 1 GB at first use); the scripts lower the limit later.
+_ARROW_SYSTEM_ALLOCATOR = r"""
+import json, resource, sys
 resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, 1 << 40))  # Arrow: the system allocator
+"""
+
+
+_PANEL = (
+    _ARROW_SYSTEM_ALLOCATOR
+    + r"""
 from PyQt6.QtCore import QEventLoop, QTimer
 from PyQt6.QtWidgets import QApplication
 import explorer
@@ -127,6 +135,7 @@ loop.exec()
 print(panel.status.text().replace("\n", " "))
 print(panel.model.rowCount())
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -183,10 +192,8 @@ def limit_to_half(n):
 """
 
 _WINDOWED = (
-    r"""
-import json, sys
-import resource
-resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, 1 << 40))  # Arrow: the system allocator
+    _ARROW_SYSTEM_ALLOCATOR
+    + r"""
 import explorer
 from explorer.ui.loader import WINDOW, run_analyses_now
 """
@@ -314,9 +321,8 @@ def test_evidence_graph_and_source_ids_name_the_whole_traces_slices(
 
 
 _WINDOW_PANEL = (
-    r"""
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, 1 << 40))  # Arrow: the system allocator
+    _ARROW_SYSTEM_ALLOCATOR
+    + r"""
 from PyQt6.QtCore import QEventLoop, QTimer
 from PyQt6.QtWidgets import QApplication
 import explorer
@@ -369,9 +375,8 @@ def test_the_operators_panel_aggregates_the_steps_that_fit(
 
 
 _WINDOW_VIEW = (
-    r"""
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_DATA, (1 << 40, 1 << 40))  # Arrow: the system allocator
+    _ARROW_SYSTEM_ALLOCATOR
+    + r"""
 import numpy as np
 from PyQt6.QtCore import QSettings
 from PyQt6.QtWidgets import QApplication
