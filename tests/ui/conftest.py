@@ -269,3 +269,17 @@ def shared_trace() -> Any:
         return path
 
     return find
+
+
+def click_graph_node(qtbot: Any, panel: Any, node: int) -> list[int]:
+    """Click node ``node`` of a Dependency graph panel where it is drawn; the slice ids
+    the panel then asks the timeline to select."""
+    from PyQt6.QtCore import Qt
+
+    item = panel.node_items[node]
+    panel.view.centerOn(item)
+    qtbot.wait(20)
+    pos = panel.view.mapFromScene(item.sceneBoundingRect().center())
+    with qtbot.waitSignal(panel.slices_selected, timeout=2_000) as blocker:
+        qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    return [int(i) for i in blocker.args[0]]

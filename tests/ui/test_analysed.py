@@ -18,6 +18,7 @@ from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace, in_whole_ids
 from explorer.ui.loader import ANALYSES, WINDOW
 from tests.conftest import SAMPLE_TRACES
+from tests.ui.conftest import click_graph_node
 
 #: Real CPU traces with four steps, findings among them; the window is their middle steps.
 TRACES = ("cpu_slow_dataloader.pt.trace.json.gz", "neuron_cnn.pt.trace.json.gz")
@@ -203,7 +204,6 @@ def test_the_dependency_graph_panel_builds_the_windows_steps(qtbot: Any, name: s
     """A whole step of the window draws the same graph as the whole trace's (nodes by the
     same slices, the same critical path); a clicked node selects its whole-trace id; a
     slice outside the window says so."""
-    from PyQt6.QtCore import Qt
 
     from explorer.ui.panels.dependency_graph import DependencyGraphPanel, graph_layout
 
@@ -224,13 +224,7 @@ def test_the_dependency_graph_panel_builds_the_windows_steps(qtbot: Any, name: s
     assert layout.critical_ns == ref.critical_ns > 0 and layout.total_nodes == ref.total_nodes
     _same(a, layout.nodes["id"], ref.nodes["id"])  # window ids beside the whole trace's
     target = int(layout.nodes["id"].iat[len(layout.nodes) // 2])
-    item = panel.node_items[target]
-    panel.view.centerOn(item)
-    qtbot.wait(20)
-    pos = panel.view.mapFromScene(item.sceneBoundingRect().center())
-    with qtbot.waitSignal(panel.slices_selected, timeout=2000) as blocker:
-        qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    assert blocker.args[0].tolist() == a.whole_ids([target]).tolist()
+    assert click_graph_node(qtbot, panel, target) == a.whole_ids([target]).tolist()
     w = a.window
     assert w is not None
     panel.on_selection(int(np.setdiff1d(np.arange(len(a.whole.slices)), w.ids)[-1]))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from PyQt6.QtCore import Qt
 
 import explorer
 from explorer.ui.panels.dependency_graph import (
@@ -16,6 +15,7 @@ from explorer.ui.panels.dependency_graph import (
     neighbourhood,
 )
 from tests.conftest import shared_trace_files
+from tests.ui.conftest import click_graph_node
 
 ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 EVENT_SYNC = "critical_path__cuda_event_sync__event_sync_trace.json.gz"
@@ -123,13 +123,7 @@ def test_click_node_selects_slice(qtbot, panel, shared_traces):
     with qtbot.waitSignal(panel.updated, timeout=30_000):
         panel.mode.setCurrentIndex(1)
     target = int(panel.layout_data.nodes["id"].iat[len(panel.layout_data.nodes) // 2])
-    item = panel.node_items[target]
-    panel.view.centerOn(item)
-    qtbot.wait(20)
-    pos = panel.view.mapFromScene(item.sceneBoundingRect().center())
-    with qtbot.waitSignal(panel.slices_selected, timeout=2_000) as blocker:
-        qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    assert blocker.args[0].tolist() == [target]
+    assert click_graph_node(qtbot, panel, target) == [target]
 
 
 def test_selection_that_is_not_a_node(qtbot, panel, alexnet):
