@@ -74,8 +74,9 @@ def cached_entry(path: Path, *, root: Path | None = None) -> Path | None:
 
 def save_cached(
     path: Path, trace: TraceData, stamp: SourceStamp, *, root: Path | None = None
-) -> bool:
-    """Cache ``trace``, parsed from ``path`` as ``stamp`` (taken before reading) describes it.
+) -> str | None:
+    """Cache ``trace``, parsed from ``path`` as ``stamp`` (taken before reading) describes it;
+    why it could not be written, else None.
 
     Not cached when the file changed since the stamp (what was parsed may be neither
     version). Failure is not an error: the trace is still loaded, just not cached (read-only
@@ -83,10 +84,13 @@ def save_cached(
     entry = entry_path(path, root)
     try:
         if source_stamp(path) != stamp:
-            return False
+            return None
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
         write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
-        return True
-    except (OSError, ExplorerError):
-        return False
+        return None
+    except OSError as exc:  # Arrow's carry no strerror, only the errno and a long text
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        return f"{exc.filename or entry.parent}: {reason}"
+    except ExplorerError as exc:
+        return str(exc)

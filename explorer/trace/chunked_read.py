@@ -32,6 +32,7 @@ import os
 import re
 import signal
 import stat
+import tempfile
 import threading
 import zlib
 from collections import deque
@@ -60,7 +61,7 @@ from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
 from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.metadata_checks import check_metadata
-from explorer.trace.spill import open_spill, should_spill
+from explorer.trace.spill import SpillFailed, open_spill, should_spill
 
 Progress = Callable[[float, str], None]
 
@@ -133,7 +134,8 @@ def read_chunked(
     when the careful reader must take it. Columns kept in files (:mod:`explorer.trace.spill`)
     go under ``spill_root`` (the cache's directory; else the temporary directory): the
     slices' raw args when ``spill_root`` is given, every column when they would not fit in
-    memory."""
+    memory. When that disk fills up, the file is read again with them elsewhere
+    (:func:`_spill_places`); with nowhere left, a :class:`TraceError` says so."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened here
@@ -143,27 +145,59 @@ def read_chunked(
     except OSError:
         raise NeedsCareful from None  # the careful reader says what is wrong
     with f:
-        magic = f.read(4)
-        f.seek(0)
-        if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
-            kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
-            text_size = size * COMPRESSION_GUESS
-            text: Text = _StreamText(_inflated(path, f, size, kind))
-        elif size == 0:
-            raise NeedsCareful
-        else:
-            text_size, text = size, _FileText(f.fileno(), size)
+        text, text_size = _text_of(path, f, size)
         # The slices' raw args (half the columns) go to a file whenever there is a cache
         # to write them to anyway, the other columns only when memory is short.
         spill_columns = should_spill(text_size)
-        spill = open_spill(spill_root) if spill_columns or spill_root is not None else None
-        merger = ColumnsMerger(spill, spill_columns)
-        try:
-            workers = load_workers(text_size)
-            return _read(path, text, workers, size, text_size, progress, f, merger)
-        finally:
-            if spill is not None:
-                spill.close()
+        places = _spill_places(spill_root, spill_columns)
+        for k, place in enumerate(places):
+            if k:  # the last place's disk was full: read again from the start
+                f.seek(0)
+                text, _ = _text_of(path, f, size)
+            spill = open_spill(place) if place is not None else None
+            try:
+                merger = ColumnsMerger(spill, spill_columns)
+                workers = load_workers(text_size)
+                return _read(path, text, workers, size, text_size, progress, f, merger)
+            except SpillFailed as exc:
+                if k + 1 == len(places):
+                    raise TraceError(
+                        path,
+                        f"keeping its columns on disk, as a trace too large for memory is "
+                        f"loaded, failed ({exc})",
+                        "free disk space there, or set EXPLORER_CACHE_DIR (or TMPDIR) to a "
+                        "directory on a disk with more room",
+                    ) from None
+            finally:
+                if spill is not None:
+                    spill.close()
+    raise AssertionError("unreachable: the last place returns or raises")
+
+
+def _text_of(path: Path, f: Any, size: int) -> tuple[Text, int]:
+    """The trace's text read from ``f`` (at its start; inflated as a stream when gzip or
+    zstd) and its size (a guess for a compressed file)."""
+    magic = f.read(4)
+    f.seek(0)
+    if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
+        kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
+        return _StreamText(_inflated(path, f, size, kind)), size * COMPRESSION_GUESS
+    if size == 0:
+        raise NeedsCareful
+    return _FileText(f.fileno(), size), size
+
+
+def _spill_places(spill_root: Path | None, spill_columns: bool) -> list[Path | None]:
+    """Where a load's spilled columns go, in the order to try them when a disk is full
+    (None: nowhere, they stay in memory). Columns that must leave memory go under
+    ``spill_root``, else the temporary directory; the args a first load puts beside the
+    cache (``spill_root``) stay in memory instead — the cache will not be written either,
+    which :func:`explorer.trace.loading.load_trace` says."""
+    temporary = Path(tempfile.gettempdir())
+    if spill_columns:
+        roots = [spill_root, temporary] if spill_root is not None else [temporary]
+        return list(dict.fromkeys(roots))
+    return [spill_root, None] if spill_root is not None else [None]
 
 
 class _Window:

@@ -119,8 +119,14 @@ def _read_one(
     if stamp is not None:
         if progress:
             progress(0.95, "writing cache")
-        save_cached(path, trace, stamp, root=store)
+        failed = save_cached(path, trace, stamp, root=store)
         trace.args_store.drop_resident_pages()  # read through once to be stored
+        if failed is not None:
+            trace.metadata["warnings"] = [
+                *trace.metadata.get("warnings", []),
+                f"not cached ({failed}): the next load reads the file again; set "
+                "EXPLORER_CACHE_DIR to a writable directory with room to cache it",
+            ]
     if progress:
         progress(1.0, "loaded")
     return trace

@@ -74,6 +74,16 @@ def open_spill(parent: Path | None) -> Spill | None:
     return None
 
 
+class SpillFailed(Exception):
+    """Writing a column to its file failed (a full disk, a quota): the load starts again
+    with its columns somewhere else (:func:`explorer.trace.chunked_read.read_chunked`)."""
+
+    def __init__(self, root: Path, error: OSError) -> None:
+        super().__init__(f"{root}: {os.strerror(error.errno) if error.errno else error}")
+        self.root = root
+        self.error = error
+
+
 class Spill:
     """Columns appended chunk by chunk to files under ``parent`` (see the module
     docstring): :meth:`add` a chunk's array, :meth:`array` the whole column mapped."""
@@ -87,11 +97,16 @@ class Spill:
         self._dtypes: dict[str, Any] = {}
 
     def add(self, key: str, data: np.ndarray | bytes | bytearray) -> None:
-        f = self._files.get(key)
-        if f is None:
-            f = self._files[key] = open(self.dir / key, "wb")  # noqa: SIM115 (closed in array)
-            self._dtypes[key] = data.dtype if isinstance(data, np.ndarray) else np.uint8
-        f.write(np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else data)
+        """Append ``data`` to column ``key``'s file; :class:`SpillFailed` when it cannot be
+        written."""
+        try:
+            f = self._files.get(key)
+            if f is None:
+                f = self._files[key] = open(self.dir / key, "wb")  # noqa: SIM115 (closed in array)
+                self._dtypes[key] = data.dtype if isinstance(data, np.ndarray) else np.uint8
+            f.write(np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else data)
+        except OSError as exc:
+            raise SpillFailed(self.dir.parent, exc) from None
 
     def array(self, key: str, dtype: Any) -> np.ndarray:
         """Column ``key`` as one read-only array mapped from its file (empty when nothing
@@ -99,7 +114,10 @@ class Spill:
         f = self._files.pop(key, None)
         if f is None:
             return np.empty(0, dtype)
-        f.close()
+        try:
+            f.close()  # writes what is still buffered
+        except OSError as exc:
+            raise SpillFailed(self.dir.parent, exc) from None
         path = self.dir / key
         size = path.stat().st_size
         if not size:
@@ -118,7 +136,10 @@ class Spill:
 
     def close(self) -> None:
         for f in self._files.values():
-            f.close()
+            try:
+                f.close()
+            except OSError:  # what was buffered could not be written: it is removed anyway
+                pass
         self._files.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
