@@ -61,7 +61,7 @@ def check_target(target: PathLike, *, inputs: Iterable[PathLike] = (), force: bo
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise _os_error(out, exc) from None
+        raise cannot_write(out, exc) from None
     if st is not None:
         ident = (st.st_dev, st.st_ino)
         for src in inputs:
@@ -88,7 +88,7 @@ def check_target(target: PathLike, *, inputs: Iterable[PathLike] = (), force: bo
     except FileNotFoundError:
         raise OutputError(out, f"folder {parent} does not exist", "create it first") from None
     except OSError as exc:
-        raise _os_error(out, exc) from None
+        raise cannot_write(out, exc) from None
     if not stat.S_ISDIR(pst.st_mode):
         raise OutputError(out, f"{parent} is not a folder", "choose a path inside a folder")
     return out
@@ -127,7 +127,7 @@ def atomic_write(
         except OutputError:
             raise
         except OSError as exc:
-            raise _os_error(out, exc) from None
+            raise cannot_write(out, exc) from None
     finally:
         try:
             os.unlink(tmp)
@@ -151,19 +151,40 @@ def _link_new(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
 
 
-def _os_error(out: Path, exc: OSError) -> OutputError:
-    reason = exc.strerror or str(exc)
-    fixes = {
-        errno.EACCES: "choose a folder you can write to",
-        errno.EPERM: "choose a folder you can write to",
-        errno.EROFS: "the file system is read-only; choose another folder",
-        errno.ENOENT: "check that the folder exists",
-        errno.ENOTDIR: "a file stands where a folder should be; check the path",
-        errno.ENAMETOOLONG: "choose a shorter file name",
-        errno.ENOSPC: "free some disk space or choose another folder",
-        errno.EDQUOT: "free some disk space or choose another folder",
-    }
-    return OutputError(out, f"cannot write ({reason})", fixes.get(exc.errno or 0, ""))
+#: What to do about an OS error writing a file, by its errno.
+_FIXES = {
+    errno.EACCES: "choose a folder you can write to",
+    errno.EPERM: "choose a folder you can write to",
+    errno.EROFS: "the file system is read-only; choose another folder",
+    errno.ENOENT: "check that the folder exists",
+    errno.ENOTDIR: "a file stands where a folder should be; check the path",
+    errno.ENAMETOOLONG: "choose a shorter file name",
+    errno.ENOSPC: "free some disk space or choose another folder",
+    errno.EDQUOT: "free some disk space or choose another folder",
+    errno.EFBIG: "the file is larger than this process may write (ulimit -f); raise the limit",
+}
+
+
+def cannot_write(out: Path, exc: OSError) -> OutputError:
+    """``exc``, raised writing ``out`` (a file or a folder), as one line that names it and
+    says what to do."""
+    return OutputError(out, f"cannot write ({os_reason(exc)})", _FIXES.get(exc.errno or 0, ""))
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OS error that reached the command line (a disk that filled up, a mount that went
+    away) as one line: the file when known, the reason, and what to do when it is clear."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    fix = _FIXES.get(exc.errno or 0, "")
+    return f"{where}{os_reason(exc)}" + (f" — {fix}" if fix else "")
+
+
+def os_reason(exc: OSError) -> str:
+    """Why ``exc`` happened, in the system's words ("No space left on device"): Arrow's OS
+    errors carry the errno and, as their ``strerror``, a long text around it."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc)
 
 
 @contextmanager

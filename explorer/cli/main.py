@@ -20,6 +20,7 @@ from types import ModuleType
 from explorer import __version__
 from explorer.cli import demo, diff, export, info, report, sql, view
 from explorer.errors import ExplorerError
+from explorer.safe_write import os_error_line
 
 #: Every verb and its module, in the order ``--help`` lists them.
 COMMANDS: dict[str, ModuleType] = {
@@ -75,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine's, not the input's: a full disk, a lost mount
+        print(f"explorer: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,6 +33,7 @@ from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.job.collectives import rank_collectives
+from explorer.safe_write import cannot_write
 from explorer.store import write_trace
 from explorer.trace.loading import load_trace
 from explorer.trace.model import TraceData
@@ -163,7 +164,10 @@ def _analyse(
     if step_pattern is not None:
         trace.step_pattern = step_pattern
     tables = rank_tables(trace, rank)
-    out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
+    try:
+        out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
+    except OSError as exc:  # a full disk, a store on a read-only mount
+        raise cannot_write(rank_dir(store, rank), exc) from None
     meta = trace.metadata
     info = meta.get("distributedInfo")
     dist: dict[str, Any] = info if isinstance(info, dict) else {}

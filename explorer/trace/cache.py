@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from explorer.errors import ExplorerError
+from explorer.safe_write import os_reason
 from explorer.store import SourceStamp, StoreDamaged, open_trace, write_trace
 from explorer.store.entry import is_entry
 from explorer.store.header import read_header, source_matches
@@ -89,8 +90,7 @@ def save_cached(
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
         write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
         return None
-    except OSError as exc:  # Arrow's carry no strerror, only the errno and a long text
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        return f"{exc.filename or entry.parent}: {reason}"
+    except OSError as exc:
+        return f"{exc.filename or entry.parent}: {os_reason(exc)}"
     except ExplorerError as exc:
         return str(exc)

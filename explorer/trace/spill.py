@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from explorer.errors import TraceError
+from explorer.safe_write import os_reason
 from explorer.trace.memory_limits import memory_budget
 
 #: Memory an in-memory first load may take, as a multiple of the JSON's size: its peak
@@ -79,7 +80,7 @@ class SpillFailed(Exception):
     with its columns somewhere else (:func:`explorer.trace.chunked_read.read_chunked`)."""
 
     def __init__(self, root: Path, error: OSError) -> None:
-        super().__init__(f"{root}: {os.strerror(error.errno) if error.errno else error}")
+        super().__init__(f"{root}: {os_reason(error)}")
         self.root = root
         self.error = error
 

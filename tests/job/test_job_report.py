@@ -184,3 +184,37 @@ def test_job_errors_are_one_line(sample_job: Path, tmp_path: Path) -> None:
     r = run_cli("report", str(sample_job), "--fail-on", "input_stall>3%")
     assert r.returncode == 2 and "for a job the metric is one of" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_store_that_cannot_be_written_is_one_line(sample_job: Path, tmp_path: Path) -> None:
+    """``--store`` under a file, and a store whose disk fills up (no file may grow past
+    64 KiB: a real ``RLIMIT_FSIZE``, which every process of the job inherits), each end in
+    one line that names the directory and says what to do; nothing half-written is left."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    r = run_cli("report", str(sample_job), "--store", str(blocker / "store"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"explorer: error: {blocker / 'store'}: Not a directory — ")
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    store = tmp_path / "store"
+    r = subprocess.run(
+        [sys.executable, "-m", "explorer", "report", str(sample_job), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+        env={**os.environ, "EXPLORER_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    error = [line for line in r.stderr.splitlines() if line.startswith("explorer: error:")]
+    assert len(error) == 1, r.stderr
+    assert f"{store}{os.sep}rank-" in error[0] and "cannot write (File too large)" in error[0]
+    assert sorted(p.name for p in store.iterdir()) == ["job_store.txt"]
