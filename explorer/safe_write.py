@@ -187,6 +187,41 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+class Terminated(BaseException):
+    """A SIGTERM, raised where it landed inside :func:`sigterm_unwinds`."""
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Let a SIGTERM that arrives while the block runs unwind it as Ctrl-C does — its
+    ``finally`` blocks and context managers run: worker processes stopped, temporary files
+    removed — then deliver it again to the handler that was in place (by default the
+    process then ends, as SIGTERM asks; ``timeout``, ``kill``, a batch scheduler and
+    systemd send it). Python's own default ends the process where the signal lands, with
+    nothing cleaned up. Off the main thread, or where SIGTERM is ignored, the block simply
+    runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    if before is signal.SIG_IGN or before is None:
+        yield
+        return
+
+    def unwind(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    except Terminated:
+        signal.signal(signal.SIGTERM, before)
+        signal.raise_signal(signal.SIGTERM)
+        raise  # the handler in place took it and returned: the block is still cut short
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold back Ctrl-C (SIGINT) and SIGTERM while the block runs, so that a write and the

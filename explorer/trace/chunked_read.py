@@ -28,6 +28,7 @@ names the event that is wrong, exactly as before.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -49,6 +50,7 @@ import msgspec
 import zstandard
 
 from explorer.errors import TraceError
+from explorer.safe_write import sigterm_unwinds
 from explorer.trace.decode import (
     GZIP_MAGIC,
     GZIP_MAX_RATIO,
@@ -144,7 +146,9 @@ def read_chunked(
         f = open(path, "rb")
     except OSError:
         raise NeedsCareful from None  # the careful reader says what is wrong
-    with f:
+    # A SIGTERM unwinds the read (workers stopped, spilled columns removed) before it
+    # ends the process.
+    with sigterm_unwinds(), f:
         text, text_size = _text_of(path, f, size)
         # The slices' raw args (half the columns) go to a file whenever there is a cache
         # to write them to anyway, the other columns only when memory is short.
@@ -382,7 +386,10 @@ class _Decoders:
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 self._pool = ProcessPoolExecutor(
-                    self.workers, mp_context=get_context("fork"), initializer=_ignore_sigint
+                    self.workers,
+                    mp_context=get_context("fork"),
+                    initializer=_start_worker,
+                    initargs=(os.getpid(),),
                 )
                 self._pool.submit(int).result(timeout=WORKERS_START_S)
             except (OSError, RuntimeError, BrokenProcessPool, FutureTimeout):
@@ -425,10 +432,27 @@ class _Decoders:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the loading process, which cancels them."""
+def _start_worker(parent: int) -> None:
+    """Workers leave Ctrl-C and SIGTERM to the loading process (``parent``), which stops
+    them, and die with it: killed outright (SIGKILL, the OOM killer) it cannot stop them,
+    and they would wait for chunks forever, each holding its memory. Linux's
+    ``PR_SET_PDEATHSIG`` has the kernel kill a worker when the thread that forked it ends
+    (the loading process's only thread: see :func:`load_workers`); elsewhere they are left
+    to the pool's own checks."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the kernel was asked
+        os._exit(1)
+
+
+#: ``prctl`` option: the signal a process gets when its parent thread ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 def _run(task: tuple[Any, ...]) -> ChunkColumns:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -93,7 +95,7 @@ class Spill:
         root = parent if parent is not None else Path(tempfile.gettempdir())
         root.mkdir(parents=True, exist_ok=True)
         _remove_stale(root)
-        self.dir = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=root))
+        self.dir = Path(tempfile.mkdtemp(prefix=_owned_prefix(os.getpid()), dir=root))
         self._files: dict[str, BinaryIO] = {}
         self._dtypes: dict[str, Any] = {}
 
@@ -145,11 +147,37 @@ class Spill:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _owned_prefix(pid: int) -> str:
+    """A spill directory's name starts with where its process's number means something
+    (:func:`_pid_space`) and that number."""
+    space = _pid_space()
+    return f"{_PREFIX}{space}-{pid}-" if space else _PREFIX
+
+
+def _pid_space() -> str:
+    """This machine's name and its process-number namespace (two containers may share
+    a host name and a directory, never a namespace); "" where there is none to read."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{socket.gethostname()}-{namespace}"
+
+
 def _remove_stale(root: Path) -> None:
+    """Remove what killed loads left: a spill directory of a process of this machine (and
+    process namespace) that is gone (killed by the OOM killer, say: its columns can take gigabytes, and the user
+    loads again at once), or one older than :data:`STALE_S` (a load of another machine
+    sharing the directory, or of a version that did not name its process)."""
     cutoff = time.time() - STALE_S
+    space = _pid_space()
+    mine = re.compile(re.escape(f"{_PREFIX}{space}-") + r"(\d+)-") if space else None
     for p in root.glob(_PREFIX + "*"):
+        owner = mine.match(p.name) if mine is not None else None
         try:
-            stale = p.is_dir() and p.stat().st_mtime < cutoff
+            stale = p.is_dir() and (
+                p.stat().st_mtime < cutoff or (owner is not None and _gone(int(owner[1])))
+            )
         except FileNotFoundError:
             continue
         if stale:
@@ -186,3 +214,15 @@ def drop_resident_pages(buffer: object, start: int = 0, stop: int | None = None)
 
 def _address(buffer: memoryview | np.ndarray | mmap.mmap) -> int:
     return int(np.frombuffer(buffer, np.uint8).ctypes.data)
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this machine (one that does, even a stranger that
+    took the number, keeps its directory until it is stale)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process
+        return False
+    return False

@@ -148,3 +148,57 @@ def test_ctrl_c_while_the_entry_is_written_waits_until_it_is_whole(
     )
     assert again.returncode == 0, again.stderr.decode()
     _assert_cache_whole(cache, n_slices)
+
+
+def _decoding(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The loader's decoding workers, once they have started (the load still running)."""
+    loader = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while not loader.children() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = loader.children()
+    assert workers and proc.poll() is None, "the load finished before it could be stopped"
+    return workers
+
+
+def _gone(workers: list[psutil.Process], within: float = 10.0) -> bool:
+    _, alive = psutil.wait_procs(workers, timeout=within)
+    return not alive
+
+
+def test_sigterm_while_parsing_stops_the_workers_and_leaves_nothing(
+    big_trace: Path, n_slices: int, tmp_path: Path
+) -> None:
+    """SIGTERM (``timeout``, ``kill``, a batch scheduler) mid-decode ends the load as it
+    asks, after the workers are stopped and the spilled columns removed: before, the
+    process ended where the signal landed, its workers waited for chunks forever and its
+    spill directory stayed for an hour."""
+    cache = tmp_path / "cache"
+    proc = _start_info(big_trace, cache, workers=2)
+    workers = _decoding(proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGTERM
+    assert _gone(workers)
+    assert not cache.exists() or not any(cache.iterdir())
+    assert len(explorer.load(big_trace, store=cache).slices) == n_slices  # the next load works
+    _assert_cache_whole(cache, n_slices)
+
+
+def test_a_loader_killed_outright_takes_its_workers_with_it(
+    big_trace: Path, n_slices: int, tmp_path: Path
+) -> None:
+    """SIGKILL (the OOM killer's) gives the loader no chance to stop its workers: the
+    kernel does (``PR_SET_PDEATHSIG``). The spill directory it left is removed by the next
+    load at once, its process being gone, not an hour later."""
+    cache = tmp_path / "cache"
+    proc = _start_info(big_trace, cache, workers=2)
+    workers = _decoding(proc)
+    proc.kill()
+    proc.communicate(timeout=120)
+    assert _gone(workers)
+    left = [p for p in cache.iterdir() if p.name.startswith(".explorer-spill-")]
+    assert len(left) == 1, left  # this load's columns spilled beside the cache, left by the kill
+    assert len(explorer.load(big_trace, store=cache).slices) == n_slices
+    assert not left[0].exists()
+    _assert_cache_whole(cache, n_slices)
