@@ -10,6 +10,7 @@ the process exit status.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -171,6 +172,41 @@ def windowed_application(what: str) -> Any:
     return application()
 
 
+def exec_until_closed(app: Any) -> int:
+    """Run ``app``'s event loop until its windows are closed — or until Ctrl-C or SIGTERM
+    reaches the process, which close them as the close button does (settings saved,
+    background jobs cancelled) and then end it as those signals ask: Ctrl-C as
+    :class:`KeyboardInterrupt` (``explorer: interrupted``, status 130), SIGTERM by the
+    signal itself. While Qt's loop runs, Python cannot run a signal handler: a timer hands
+    it control five times a second (before, Ctrl-C in the terminal did nothing)."""
+    from PyQt6.QtCore import QTimer
+
+    caught: list[int] = []
+
+    def close(signum: int, frame: object) -> None:
+        if not caught:
+            caught.append(signum)
+            app.closeAllWindows()
+            app.quit()
+
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, close) for s in wanted}
+    tick = QTimer()
+    tick.timeout.connect(lambda: None)  # a moment of Python for the handler
+    tick.start(200)
+    try:
+        status = int(app.exec())
+    finally:
+        tick.stop()
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if caught == [signal.SIGINT]:
+        raise KeyboardInterrupt
+    if caught == [signal.SIGTERM]:
+        signal.raise_signal(signal.SIGTERM)  # to the handler that was in place
+    return status
+
+
 def main(
     path: str | None = None,
     screenshot: str | None = None,
@@ -201,7 +237,7 @@ def main(
         window.open_path(path)
         assert window.loader is not None
         window.loader.finished.connect(lambda: _when_loaded(window, select, finding))
-    return int(app.exec())
+    return exec_until_closed(app)
 
 
 def _when_loaded(window: Any, select: str | None, finding: int | None) -> None:

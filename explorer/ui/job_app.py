@@ -14,7 +14,12 @@ from explorer.job import job_document
 from explorer.job.run_dir import job_files
 from explorer.safe_write import check_target
 from explorer.trace.loading import input_files
-from explorer.ui.app import application, save_screenshot, windowed_application
+from explorer.ui.app import (
+    application,
+    exec_until_closed,
+    save_screenshot,
+    windowed_application,
+)
 from explorer.ui.job_model import step_categories
 
 
@@ -67,4 +72,4 @@ def main(
     window = JobWindow()
     window.show()
     window.open_job(run)
-    return int(app.exec())
+    return exec_until_closed(app)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -114,35 +115,46 @@ def _until(check, timeout: float = 60.0, what: str = "") -> None:
         time.sleep(0.2)
 
 
-def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
+def _start_view(display: str, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """``explorer view TRACE ARGS`` as a user starts it, on the real display."""
     env = dict(os.environ, DISPLAY=display, XDG_CONFIG_HOME=str(tmp_path / "config"))
     env.pop("QT_QPA_PLATFORM", None)
     env.pop("WAYLAND_DISPLAY", None)
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "explorer", "view", str(TRACE), "--finding", "1"],
+    return subprocess.Popen(
+        [sys.executable, "-m", "explorer", "view", str(TRACE), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
+    """The window's id, once its title names the trace (it is loaded)."""
+    win = ""
+
+    def titled() -> bool:
+        nonlocal win
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        found = subprocess.run(
+            ["xdotool", "search", "--name", "cpu_compile_graph_break"],
+            env=dict(os.environ, DISPLAY=display),
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        win = found[0] if found else ""
+        return bool(win)
+
+    _until(titled, what="the window titled with the trace")
+    return win
+
+
+def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
+    proc = _start_view(display, tmp_path, "--finding", "1")
     try:
         # The window appears and its title names the trace once it is loaded.
-        win = ""
-
-        def titled() -> bool:
-            nonlocal win
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            found = subprocess.run(
-                ["xdotool", "search", "--name", "cpu_compile_graph_break"],
-                env=dict(os.environ, DISPLAY=display),
-                capture_output=True,
-                text=True,
-            ).stdout.split()
-            win = found[0] if found else ""
-            return bool(win)
-
-        _until(titled, what="the window titled with the trace")
+        win = _titled_window(proc, display)
         geometry = _x(display, "xdotool", "getwindowgeometry", win)
         size = geometry.split("Geometry:")[1].split()[0]
         w, h = (int(v) for v in size.split("x"))
@@ -185,6 +197,33 @@ def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
         assert "Traceback" not in err, err
         saved = tmp_path / "config" / "Explorer" / "explorer.conf"
         assert "geometry" in saved.read_text(), "the window's size is remembered"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_in_the_terminal_closes_the_viewer(
+    display: str, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C in the terminal that started ``explorer view`` (or SIGTERM) closes its window
+    as the close button does — the window's size is saved — and ends the process as the
+    signal asks: ``explorer: interrupted`` and status 130, or the SIGTERM status. Before,
+    Qt's event loop never let Python run the handler and the viewer ignored both."""
+    proc = _start_view(display, tmp_path)
+    try:
+        _titled_window(proc, display)
+        proc.send_signal(sig)
+        status = proc.wait(30)
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err, err
+        if sig == signal.SIGINT:
+            assert status == 130 and err.strip().splitlines()[-1] == "explorer: interrupted"
+        else:
+            assert status == -signal.SIGTERM, (status, err)
+        saved = tmp_path / "config" / "Explorer" / "explorer.conf"
+        assert "geometry" in saved.read_text(), "closed as the close button closes it"
     finally:
         if proc.poll() is None:
             proc.kill()
