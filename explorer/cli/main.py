@@ -20,7 +20,7 @@ from types import ModuleType
 from explorer import __version__
 from explorer.cli import demo, diff, export, info, report, sql, view
 from explorer.errors import ExplorerError
-from explorer.safe_write import os_error_line
+from explorer.safe_write import os_error_line, sigterm_unwinds
 
 #: Every verb and its module, in the order ``--help`` lists them.
 COMMANDS: dict[str, ModuleType] = {
@@ -60,7 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args._run(args) or 0)
+        # SIGTERM unwinds the verb as Ctrl-C does (a job's Dask cluster closed, temporary
+        # files removed), then ends the process as it asks.
+        with sigterm_unwinds():
+            return int(args._run(args) or 0)
     except ExplorerError as exc:
         print(f"explorer: error: {exc}", file=sys.stderr)
         return 2

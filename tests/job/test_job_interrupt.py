@@ -76,6 +76,34 @@ def test_ctrl_c_while_workers_run(sample_job: Path, tmp_path: Path, to: str) -> 
     assert a["ranks_present"] == 4
 
 
+def test_sigterm_while_workers_run_closes_the_cluster_first(
+    sample_job: Path, tmp_path: Path
+) -> None:
+    """SIGTERM to the driver (``timeout``, ``kill``, a batch scheduler) ends the job as it
+    asks — killed by the signal — after the local cluster is closed: no worker left, and
+    nothing on stderr but the progress (before, the driver died where the signal landed
+    and multiprocessing's tracker complained of leaked semaphores)."""
+    store_dir = tmp_path / "store"
+    proc = _start_report(sample_job, store_dir)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("explorer: 1/4 ranks analysed"), first
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert workers, "the local cluster's worker processes are running"
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGTERM, err
+    assert out == ""
+    assert [line for line in err.splitlines() if "ranks analysed" not in line] == [], err
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert alive == [], f"worker processes left behind: {[p.pid for p in alive]}"
+    assert not [p.name for p in store_dir.iterdir() if p.name.startswith(".")]
+
+
 def test_check_cancel_stops_the_map_and_its_workers(sample_job: Path, tmp_path: Path) -> None:
     """What the viewer's Cancel uses: ``check_cancel`` is asked while ranks run, and what it
     raises leaves ``job_document`` with the local cluster's workers stopped."""
