@@ -99,11 +99,39 @@ _NO_MEMORY = (
 
 
 def referenced_tables(sql: str) -> set[str]:
-    """The table names ``sql`` refers to (so costly tables are built only when used)."""
+    """The table names ``sql`` refers to (so costly tables are built only when used);
+    :class:`QueryError` when it is not a query (:func:`check_query`), before anything is
+    loaded."""
+    check_query(sql)
     try:
         return {n.lower() for n in duckdb.get_table_names(sql)}
     except duckdb.Error as exc:
         raise QueryError(_one_line(exc)) from exc
+
+
+#: The statements SQL over a trace may be: reads of its tables.
+_QUERIES = frozenset({"SELECT", "EXPLAIN"})
+
+
+def check_query(sql: str) -> None:
+    """:class:`QueryError` unless every statement of ``sql`` is a query (``SELECT``,
+    ``WITH``, ``DESCRIBE``, ``EXPLAIN``...). DuckDB would also run ``COPY ... TO`` — which
+    overwrote the very trace queried when given its path —, ``EXPORT``, ``ATTACH``,
+    ``INSTALL``, ``SET`` (a profiling output file): nothing a user captured is written over
+    by a query, and a result is saved from its output instead."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from exc
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in _QUERIES:
+            raise QueryError(
+                f"SQL: only queries run over a trace (SELECT, WITH, DESCRIBE...), not {kind}: "
+                "a query never writes a file; save a result with "
+                "'explorer sql --format csv TRACE QUERY > FILE', or from the DataFrame "
+                "it returns"
+            )
 
 
 def connect(tables: Mapping[str, Source]) -> duckdb.DuckDBPyConnection:
@@ -137,7 +165,9 @@ def _json_type(src: pd.DataFrame | pa.Table) -> pa.DataType:
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """The result of ``sql`` as a DataFrame; :class:`QueryError` when it cannot run."""
+    """The result of ``sql`` as a DataFrame; :class:`QueryError` when it cannot run, or is
+    not a query (:func:`check_query`)."""
+    check_query(sql)
     try:
         rel = con.sql(sql)
         if rel is None:  # a statement that returns nothing

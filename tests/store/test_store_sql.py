@@ -186,3 +186,46 @@ def test_cli_formats_store_option_and_errors(tmp_path: Path) -> None:
     assert (
         out.returncode == 2 and len(out.stderr.splitlines()) == 1 and "missing.json" in out.stderr
     )
+
+
+def test_a_query_never_writes_a_file(model, tmp_path: Path) -> None:
+    """Only queries run (DuckDB would run ``COPY ... TO`` too: given the trace's own path it
+    overwrote the trace): every statement that writes a file or changes the connection is
+    refused in one line, and nothing is written; every kind of query still runs."""
+    target = tmp_path / "out.csv"
+    for sql in (
+        f"COPY (SELECT * FROM slices) TO '{target}' (FORMAT csv)",
+        f"EXPORT DATABASE '{tmp_path / 'db'}'",
+        f"ATTACH '{tmp_path / 'x.duckdb'}'",
+        "CREATE TABLE t AS SELECT * FROM slices",
+        "SET threads = 1",
+        f"PRAGMA profiling_output = '{tmp_path / 'profile.json'}'",
+        "INSTALL httpfs",
+    ):
+        with pytest.raises(QueryError) as err:
+            query_trace(model, sql)
+        assert "only queries run" in str(err.value) and "\n" not in str(err.value), sql
+    assert list(tmp_path.iterdir()) == []
+    n = len(model.slices)
+    for sql in (
+        "SELECT count(*) AS n FROM slices",
+        "WITH s AS (SELECT * FROM slices) SELECT count(*) AS n FROM s",
+        "SUMMARIZE SELECT dur FROM slices",
+        "DESCRIBE slices",
+        "EXPLAIN SELECT * FROM slices",
+    ):
+        assert len(query_trace(model, sql)) > 0, sql
+    assert int(query_trace(model, "SELECT count(*) AS n FROM slices")["n"][0]) == n
+
+
+def test_copy_to_the_trace_itself_leaves_it_whole_on_the_cli(tmp_path: Path) -> None:
+    trace = tmp_path / TRACES[0].name
+    trace.write_bytes(TRACES[0].read_bytes())
+    out = _cli(
+        str(trace),
+        f"COPY (SELECT 1 AS x) TO '{trace}' (FORMAT csv)",
+        cache=tmp_path / "cache",
+    )
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith("explorer: error: SQL: only queries run over a trace")
+    assert trace.read_bytes() == TRACES[0].read_bytes()
