@@ -52,6 +52,22 @@ def _interrupted(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
     return proc.returncode, err.decode()
 
 
+def _decoding(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The loader's decoding workers, once they have started (the load still running)."""
+    loader = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while not loader.children() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = loader.children()
+    assert workers and proc.poll() is None, "the load finished before it could be stopped"
+    return workers
+
+
+def _gone(workers: list[psutil.Process], within: float = 10.0) -> bool:
+    _, alive = psutil.wait_procs(workers, timeout=within)
+    return not alive
+
+
 def _assert_cache_whole(cache: Path, expected: int) -> None:
     """Nothing half-written is left: no writer's temporary, and every entry opens intact
     with all ``expected`` slices."""
@@ -67,19 +83,13 @@ def test_ctrl_c_while_parsing_leaves_no_entry(
     cache = tmp_path / "cache"
     proc = _start_info(big_trace, cache, workers=2)
     # interrupted while its worker processes decode (not while Python imports modules)
-    loader = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    while not loader.children() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    workers = loader.children()
-    assert workers and proc.poll() is None, "the load finished before it could be interrupted"
+    workers = _decoding(proc)
     rc, err = _interrupted(proc)
     assert rc == 130, err
     assert err.strip().splitlines() == ["explorer: interrupted"], err
     assert not cache.exists() or not any(cache.iterdir())
     _assert_cache_whole(cache, n_slices)
-    _, alive = psutil.wait_procs(workers, timeout=10)
-    assert not alive, "decoding workers outlived the interrupted load"
+    assert _gone(workers), "decoding workers outlived the interrupted load"
 
 
 _CTRL_C_AT_SHUTDOWN = r"""
@@ -148,22 +158,6 @@ def test_ctrl_c_while_the_entry_is_written_waits_until_it_is_whole(
     )
     assert again.returncode == 0, again.stderr.decode()
     _assert_cache_whole(cache, n_slices)
-
-
-def _decoding(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
-    """The loader's decoding workers, once they have started (the load still running)."""
-    loader = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    while not loader.children() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    workers = loader.children()
-    assert workers and proc.poll() is None, "the load finished before it could be stopped"
-    return workers
-
-
-def _gone(workers: list[psutil.Process], within: float = 10.0) -> bool:
-    _, alive = psutil.wait_procs(workers, timeout=within)
-    return not alive
 
 
 def test_sigterm_while_parsing_stops_the_workers_and_leaves_nothing(

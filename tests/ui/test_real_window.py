@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -115,19 +116,27 @@ def _until(check, timeout: float = 60.0, what: str = "") -> None:
         time.sleep(0.2)
 
 
-def _start_view(display: str, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    """``explorer view TRACE ARGS`` as a user starts it, on the real display."""
+@contextmanager
+def _viewer(display: str, tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``explorer view TRACE ARGS`` as a user starts it, on the real display; killed on
+    the way out if a test left it running."""
     env = dict(os.environ, DISPLAY=display, XDG_CONFIG_HOME=str(tmp_path / "config"))
     env.pop("QT_QPA_PLATFORM", None)
     env.pop("WAYLAND_DISPLAY", None)
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "explorer", "view", str(TRACE), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
@@ -151,8 +160,7 @@ def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
 
 
 def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
-    proc = _start_view(display, tmp_path, "--finding", "1")
-    try:
+    with _viewer(display, tmp_path, "--finding", "1") as proc:
         # The window appears and its title names the trace once it is loaded.
         win = _titled_window(proc, display)
         geometry = _x(display, "xdotool", "getwindowgeometry", win)
@@ -197,10 +205,6 @@ def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
         assert "Traceback" not in err, err
         saved = tmp_path / "config" / "Explorer" / "explorer.conf"
         assert "geometry" in saved.read_text(), "the window's size is remembered"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -211,8 +215,7 @@ def test_ctrl_c_or_sigterm_in_the_terminal_closes_the_viewer(
     as the close button does — the window's size is saved — and ends the process as the
     signal asks: ``explorer: interrupted`` and status 130, or the SIGTERM status. Before,
     Qt's event loop never let Python run the handler and the viewer ignored both."""
-    proc = _start_view(display, tmp_path)
-    try:
+    with _viewer(display, tmp_path) as proc:
         _titled_window(proc, display)
         proc.send_signal(sig)
         status = proc.wait(30)
@@ -224,7 +227,3 @@ def test_ctrl_c_or_sigterm_in_the_terminal_closes_the_viewer(
             assert status == -signal.SIGTERM, (status, err)
         saved = tmp_path / "config" / "Explorer" / "explorer.conf"
         assert "geometry" in saved.read_text(), "closed as the close button closes it"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
