@@ -196,7 +196,7 @@ def _spill_places(spill_root: Path | None, spill_columns: bool) -> list[Path | N
     (None: nowhere, they stay in memory). Columns that must leave memory go under
     ``spill_root``, else the temporary directory; the args a first load puts beside the
     cache (``spill_root``) stay in memory instead — the cache will not be written either,
-    which :func:`explorer.trace.loading.load_trace` says."""
+    which the load then says in a warning."""
     temporary = Path(tempfile.gettempdir())
     if spill_columns:
         roots = [spill_root, temporary] if spill_root is not None else [temporary]

@@ -166,9 +166,10 @@ def _pid_space() -> str:
 
 def _remove_stale(root: Path) -> None:
     """Remove what killed loads left: a spill directory of a process of this machine (and
-    process namespace) that is gone (killed by the OOM killer, say: its columns can take gigabytes, and the user
-    loads again at once), or one older than :data:`STALE_S` (a load of another machine
-    sharing the directory, or of a version that did not name its process)."""
+    process namespace) that is gone — killed by the OOM killer, say: its columns can take
+    gigabytes, and the user loads again at once — or one older than :data:`STALE_S` (a
+    load of another machine sharing the directory, or of a version that did not name its
+    process)."""
     cutoff = time.time() - STALE_S
     space = _pid_space()
     mine = re.compile(re.escape(f"{_PREFIX}{space}-") + r"(\d+)-") if space else None
