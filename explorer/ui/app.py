@@ -172,6 +172,10 @@ def windowed_application(what: str) -> Any:
     return application()
 
 
+def _python_moment() -> None:
+    """A timer's slot that does nothing: Python runs, and with it any signal handler due."""
+
+
 def exec_until_closed(app: Any) -> int:
     """Run ``app``'s event loop until its windows are closed — or until Ctrl-C or SIGTERM
     reaches the process, which close them as the close button does (settings saved,
@@ -191,8 +195,8 @@ def exec_until_closed(app: Any) -> int:
 
     wanted = (signal.SIGINT, signal.SIGTERM)
     before = {s: signal.signal(s, close) for s in wanted}
-    tick = QTimer()
-    tick.timeout.connect(lambda: None)  # a moment of Python for the handler
+    tick = QTimer(app)  # the application's: deleted with it, never by Python mid-teardown
+    tick.timeout.connect(_python_moment)
     tick.start(200)
     try:
         status = int(app.exec())
