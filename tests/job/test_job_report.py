@@ -218,3 +218,27 @@ def test_a_store_that_cannot_be_written_is_one_line(sample_job: Path, tmp_path: 
     assert len(error) == 1, r.stderr
     assert f"{store}{os.sep}rank-" in error[0] and "cannot write (File too large)" in error[0]
     assert sorted(p.name for p in store.iterdir()) == ["job_store.txt"]
+
+
+def test_a_rank_cut_short_is_said_beside_the_verdict(sample_job: Path, tmp_path: Path) -> None:
+    """A rank whose trace was cut short (a killed run) is analysed from what was recovered;
+    the Summary, which names the straggler, says to read the warnings first, and names the
+    first one, in every format for people — not only the Warnings section at the end (JSON
+    carries the warnings as a list of their own)."""
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(sample_job, job)
+    (cut,) = job.glob("rank2.*")
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    doc = job_document(str(job), store=tmp_path / "store", workers=2, use_cache=False)
+    assert any("rank 2" in w and "cut short" in w for w in doc["warnings"]), doc["warnings"]
+    n = len(doc["warnings"])
+    for fmt in ("text", "markdown", "html"):
+        text = render(doc, fmt)
+        summary = text[: text.index("Straggler:")]
+        assert f"Read the {n} warnings under Warnings" in summary, (fmt, summary)
+        assert doc["warnings"][0] in summary, fmt
+    clean = render(job_document(str(sample_job), store=tmp_path / "store2", workers=2), "text")
+    assert "under Warnings" not in clean  # the sample job itself has no warnings

@@ -90,6 +90,12 @@ def _overview(doc: dict[str, Any]) -> Section:
         f"{100 * s['collective_wait_share']:.1f}% of their step time in collectives.",
         headline(doc),
     ]
+    if doc["warnings"]:  # a rank cut short, a rank missing: said beside the verdict too
+        n = len(doc["warnings"])
+        lines.append(
+            f"Read the {n} warning{'s' if n != 1 else ''} under Warnings before trusting these "
+            f"figures; the first: {doc['warnings'][0]}"
+        )
     if doc["synthetic"]:
         lines.insert(0, "SYNTHETIC: these traces were generated, not measured.")
     return Section("Summary", lines=lines)
