@@ -16,6 +16,7 @@ once it is an hour old).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -139,10 +140,9 @@ class Spill:
 
     def close(self) -> None:
         for f in self._files.values():
-            try:
+            # what was buffered may not be writable (a full disk): it is removed anyway
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:  # what was buffered could not be written: it is removed anyway
-                pass
         self._files.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
