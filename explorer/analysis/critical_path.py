@@ -45,6 +45,7 @@ from explorer.analysis.graph.thread_edges import WAITER_KINDS
 from explorer.trace.memo import memoised
 from explorer.trace.memory_limits import ensure_room
 from explorer.trace.model import TraceData
+from explorer.trace.source import is_explorer_file, parse_frame
 
 #: How many ops and source lines the result keeps (ranked by path time).
 TOP = 20
@@ -457,6 +458,13 @@ def _empty_lines() -> pd.DataFrame:
     )
 
 
+def _explorer_frame(name: str, kind: str) -> bool:
+    """A Python frame of Explorer's own code (the collector's hooks): never listed as work
+    on the user's path."""
+    frame = parse_frame(name) if kind == "python" else None
+    return frame is not None and is_explorer_file(frame[0])
+
+
 def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) -> pd.DataFrame:
     """Path time per op name (a slice's duration or self time on the path, its launch delay
     and the waits it ended)."""
@@ -480,6 +488,8 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
     )
     out["name"] = out["name"].astype(str).astype(object)
     out["kind"] = out["kind"].astype(str).astype(object)
+    ours = [_explorer_frame(n, k) for n, k in zip(out["name"], out["kind"], strict=True)]
+    out = out[~np.asarray(ours, bool)]
     out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
     out["share"] = out["ns"] / length if length else 0.0
     return out

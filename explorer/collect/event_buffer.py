@@ -21,6 +21,8 @@ import time
 from types import CodeType, FrameType
 from typing import Any
 
+from explorer.trace.source import is_explorer_file, is_library_path
+
 COLLECT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -44,8 +46,28 @@ _LIBRARY_PREFIXES = _library_prefixes()
 
 
 def is_library_file(filename: str) -> bool:
-    """Torch, the standard library, site-packages or this package: not the user's code."""
-    return filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<")
+    """Torch, the standard library, site-packages (this Python's, or any directory of that
+    name on ``sys.path``) or this package: not the user's code."""
+    return (
+        filename.startswith(_LIBRARY_PREFIXES)
+        or filename.startswith("<")
+        or is_library_path(filename)
+    )
+
+
+def library_modules() -> list[str]:
+    """The top-level modules this process loaded from library directories, for the trace's
+    metadata: torch names a frame relative to its ``sys.path`` entry
+    (``neuron_sim/__init__.py(25): ...``), so the reader needs them to know such a frame is
+    a library's even where that library is not installed."""
+    out = set()
+    for name, module in list(sys.modules.items()):
+        if "." in name or name in ("__main__", "explorer"):
+            continue
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and is_library_file(os.path.abspath(file)):
+            out.add(name)
+    return sorted(out)
 
 
 #: code object → 0 (user code), 1 (library: skip), 2 (this package or synthetic: skip, and
@@ -55,9 +77,9 @@ _CODE_CLASS: dict[CodeType, int] = {}
 
 
 def _classify(filename: str) -> int:
-    if filename.startswith(COLLECT_DIR) or filename.startswith("<"):
+    if filename.startswith(COLLECT_DIR) or filename.startswith("<") or is_explorer_file(filename):
         return 2
-    return 1 if filename.startswith(_LIBRARY_PREFIXES) else 0
+    return 1 if is_library_file(filename) else 0
 
 
 def user_frame(frame: FrameType | None = None) -> tuple[str, int, str]:

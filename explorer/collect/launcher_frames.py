@@ -1,7 +1,7 @@
 """Explorer's own launcher frames, kept out of the user's trace.
 
 ``explorer demo`` runs the user's training script through the CLI (``runpy`` →
-``explorer/__main__.py`` → ``explorer/cli/...``), and the profiler's Python tracer records
+``explorer/__main__.py``, or the ``explorer`` console script → ``explorer/cli/...``), and the profiler's Python tracer records
 every frame on the stack when recording starts. Those frames would open the trace's
 timeline with Explorer's own code around the user's program. :func:`launcher_frames` names
 them (the outermost frames of the stack that belong to ``runpy`` or Explorer's CLI), and
@@ -14,6 +14,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from explorer.trace.source import is_explorer_file
+
 _PACKAGE = Path(__file__).resolve().parents[1]  # explorer/
 _LAUNCHER_DIRS = (_PACKAGE / "cli",)
 _LAUNCHER_FILES = (_PACKAGE / "__main__.py",)
@@ -23,6 +25,8 @@ def _is_launcher(frame: FrameType) -> bool:
     file = frame.f_code.co_filename
     if file == "<frozen runpy>" or Path(file).name == "runpy.py":
         return True
+    if is_explorer_file(file) and not file.endswith(".py"):
+        return True  # the ``explorer`` console script that pip wrote into the venv's bin/
     path = Path(file).resolve()
     return path in _LAUNCHER_FILES or any(path.is_relative_to(d) for d in _LAUNCHER_DIRS)
 

@@ -94,10 +94,28 @@ _EXPLORER_FILES = frozenset(
 )
 
 
+#: Where library code lives, by path alone: an installation's ``site-packages`` or
+#: ``dist-packages``, a Python installation's ``lib/pythonX.Y``, or torch itself. A path is
+#: judged by what it says, not by what is installed on the machine that reads the trace.
+_LIBRARY_PATH = re.compile(
+    r"(?:^|/)(?:site-packages|dist-packages)/|(?:^|/)lib(?:64)?/python\d[\d.]*/|(?:^|/)torch/",
+    re.IGNORECASE,
+)
+
+
+def is_library_path(path: str) -> bool:
+    """True for a file under site-packages/dist-packages, a Python installation's lib
+    directory, or torch — library code wherever the trace is read."""
+    return bool(_LIBRARY_PATH.search(path.replace("\\", "/")))
+
+
 def is_explorer_file(path: str) -> bool:
     """True for a frame in one of Explorer's own modules (the collector's context manager,
-    ``annotate()``, the CLI), whatever prefix the capturing machine had."""
+    ``annotate()``, the CLI, the ``explorer`` console script), whatever prefix the capturing
+    machine had."""
     p = path.replace("\\", "/")
+    if p == "explorer" or p.endswith("/bin/explorer"):
+        return True  # the console script (torch names it relative to its own directory)
     at = p.rfind("explorer/")
     while at >= 0:
         if (at == 0 or p[at - 1] == "/") and p[at:] in _EXPLORER_FILES:
@@ -131,17 +149,17 @@ def _installed_package(top: str) -> bool:
     return "site-packages" in origin or "dist-packages" in origin
 
 
-def is_user_file(path: str) -> bool:
-    """False for torch, other libraries, the standard library and Explorer's own code."""
+def is_user_file(path: str, library_modules: frozenset[str] = frozenset()) -> bool:
+    """False for torch, other libraries, the standard library and Explorer's own code.
+
+    ``library_modules`` are the top-level modules the capturing process loaded from library
+    directories (the collector records them): torch names a frame relative to the
+    ``sys.path`` entry it was found in (``neuron_sim/__init__.py``), which hides the
+    ``site-packages`` the file lived in."""
     if not path or path.startswith("<"):
         return False
     p = path.replace("\\", "/")
-    if (
-        "site-packages/" in p
-        or "dist-packages/" in p
-        or "/lib/python3" in p
-        or "/lib64/python3" in p
-    ):
+    if is_library_path(p):
         return False
     if is_explorer_file(p):
         return False  # Explorer's own code (the collector's context manager, annotate())
@@ -151,7 +169,11 @@ def is_user_file(path: str) -> bool:
     if p.startswith("/"):
         return True  # absolute paths outside the library prefixes above are the user's
     top = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    if top in LIBRARY_PACKAGES or (top != "explorer" and _installed_package(top)):
+    if (
+        top in LIBRARY_PACKAGES
+        or top in library_modules
+        or (top != "explorer" and _installed_package(top))
+    ):
         return False
     # A stdlib name is only the stdlib when the file is one: a user's ``trace/run.py`` or
     # ``test/x.py`` shares a name with a stdlib module but is theirs.
@@ -169,10 +191,11 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     """
     frames = _FrameTable()
     own = np.zeros(len(trace.slices), np.int64)  # index into ``frames``; 0 = none
-    _own_python_frames(trace, frames, own)
-    _own_collector_frames(trace, frames, own)
+    library = library_modules(trace)
+    _own_python_frames(trace, frames, own, library)
+    _own_collector_frames(trace, frames, own, library)
     if trace.metadata.get("has_call_stack_args"):
-        _own_call_stack_frames(trace, frames, own)
+        _own_call_stack_frames(trace, frames, own, library)
     files = _unify_spellings(frames.files)
     # Inherit from the parent, shallowest first.
     frame = trace.inherit_down(own, keep=own != 0)
@@ -184,6 +207,14 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
         }
     )
     return out
+
+
+def library_modules(trace: TraceData) -> frozenset[str]:
+    """The top-level modules the capturing process loaded from library directories, as
+    Explorer's collector recorded them (empty for other traces)."""
+    block = trace.metadata.get("explorer")
+    names = block.get("library_modules") if isinstance(block, dict) else None
+    return frozenset(str(n) for n in names) if isinstance(names, list) else frozenset()
 
 
 class _FrameTable:
@@ -203,7 +234,9 @@ class _FrameTable:
         return len(self.files) - 1
 
 
-def _own_python_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
+def _own_python_frames(
+    trace: TraceData, frames: _FrameTable, own: np.ndarray, library: frozenset[str]
+) -> None:
     """python_function slices whose frame is user code: one parse per distinct name."""
     s = trace.slices
     is_py = np.asarray(s["kind"] == "python")
@@ -213,23 +246,29 @@ def _own_python_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -
     frame_of_name = np.zeros(len(names) + 1, np.int64)
     for k, nm in enumerate(names):
         f = parse_frame(str(nm))
-        if f and is_user_file(f[0]):
+        if f and is_user_file(f[0], library):
             frame_of_name[k] = frames.add(f[0], f[1], f[2])
     codes = s["name"].cat.codes.to_numpy()
     own[is_py] = frame_of_name[codes[is_py]]
 
 
-def _own_collector_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
-    """Explorer collector events with their own ``source_file``/``source_line`` args."""
+def _own_collector_frames(
+    trace: TraceData, frames: _FrameTable, own: np.ndarray, library: frozenset[str]
+) -> None:
+    """Explorer collector events with their own ``source_file``/``source_line`` args, when
+    that frame is user code (with no user frame on the stack — autograd's threads — the
+    collector names the innermost library frame; such an event inherits instead)."""
     cats = trace.slices["cat"].astype(str)
     for i in np.flatnonzero(np.asarray(cats.str.startswith("explorer_"))):
         a = trace.args(int(i))
         f, ln = a.get("source_file"), a.get("source_line")
-        if f and isinstance(ln, int):
+        if f and isinstance(ln, int) and is_user_file(str(f), library):
             own[i] = frames.add(str(f), ln, str(a.get("source_function", "")))
 
 
-def _own_call_stack_frames(trace: TraceData, frames: _FrameTable, own: np.ndarray) -> None:
+def _own_call_stack_frames(
+    trace: TraceData, frames: _FrameTable, own: np.ndarray, library: frozenset[str]
+) -> None:
     """Slices still without a frame that carry old-style ``Call stack`` args: the first
     user frame in the stack."""
     for i in np.flatnonzero(own == 0):
@@ -238,7 +277,7 @@ def _own_call_stack_frames(trace: TraceData, frames: _FrameTable, own: np.ndarra
             continue
         for frame_text in str(cs).split(";"):
             f = parse_frame(frame_text.strip())
-            if f and is_user_file(f[0]):
+            if f and is_user_file(f[0], library):
                 own[i] = frames.add(f[0], f[1], f[2])
                 break
 
