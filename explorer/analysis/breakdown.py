@@ -166,7 +166,7 @@ def track_device_labels(trace: TraceData) -> dict[int, str]:
     tracks = trace.device_tracks()
     if tracks.empty:
         return {}
-    backend = str(trace.metadata.get("privateuse1_backend", "") or "")
+    backend = trace.privateuse1_backend
     vendor = device_vendor(
         trace.slices["cat"].cat.categories, trace.slices["name"].cat.categories, backend
     )

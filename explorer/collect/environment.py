@@ -112,6 +112,17 @@ def devices() -> list[dict[str, Any]]:
     return out
 
 
+def device_names(used: set[str]) -> dict[str, Any]:
+    """How the trace's metadata names the devices: the PrivateUse1 backend's name (as
+    ``torch.utils.rename_privateuse1_backend`` set it; ``"privateuseone"`` when no backend
+    renamed it) and the non-CPU devices the run's tensors were seen on (``"neuron:0"``), so
+    a reader can name the device even when the backend wrote no device timeline."""
+    return {
+        "privateuse1_backend": str(torch._C._get_privateuse1_backend_name()),
+        "devices_used": sorted(d for d in used if d and d != "cpu"),
+    }
+
+
 def device_problem(device: str) -> str:
     """Why a tensor cannot be made on ``device`` here ("" when it can; "auto" always can)."""
     if device == "auto":

@@ -21,22 +21,7 @@ from typing import Any
 
 import numpy as np
 
-FALLBACK_MARKER = "aten::_to_cpu"
-
-#: Ops that are the fallback's own plumbing (or the dispatcher's Python layers around a
-#: tensor subclass), never the op that fell back.
-_PLUMBING = frozenset(
-    {
-        FALLBACK_MARKER,
-        "aten::to",
-        "PythonSubclass",
-        "PythonTLSSnapshot",
-        "aten::_to_copy",
-        "aten::copy_",
-        "aten::empty_strided",
-        "aten::empty",
-    }
-)
+from explorer.trace.kinds import FALLBACK_MARKER, FALLBACK_PLUMBING
 
 
 def fallback_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,7 +39,7 @@ def fallback_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and e.get("cat") == "cpu_op"
             and (e.get("pid"), e.get("tid")) in threads
         ):
-            if e.get("name") not in _PLUMBING:
+            if e.get("name") not in FALLBACK_PLUMBING:
                 ops[(e.get("pid"), e.get("tid"))].append(e)
     out: list[dict[str, Any]] = []
     seen: set[int] = set()

@@ -78,10 +78,13 @@ class RuntimeHooks:
         #: syncs the same code makes on an accelerator; with an accelerator present they are
         #: not syncs (a DataLoader's ``randperm().tolist()``) and are left out.
         self.cpu_syncs = cpu_syncs
+        #: Every device a sync or copy touched (``"neuron:0"``), for the trace's metadata.
+        self.devices: set[str] = set()
         self._saved: list[tuple[Any, str, Any]] = []
 
     # -- recording -----------------------------------------------------------------------
     def _sync(self, reason: str, device: str, t0: int, t1: int) -> None:
+        self.devices.add(device)
         args = {"reason": reason, "device": device, **source_args(user_frame(sys._getframe(2)))}
         self.buffer.slice("explorer_sync", f"Sync {reason}", t0, t1, args)
 
@@ -89,6 +92,7 @@ class RuntimeHooks:
         self, src: torch.Tensor, dst: torch.Tensor, blocking: bool, call: str, t0: int, t1: int
     ) -> None:
         kind = _copy_kind(src.device, dst.device)
+        self.devices.update((str(src.device), str(dst.device)))
         pinned = _is_pinned(src) if kind == "HtoD" else _is_pinned(dst) if kind == "DtoH" else False
         frame = user_frame(sys._getframe(2))
         args = {

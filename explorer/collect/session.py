@@ -24,8 +24,13 @@ from torch.profiler import ProfilerAction
 
 from explorer.collect import device_activity, neuron_test_backend
 from explorer.collect.compile_events import CompileEvents
-from explorer.collect.environment import accelerator_type, environment, rank_and_world_size
-from explorer.collect.event_buffer import EventBuffer
+from explorer.collect.environment import (
+    accelerator_type,
+    device_names,
+    environment,
+    rank_and_world_size,
+)
+from explorer.collect.event_buffer import EventBuffer, library_modules
 from explorer.collect.fallback_capture import FallbackCapture
 from explorer.collect.launcher_frames import drop_launcher_frames, launcher_frames
 from explorer.collect.profiler_setup import choose_activities, make_schedule
@@ -263,6 +268,8 @@ class Collector:
                 "rank": self.rank,
                 "world_size": self.world_size,
                 "sampler_samples": self._sampler_samples,
+                "library_modules": library_modules(),
+                **device_names(self._runtime.devices),
             }
             drop_trailing_step(cycles, self.steps)
             doc = merge(cycles, self.buffer.events, meta)

@@ -68,6 +68,7 @@ def job_document(
         "run": str(run),
         "store": str(store_dir),
         "synthetic": any(s.synthetic for s in summaries),
+        "devices": _devices(summaries),
         "world_size": int(world),
         "ranks_present": len(summaries),
         "steps": [int(c) for c in r.matrix.columns],
@@ -179,6 +180,27 @@ def _summary(
     }
 
 
+def _devices(summaries: list[RankSummary]) -> dict[str, Any]:
+    """The job's accelerators as the ranks' traces name them, and whether every rank
+    recorded device-side time (a backend with no device timeline leaves host time only)."""
+    seen = sorted({d for s in summaries for d in s.devices})
+    recorded = all(s.device_time_recorded for s in summaries if s.devices)
+    sentence = ""
+    if seen:
+        sentence = f"Devices: {', '.join(seen)}." + (
+            ""
+            if recorded
+            else " Device-side time was not recorded on "
+            + (
+                "every rank"
+                if not any(s.device_time_recorded for s in summaries if s.devices)
+                else "some ranks"
+            )  # fmt: skip
+            + ": the backend wrote no device timeline, so those ranks' times are host time."
+        )
+    return {"devices": seen, "device_time_recorded": recorded, "sentence": sentence}
+
+
 def _ranks(
     summaries: list[RankSummary],
     blame: pd.DataFrame,
@@ -205,6 +227,8 @@ def _ranks(
                 "events": s.events,
                 "steps": s.steps,
                 "backend": s.backend,
+                "devices": list(s.devices),
+                "device_time_recorded": bool(s.device_time_recorded),
                 "total_ns": 0 if row_b is None else int(row_b["total_ns"]),
                 "wait_ns": 0 if row_b is None else int(row_b["wait_ns"]),
                 "caused_wait_ns": 0 if row_b is None else int(row_b["caused_ns"]),

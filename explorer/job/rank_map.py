@@ -29,6 +29,7 @@ import pandas as pd
 
 from explorer.analysis.breakdown import breakdown, comm_overlap
 from explorer.analysis.by_source import by_source
+from explorer.analysis.device_naming import device_naming
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
@@ -57,6 +58,10 @@ class RankSummary:
     seconds: float
     synthetic: bool = False
     host: str = ""  # the machine, where the trace says (Explorer's collector does)
+    #: The rank's accelerator(s) as its trace names them (``["neuron:0"]``; [] on the CPU)
+    #: and whether the trace holds device-side time (:mod:`explorer.analysis.device_naming`).
+    devices: list[str] = field(default_factory=list)
+    device_time_recorded: bool = True
     warnings: list[str] = field(default_factory=list)
     #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
     #: Carried as text: Dask would have to pickle the exception itself.
@@ -175,6 +180,7 @@ def _analyse(
     mine: dict[str, Any] = ours if isinstance(ours, dict) else {}
     found = mine.get("environment")
     env: dict[str, Any] = found if isinstance(found, dict) else {}
+    naming = device_naming(trace)
     return RankSummary(
         rank=rank,
         source=str(source),
@@ -188,6 +194,8 @@ def _analyse(
         seconds=time.perf_counter() - t0,
         synthetic=bool(trace.synthetic),
         host=str(env.get("host", "")),
+        devices=list(naming.devices),
+        device_time_recorded=naming.device_time_recorded,
         warnings=[str(w) for w in meta.get("warnings", [])]
         + (
             [f"{Path(source).name} says it is rank {trace.rank}; reported as rank {rank}"]

@@ -17,6 +17,7 @@ import numpy as np
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
+from explorer.analysis.device_naming import device_naming
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import select_steps
@@ -74,6 +75,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "trace": _trace_info(trace),
         "synthetic": bool(trace.synthetic),
         "test_backend": trace.test_backend,
+        "devices": device_naming(trace).to_dict(),
         "selected_step": None if step is None else int(step),
         "categories": list(CATEGORIES),
         "summary": {

@@ -10,6 +10,10 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                 "slices": int, "span_ns": int, "warnings": [str]},
       "synthetic": bool,              # true: made by explorer.scenarios, not measured
       "test_backend": str,            # "" or what the test backend was (neuron on the CPU)
+      "devices": {"devices": [str],   # the accelerator(s) as the trace names them ("neuron:0");
+                  "backend": str,     #   [] on a CPU-only run; the PrivateUse1 backend's name;
+                  "device_time_recorded": bool,  # false: no device timeline, host times only
+                  "sentence": str},   # what the report's head says about it
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",
                      "sync_stall", "compile", "other_idle"],

@@ -75,6 +75,8 @@ class Head:
     """What the test backend was, when a test backend recorded the trace ("" otherwise)."""
     window: str = ""
     """Which steps a report of a window of the trace covers, and why ("" for all)."""
+    device: str = ""
+    """Which accelerator the trace ran on, and whether device-side time was recorded."""
 
 
 def pct(part: float, whole: float) -> str:
@@ -121,6 +123,7 @@ def head(doc: dict[str, Any]) -> Head:
         synthetic=bool(doc["synthetic"]),
         test_backend=str(doc.get("test_backend") or ""),
         window=_window(doc.get("window")),
+        device=str((doc.get("devices") or {}).get("sentence") or ""),
     )
 
 

@@ -32,6 +32,29 @@ import pandas as pd
 from explorer.trace.columns import category_matches
 from explorer.trace.model import KINDS
 
+#: The op PyTorch's generic CPU fallback (``at::native::cpu_fallback``) and Python backends
+#: call to move an operator's device inputs to the host: an ``aten::_to_cpu`` nested inside
+#: an operator says that operator ran on the CPU, whatever the backend.
+FALLBACK_MARKER = "aten::_to_cpu"
+#: Ops that are a fallback's own plumbing (moving tensors, allocating, the dispatcher's
+#: Python layers around a tensor subclass), never the operator that fell back.
+FALLBACK_PLUMBING = frozenset(
+    {
+        FALLBACK_MARKER,
+        "aten::to",
+        "PythonSubclass",
+        "PythonTLSSnapshot",
+        "aten::_to_copy",
+        "aten::copy_",
+        "aten::empty_strided",
+        "aten::empty",
+    }
+)
+#: Host ops that copy a fallback's results back to the device.
+FALLBACK_COPY_BACK = frozenset(
+    {"aten::copy_", "aten::_to_copy", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize"}
+)
+
 #: category (lower-cased) → kind
 CATEGORY_KINDS: dict[str, str] = {
     "cpu_op": "cpu_op",

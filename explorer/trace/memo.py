@@ -39,8 +39,16 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "reason_timelines": (),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
     "memory_timeline": (),
+    "fallback_calls": (),
     "memory_allocations": ("steps", "frame_codes"),
-    "findings": ("steps", "breakdown", "reason_timelines", "slice_sources", "memory_allocations"),
+    "findings": (
+        "steps",
+        "breakdown",
+        "reason_timelines",
+        "slice_sources",
+        "memory_allocations",
+        "fallback_calls",
+    ),
     "dependency_graph": ("steps", "launcher"),
     "critical_path": ("dependency_graph", "frame_codes"),
 }

@@ -256,6 +256,16 @@ class TraceData:
             return ""
         return str(label.get("description") or label.get("name") or "test backend")
 
+    @property
+    def privateuse1_backend(self) -> str:
+        """The PrivateUse1 backend's name the trace records (``"neuron"``; "" when none was
+        named): Explorer's collector writes ``torch._C._get_privateuse1_backend_name()``."""
+        block = self.metadata.get("explorer")
+        name = (block.get("privateuse1_backend") if isinstance(block, dict) else None) or (
+            self.metadata.get("privateuse1_backend")
+        )
+        return "" if not name or name == "privateuseone" else str(name)
+
     # -- args ----------------------------------------------------------------------------
     def args(self, slice_id: int) -> dict[str, Any]:
         """The args of one slice exactly as the file had them (empty dict when none)."""

@@ -25,6 +25,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.analysis.device_naming import device_naming
 from explorer.trace.memory_limits import hard_limit
 from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace
@@ -73,7 +74,7 @@ def device_summary(trace: Trace, breakdown: Any = None) -> str:
         devices = sorted(int(d) for d in trace.tracks["device"].unique() if int(d) >= 0)
         labels = [f"device {d}" for d in devices]
     if not labels:
-        return "host only"
+        return device_naming(trace.data).label  # named by the collector, or "host only"
     return labels[0] + (f" +{len(labels) - 1}" if len(labels) > 1 else "")
 
 
@@ -302,11 +303,16 @@ class MainWindow(QMainWindow):
         self._update_title()
         # Neither synthetic data nor a test backend's CPU timings may pass for measurements
         # on real hardware: the banner says which it is.
+        # A device that kept no timeline is named, and its times said to be the host's.
+        naming = device_naming(trace.data)
+        host_only = bool(naming.devices) and not naming.device_time_recorded
         if trace.synthetic:
             self.banner.setText(BANNER)
         elif trace.test_backend:
             self.banner.setText(f"TEST BACKEND — {trace.test_backend}")
-        self.banner.setVisible(bool(trace.synthetic or trace.test_backend))
+        elif host_only:
+            self.banner.setText(naming.sentence)
+        self.banner.setVisible(bool(trace.synthetic or trace.test_backend or host_only))
         self.timeline.set_trace(trace)
         self.timeline.set_steps(None)
         self.timeline.setFocus()  # W/A/S/D work right away

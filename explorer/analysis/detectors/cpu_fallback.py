@@ -1,14 +1,19 @@
 """``cpu_fallback``: operators that ran on the CPU inside an accelerator workload.
 
-Two sources:
+The calls are found from host evidence (:mod:`explorer.analysis.fallback_calls`): the
+collector's ``explorer_fallback`` slices (the backend's warning, with the user's line) and
+the ``aten::_to_cpu`` any backend's CPU fallback leaves inside the operator. With a device
+timeline, two more sources and the device's view of the cost:
 
-- the collector's ``explorer_fallback`` events (kind ``fallback``, args ``op``/``message``):
-  measured as the breakdown's ``host_fallback`` reason — device idle while the host runs
-  the fallback;
+- the collector's ``explorer_fallback`` events measured as the breakdown's
+  ``host_fallback`` reason — device idle while the host runs the fallback;
 - the trace pattern a fallback leaves when nobody labelled it: a host operator whose only
   device work is a device→host copy followed by a host→device copy (the CPU computed in
   between). Those operators' own host time between the two copies is added when the
   device was idle then (it already is ``host_busy`` in the breakdown, and is counted here).
+
+Without one (a backend that records no device activity) the cost is each call's host time:
+the copy out, the CPU kernel and the copies back, per call and per step.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import pandas as pd
 
 from explorer.analysis.attribution import launcher, top_lines
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
+from explorer.analysis.device_naming import device_naming
+from explorer.analysis.fallback_calls import fallback_calls
 from explorer.analysis.finding import Finding
 from explorer.trace.columns import category_values
 from explorer.units import fmt_ns
@@ -30,7 +37,11 @@ REASONS: tuple[str, ...] = (
     "dev_copy",
     "copy_refill",
     "host_busy",
+    "host_compute",
+    "host_copy",
 )
+#: What a call's host time is made of, when there is no device timeline to measure on.
+_HOST_CALL_REASONS = ("host_fallback", "host_compute", "host_copy", "host_busy")
 
 
 def _pattern_ops(ctx: Context) -> np.ndarray:
@@ -75,23 +86,36 @@ def _pattern_ops(ctx: Context) -> np.ndarray:
 
 def _ops_by_time(ctx: Context, labelled: np.ndarray, pattern: np.ndarray) -> pd.DataFrame:
     """One row per operator that fell back, the costliest first: ``op``, ``calls``,
-    ``time_ns`` (their summed duration) and ``line`` (``file:line`` of the user code that
-    called it most, by time; "" when the trace does not say). The line comes from the
-    labelled fallbacks when the op has any (they carry the line the backend's warning
-    named), else from the ops that show the fallback's copy pattern."""
+    ``time_ns`` (their summed duration), ``copy_out_ns`` / ``copy_back_ns`` / ``cpu_ns``
+    (that time split as :func:`fallback_calls` measures it on the host; 0 where no call
+    of the op has a duration) and ``line`` (``file:line`` of the user code that called it
+    most, by time; "" when the trace does not say). The line comes from the labelled
+    fallbacks when the op has any (they carry the line the backend's warning named), else
+    from the ops that show the fallback's copy pattern."""
     ids = np.concatenate([labelled, pattern])
     names = [str(ctx.trace.args(int(i)).get("op") or ctx.trace.slices["name"].iat[i]) for i in ids]
     df = pd.DataFrame(
         {"op": names, "id": ids, "dur": ctx.end[ids] - ctx.ts[ids],
          "labelled": np.arange(len(ids)) < len(labelled)}
     )  # fmt: skip
+    parts = fallback_calls(ctx.trace).set_index("id")[["copy_out_ns", "copy_back_ns", "cpu_ns"]]
+    df = df.join(parts, on="id").fillna({"copy_out_ns": 0, "copy_back_ns": 0, "cpu_ns": 0})
     rows = []
     for op, g in df.groupby("op", sort=False):
-        src = g[g["labelled"]] if g["labelled"].any() else g
+        timed = g[g["dur"] > 0]
+        calls = g if timed.empty else timed  # a warning alone is a call; beside timed ones, not
+        src = calls[calls["labelled"]] if calls["labelled"].any() else calls
         top = top_lines(ctx.trace, src["id"].to_numpy(), src["dur"].to_numpy(float), top=1)
+        if not top and len(calls) < len(g):  # the warning may name the line its calls lack
+            top = top_lines(ctx.trace, g["id"].to_numpy(), top=1)
         line = f"{top[0][0]}:{top[0][1]}" if top else ""
-        rows.append((str(op), len(g), int(g["dur"].sum()), line))
-    out = pd.DataFrame(rows, columns=["op", "calls", "time_ns", "line"])
+        rows.append(
+            (str(op), len(calls), int(calls["dur"].sum()), int(calls["copy_out_ns"].sum()),
+             int(calls["copy_back_ns"].sum()), int(calls["cpu_ns"].sum()), line)
+        )  # fmt: skip
+    out = pd.DataFrame(
+        rows, columns=["op", "calls", "time_ns", "copy_out_ns", "copy_back_ns", "cpu_ns", "line"]
+    )
     return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -107,6 +131,9 @@ def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     if not ctx.device_mode:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     labelled = np.flatnonzero(ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device))
+    calls = fallback_calls(ctx.trace)
+    marked = calls.loc[~calls["labelled"].astype(bool), "id"].to_numpy(np.int64)
+    labelled = np.sort(np.concatenate([labelled, marked]))
     pattern = _pattern_ops(ctx)
     if len(labelled) and len(pattern):
         # a pattern op inside a labelled fallback, or around one (``aten::max_pool2d``
@@ -122,9 +149,34 @@ def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     return labelled, pattern
 
 
+def _host_measure(ctx: Context, ids: np.ndarray) -> Measured:
+    """The calls' host time per step (their union, clipped to each step): with no device
+    timeline, the time the fallbacks took is the time they cost."""
+    order = np.argsort(ctx.ts[ids], kind="stable")
+    a, b = ctx.ts[ids][order], ctx.end[ids][order]
+    reach = np.maximum.accumulate(b)
+    new = np.concatenate([[True], a[1:] > reach[:-1]])
+    group = np.cumsum(new) - 1
+    starts = a[new]
+    ends = np.zeros(len(starts), np.int64)
+    np.maximum.at(ends, group, b)
+    per = np.zeros(len(ctx.steps), np.int64)
+    ranges = []
+    for j, (s, e) in enumerate(zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True)):
+        lo, hi = np.maximum(starts, s), np.minimum(ends, e)
+        ok = hi > lo
+        per[j] = int((hi[ok] - lo[ok]).sum())
+        ranges.append(np.stack([lo[ok], hi[ok]], axis=1))
+    rng = np.concatenate(ranges) if ranges else np.zeros((0, 2), np.int64)
+    return Measured("host", "host_fallback", per, rng, _HOST_CALL_REASONS)
+
+
 def detect(ctx: Context) -> list[Finding]:
-    """Time lost per fallback: its copies out and back, the device idle while the CPU
-    computes, and the idle after it returns until the next device work."""
+    """Time lost per fallback. With a device timeline: its copies out and back, the device
+    idle while the CPU computes, and the idle after it returns until the next device work.
+    Without one: each call's host time — copy out, CPU kernel, copies back."""
+    if not ctx.device_mode:
+        return _detect_on_host(ctx)
     labelled, pattern = fallback_windows(ctx)
     if len(labelled) == 0 and len(pattern) == 0:
         return []
@@ -144,8 +196,49 @@ def detect(ctx: Context) -> list[Finding]:
     m = Measured(device, "host_fallback", per, ranges, ("host_fallback", "dev_copy", "host_busy"))
     if not ctx.significant(m):
         return []
+    explanation = (
+        f"These operators have no {device.split(':')[0]} kernel (or were forced to the CPU): the "
+        "inputs are copied to the host, computed there and copied back, and the device waits "
+        f"for all of it — {fmt_ns(m.total)} in all."
+    )
+    return [_finding(ctx, m, labelled, pattern, explanation)]
+
+
+def _detect_on_host(ctx: Context) -> list[Finding]:
+    """The fallbacks of a trace without a device timeline, measured on the host."""
+    calls = fallback_calls(ctx.trace)
+    instants = np.flatnonzero(
+        ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device) & (ctx.end == ctx.ts)
+    )
+    ids = calls["id"].to_numpy(np.int64)
+    if len(ids) == 0:
+        return []
+    m = _host_measure(ctx, ids)
+    if not ctx.significant(m):
+        return []
+    naming = device_naming(ctx.trace)
+    device = naming.devices[0] if naming.devices else ""
+    out_ns, back_ns = int(calls["copy_out_ns"].sum()), int(calls["copy_back_ns"].sum())
+    explanation = (
+        f"These operators have no {device.split(':')[0] or 'device'} kernel: each call copies "
+        f"its inputs from {device or 'the device'} to the host (aten::_to_cpu), runs the CPU "
+        "kernel and copies "
+        f"the results back — {fmt_ns(m.total // max(len(ids), 1))} per call, "
+        f"{fmt_ns(m.total)} in all, of which {fmt_ns(out_ns)} copying out and "
+        f"{fmt_ns(back_ns)} copying back. Device-side time was not recorded (the trace has "
+        "no device timeline): these are the host's times."
+    )
+    # the warnings name the line; their calls carry the time
+    return [_finding(ctx, m, np.concatenate([ids, instants]), np.zeros(0, np.int64), explanation)]
+
+
+def _finding(
+    ctx: Context, m: Measured, labelled: np.ndarray, pattern: np.ndarray, explanation: str
+) -> Finding:
+    ids = np.concatenate([labelled, pattern])
     per_op = _ops_by_time(ctx, labelled, pattern)
     ops = per_op["op"].tolist()
+    calls = int(per_op["calls"].sum())
     # The title names the costliest op the user can find in their code: a backward op
     # (``sigmoid_backward``, run on autograd's thread) has no line of its own, and naming it
     # first would hide the forward call that is the one to change.
@@ -153,12 +246,7 @@ def detect(ctx: Context) -> list[Finding]:
     top = (located if len(located) else per_op).iloc[0]
     where = f" at {_short(top['line'])}" if top["line"] else ""
     more = f" and {len(ops) - 1} more operator(s)" if len(ops) > 1 else ""
-    title = f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({len(ids)} call(s))"
-    explanation = (
-        f"These operators have no {device.split(':')[0]} kernel (or were forced to the CPU): the "
-        "inputs are copied to the host, computed there and copied back, and the device waits "
-        f"for all of it — {fmt_ns(m.total)} in all."
-    )
+    title = f"CPU fallback: {top['op']}{where}{more} ran on the CPU ({calls} call(s))"
     recommendation = (
         "Use an operator the backend implements (the fallback message names it), upgrade the "
         "backend/torch version, or move this computation out of the training step (e.g. into "
@@ -166,13 +254,26 @@ def detect(ctx: Context) -> list[Finding]:
     )
     candidates = np.zeros(len(ctx.kind), bool)
     candidates[ids] = True
+    per_call = {
+        str(r.op): {
+            "calls": int(r.calls),
+            "time_ns": int(r.time_ns),
+            "per_call_ns": int(r.time_ns) // max(int(r.calls), 1),
+            "copy_out_ns": int(r.copy_out_ns),
+            "copy_back_ns": int(r.copy_back_ns),
+            "cpu_ns": int(r.cpu_ns),
+            "line": str(r.line),
+        }
+        for r in per_op.head(20).itertuples()
+    }
     f = ctx.finding(
         KIND, m, candidates, title, explanation, recommendation,
         details={
-            "calls": len(ids), "ops": ops[:20], "from_pattern": int(len(pattern)),
+            "calls": calls, "ops": ops[:20], "from_pattern": int(len(pattern)),
             "op_lines": {str(r.op): str(r.line) for r in per_op.head(20).itertuples()},
+            "per_op": per_call,
         },
     )  # fmt: skip
     if not f.evidence:
         f.evidence = [int(i) for i in ids[:MAX_EVIDENCE]]
-    return [f]
+    return f

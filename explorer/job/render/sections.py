@@ -96,6 +96,9 @@ def _overview(doc: dict[str, Any]) -> Section:
             f"Read the {n} warning{'s' if n != 1 else ''} under Warnings before trusting these "
             f"figures; the first: {doc['warnings'][0]}"
         )
+    sentence = (doc.get("devices") or {}).get("sentence")
+    if sentence:
+        lines.insert(1, str(sentence))
     if doc["synthetic"]:
         lines.insert(0, "SYNTHETIC: these traces were generated, not measured.")
     return Section("Summary", lines=lines)
