@@ -2,12 +2,16 @@
 
 Run by the tests in a process of its own: PyTorch allows one PrivateUse1 backend per
 process, and registering it changes what torch.accelerator reports for the rest of that
-process. ``python neuron_train.py OUT_DIR DEVICE [STEPS]`` prints the trace path last.
+process. ``python neuron_train.py OUT_DIR BACKEND [STEPS] [plain]`` prints the trace path
+last (``plain``: recorded by torch.profiler alone, as any user would, not explorer.collect);
+BACKEND is ``neuron`` (Explorer's test backend), ``vendor`` (``neuron_sim``, the third-party
+style backend in ``tests/backends/vendor_neuron``, which must be importable) or ``cpu``.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -30,16 +34,20 @@ class Net(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def main(out: str, device: str, steps: int) -> None:
-    if device == "neuron":
+def main(out: str, backend: str, steps: int, plain: bool = False) -> None:
+    device = "cpu" if backend == "cpu" else "neuron"
+    if backend == "neuron":
         neuron_test_backend.register()
+    elif backend == "vendor":
+        import neuron_sim  # noqa: F401  (importing it makes the ``neuron`` device)
     torch.manual_seed(0)
     model = Net().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = [(torch.randn(BATCH, CHANNELS, SIZE, SIZE), torch.randint(0, 10, (BATCH,)))
             for _ in range(steps)]  # fmt: skip
     losses = []
-    with explorer.collect(out, sampler_interval_s=None) as c:
+    recorder = _plain_profiler(out) if plain else explorer.collect(out, sampler_interval_s=None)
+    with recorder as c:
         for images, labels in data:
             images = images.to(device)  # HOST-TO-DEVICE: the batch goes to the device
             labels = labels.to(device)
@@ -53,5 +61,23 @@ def main(out: str, device: str, steps: int) -> None:
     print(c.trace_path)
 
 
+class _plain_profiler(torch.profiler.profile):  # noqa: N801 (used like explorer.collect)
+    """torch.profiler with stacks and shapes, exported to ``OUT/plain.pt.trace.json``."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=lambda step: torch.profiler.ProfilerAction.RECORD,
+            record_shapes=True, with_stack=True,
+        )  # fmt: skip
+        self.trace_path = Path(out) / "plain.pt.trace.json"
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+        self.export_chrome_trace(str(self.trace_path))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3,
+         plain="plain" in sys.argv[4:])  # fmt: skip
