@@ -91,3 +91,23 @@ def test_relative_and_absolute_spellings_of_one_file_merge() -> None:
     ]
     # Ambiguous tails stay as they are.
     assert _unify_spellings(["x.py", "/a/x.py", "/b/x.py"])[0] == "x.py"
+
+
+def test_library_code_is_judged_by_where_it_lives_not_by_what_is_installed_here() -> None:
+    """``neuron_sim`` is installed nowhere on this machine; its frames are still a library's
+    when their path says site-packages, or when the capturing process recorded the module
+    among those it loaded from library directories (torch names it relative to sys.path)."""
+    from explorer.trace.source import is_explorer_file, is_user_file
+
+    with pytest.raises(ImportError):
+        __import__("neuron_sim")
+    assert not is_user_file("/opt/venv/lib/python3.12/site-packages/neuron_sim/__init__.py")
+    assert not is_user_file("/srv/site-packages/neuron_sim/__init__.py")
+    assert not is_user_file("C:\\Py\\Lib\\site-packages\\neuron_sim\\ops.py")
+    assert not is_user_file("/usr/lib/python3.11/threading.py")
+    assert not is_user_file("/home/me/pytorch/torch/nn/modules/module.py")
+    assert is_user_file("neuron_sim/__init__.py")  # nothing says otherwise...
+    assert not is_user_file("neuron_sim/__init__.py", frozenset({"neuron_sim"}))  # ...now it does
+    assert is_user_file("/home/me/project/train.py", frozenset({"neuron_sim"}))
+    assert is_explorer_file("explorer") and is_explorer_file("/work/.venv/bin/explorer")
+    assert not is_user_file("explorer") and not is_explorer_file("/home/me/explorer_run.py")
