@@ -8,7 +8,8 @@ copy out), the CPU kernel, and the copies back (``aten::copy_`` / ``aten::_to_co
 A call is found either as Explorer's collector labelled it (an ``explorer_fallback`` slice
 over the operator, with the user's line the backend's warning named) or, in any other
 trace, as the innermost operator around an ``aten::_to_cpu`` that is not the fallback's own
-plumbing. No device timeline is needed: the copies are measured on the host, where the
+plumbing, or — for a backend that moves tensors its own way — as an operator that holds a
+copy, then the same operator run on the host, then a copy. No device timeline is needed: the copies are measured on the host, where the
 caller waits for them.
 """
 
@@ -18,7 +19,12 @@ import numpy as np
 import pandas as pd
 
 from explorer.trace.columns import category_values
-from explorer.trace.kinds import FALLBACK_COPY_BACK, FALLBACK_MARKER, FALLBACK_PLUMBING
+from explorer.trace.kinds import (
+    FALLBACK_COPY_BACK,
+    FALLBACK_MARKER,
+    FALLBACK_MOVE_OUT,
+    FALLBACK_PLUMBING,
+)
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -40,6 +46,72 @@ def _marked_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.ndar
     return np.unique(cur[cur >= 0])
 
 
+#: How far up an op's parents the same-named op that ran it on the host is looked for
+#: (``aten::sigmoid`` > ``PythonSubclass`` > ... > ``aten::sigmoid``).
+_NESTING = 16
+
+
+def _sandwiched_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Ids of host ops that ran themselves on the CPU between copies: ``X`` holding a copy,
+    then an ``X`` of the same name, then a copy — the shape of any fallback, whether the
+    backend moves the inputs with ``aten::_to_cpu`` or with ``.to("cpu")``. Only looked for
+    when the trace names a device (on a CPU-only run nothing can fall back)."""
+    from explorer.analysis.device_naming import device_naming
+
+    if not device_naming(trace).devices:
+        return np.zeros(0, np.int64)
+    s = trace.slices
+    names = category_values(s["name"])
+    codes = s["name"].cat.codes.to_numpy()
+    parent = s["parent"].to_numpy(np.int64)
+    ts = s["ts"].to_numpy(np.int64)
+    end = ts + s["dur"].to_numpy(np.int64)
+    track = s["track"].to_numpy(np.int64)
+    op = host & (kind == "cpu_op") & ~np.isin(names, list(FALLBACK_PLUMBING))
+    inner = np.flatnonzero(op)
+    outer = np.full(len(inner), -1, np.int64)
+    cur = parent[inner]
+    for _ in range(_NESTING):
+        ok = cur >= 0
+        at = np.where(ok, cur, 0)
+        hit = ok & (outer < 0) & (codes[at] == codes[inner])
+        outer[hit] = cur[hit]
+        cur = np.where(ok, parent[at], -1)
+    keep = outer >= 0
+    inner, outer = inner[keep], outer[keep]
+    if len(inner) == 0:
+        return np.zeros(0, np.int64)
+    moves = np.flatnonzero(host & np.isin(names, list(FALLBACK_MOVE_OUT)))
+    backs = np.flatnonzero(host & np.isin(names, list(FALLBACK_COPY_BACK)))
+    before = _copy_between(moves, ts, end, track, outer, ts[outer], ts[inner])
+    after = _copy_between(backs, ts, end, track, outer, end[inner], end[outer])
+    return np.unique(outer[before & after])
+
+
+def _copy_between(
+    copies: np.ndarray,
+    ts: np.ndarray,
+    end: np.ndarray,
+    track: np.ndarray,
+    where: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> np.ndarray:
+    """Per row, whether one of ``copies`` on the track of slice ``where`` lies wholly in
+    [lo, hi]: the copy with the earliest end among those starting at or after ``lo``."""
+    found = np.zeros(len(where), bool)
+    for t in np.unique(track[where]):
+        c = copies[track[copies] == t]
+        if len(c) == 0:
+            continue
+        c = c[np.argsort(ts[c], kind="stable")]
+        first_end = np.minimum.accumulate(end[c][::-1])[::-1]  # min end of copies from k on
+        first_end = np.append(first_end, np.iinfo(np.int64).max)
+        on = track[where] == t
+        found[on] = first_end[np.searchsorted(ts[c], lo[on], side="left")] <= hi[on]
+    return found
+
+
 def _windows(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
     """(ids, labelled): the outermost calls on the host, labelled by the collector first,
     then the marked ops no labelled call covers."""
@@ -55,7 +127,10 @@ def _windows(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
     has = parent >= 0
     inner[has] = fb[parent[has]]
     labelled = np.flatnonzero(fb & ~inner)
-    marked = _marked_ops(trace, host, kind)
+    marked = np.union1d(_marked_ops(trace, host, kind), _sandwiched_ops(trace, host, kind))
+    if len(marked):  # one call found both ways, or an op inside another found one: the outer
+        pm = parent[marked]
+        marked = marked[~np.isin(pm, marked)]
     if len(labelled) and len(marked):
         covered = np.zeros(len(marked), bool)
         for t in np.unique(track[labelled]):
@@ -101,7 +176,7 @@ def fallback_calls(trace: TraceData) -> pd.DataFrame:
     order = np.lexsort((ts[ids], track[ids]))
     ids, labelled = ids[order], labelled[order]
     op = [op[k] for k in order]
-    out_ns, back_ns = _copies(trace, ids, ts, end, track, names)
+    out_ns, back_ns = _copies(trace, ids, op, ts, end, track, names)
     dur = end[ids] - ts[ids]
     back_ns = np.minimum(back_ns, dur - out_ns)
     df = pd.DataFrame(
@@ -112,20 +187,12 @@ def fallback_calls(trace: TraceData) -> pd.DataFrame:
     return df.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
-def _copies(
-    trace: TraceData,
-    ids: np.ndarray,
-    ts: np.ndarray,
-    end: np.ndarray,
-    track: np.ndarray,
-    names: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per call (``ids`` sorted by track then start), ns of its outermost ``_to_cpu`` ops
-    and of its outermost copy-back ops (host ops strictly inside the call's interval)."""
-    host = trace.on_host()
-    is_out = names == FALLBACK_MARKER
-    is_back = np.isin(names, list(FALLBACK_COPY_BACK))
-    cand = np.flatnonzero(host & (is_out | is_back))
+def _inside(
+    cand: np.ndarray, ids: np.ndarray, ts: np.ndarray, end: np.ndarray, track: np.ndarray
+) -> np.ndarray:
+    """Per slice of ``cand``, the row of ``ids`` (sorted by track then start, not nesting)
+    whose interval holds it on its track, else -1; never the call's own op (the same
+    interval as a labelled slice)."""
     window = np.full(len(cand), -1, np.int64)
     for t in np.unique(track[ids]):
         rows = np.flatnonzero(track[ids] == t)
@@ -134,22 +201,67 @@ def _copies(
         ok = at >= 0
         w = rows[np.where(ok, at, 0)]
         inside = ok & (end[cand[on]] <= end[ids[w]]) & (cand[on] != ids[w])
-        # the op itself (same interval as a labelled slice) is not one of its own copies
         inside &= ~((ts[cand[on]] == ts[ids[w]]) & (end[cand[on]] == end[ids[w]]))
         window[on[inside]] = w[inside]
+    return window
+
+
+def _kernels(
+    trace: TraceData, ids: np.ndarray, op: list[str], ts: np.ndarray, end: np.ndarray,
+    track: np.ndarray, names: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per call, the start and end of the first op inside it named as the call's op — the
+    CPU kernel the fallback ran (-1 where there is none)."""
+    host = trace.on_host()
+    cand = np.flatnonzero(host & np.isin(names, list(set(op))))
+    window = _inside(cand, ids, ts, end, track)
+    want = np.asarray(op, dtype=object)
+    ok = window >= 0
+    ok[ok] = names[cand[ok]] == want[window[ok]]
+    k_ts = np.full(len(ids), -1, np.int64)
+    k_end = np.full(len(ids), -1, np.int64)
+    if ok.any():
+        df = pd.DataFrame({"w": window[ok], "ts": ts[cand[ok]], "end": end[cand[ok]]})
+        first = df.sort_values(["w", "ts"], kind="stable").drop_duplicates("w")
+        k_ts[first["w"].to_numpy()] = first["ts"].to_numpy()
+        k_end[first["w"].to_numpy()] = first["end"].to_numpy()
+    return k_ts, k_end
+
+
+def _copies(
+    trace: TraceData,
+    ids: np.ndarray,
+    op: list[str],
+    ts: np.ndarray,
+    end: np.ndarray,
+    track: np.ndarray,
+    names: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per call (``ids`` sorted by track then start), ns of its outermost copies out and of
+    its outermost copies back (host ops inside the call's interval): those that end before
+    its CPU kernel starts, and those that start after it ends; where no kernel is seen,
+    ``aten::_to_cpu`` is the copy out and every other copy a copy back."""
+    host = trace.on_host()
+    is_copy = np.isin(names, [*FALLBACK_MOVE_OUT, *FALLBACK_COPY_BACK])
+    cand = np.flatnonzero(host & is_copy)
+    window = _inside(cand, ids, ts, end, track)
     keep = window >= 0
     cand, window = cand[keep], window[keep]
     out_ns = np.zeros(len(ids), np.int64)
     back_ns = np.zeros(len(ids), np.int64)
     if len(cand) == 0:
         return out_ns, back_ns
-    df = pd.DataFrame({"w": window, "ts": ts[cand], "end": end[cand], "out": is_out[cand]})
+    df = pd.DataFrame({"w": window, "ts": ts[cand], "end": end[cand]})
     df = df.sort_values(["w", "ts", "end"], ascending=[True, True, False], kind="stable")
     reach = df.groupby("w")["end"].cummax().groupby(df["w"]).shift(1)
     outer = df[reach.isna() | (df["ts"] >= reach)]
-    dur = (outer["end"] - outer["ts"]).to_numpy(np.int64)
+    k_ts, k_end = _kernels(trace, ids, op, ts, end, track, names)
     w = outer["w"].to_numpy(np.int64)
-    o = outer["out"].to_numpy(bool)
-    np.add.at(out_ns, w[o], dur[o])
-    np.add.at(back_ns, w[~o], dur[~o])
+    a, b = outer["ts"].to_numpy(np.int64), outer["end"].to_numpy(np.int64)
+    marker = names[cand[outer.index.to_numpy()]] == FALLBACK_MARKER
+    seen = k_ts[w] >= 0
+    o = np.where(seen, b <= k_ts[w], marker)
+    back = np.where(seen, a >= k_end[w], ~marker)
+    np.add.at(out_ns, w[o], (b - a)[o])
+    np.add.at(back_ns, w[back], (b - a)[back])
     return out_ns, back_ns

@@ -50,6 +50,8 @@ FALLBACK_PLUMBING = frozenset(
         "aten::empty",
     }
 )
+#: Host ops that move a fallback's inputs to the host (``_to_cpu``, or ``.to("cpu")``).
+FALLBACK_MOVE_OUT = frozenset({FALLBACK_MARKER, "aten::to", "aten::_to_copy"})
 #: Host ops that copy a fallback's results back to the device.
 FALLBACK_COPY_BACK = frozenset(
     {"aten::copy_", "aten::_to_copy", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize"}

@@ -209,12 +209,28 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     return out
 
 
+#: Functions only a backend or a tensor-subclass library defines: the package whose frame
+#: runs one is library code (a vendor backend's ``__torch_dispatch__``).
+_BACKEND_HOOKS = frozenset({"__torch_dispatch__"})
+
+
 def library_modules(trace: TraceData) -> frozenset[str]:
-    """The top-level modules the capturing process loaded from library directories, as
-    Explorer's collector recorded them (empty for other traces)."""
+    """The top-level modules that are library code in this trace: those the capturing
+    process loaded from library directories, as Explorer's collector recorded them, and
+    the packages whose frames run a backend's dispatch (``neuron_sim/__init__.py(79):
+    __torch_dispatch__``) — what a trace from torch.profiler alone still tells."""
     block = trace.metadata.get("explorer")
     names = block.get("library_modules") if isinstance(block, dict) else None
-    return frozenset(str(n) for n in names) if isinstance(names, list) else frozenset()
+    recorded = {str(n) for n in names} if isinstance(names, list) else set()
+    s = trace.slices
+    python = s["name"].cat.categories[
+        np.unique(s["name"].cat.codes.to_numpy()[np.asarray(s["kind"] == "python")])
+    ] if len(s) else []  # fmt: skip
+    for name in python:
+        f = parse_frame(str(name))
+        if f and f[2] in _BACKEND_HOOKS and not f[0].startswith("/") and "/" in f[0]:
+            recorded.add(f[0].split("/", 1)[0])  # a package's module, not a lone script
+    return frozenset(recorded)
 
 
 class _FrameTable:

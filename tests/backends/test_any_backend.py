@@ -57,13 +57,13 @@ class Run:
         return list(doc["traceEvents"])
 
 
-def _run(tmp: Path, backend: str, *extra: str) -> Run:
+def _run(tmp: Path, backend: str, *extra: str, env: dict[str, str] | None = None) -> Run:
     site = tmp / "venv" / "site-packages"  # as pip would have put it: library code
     if not (site / "neuron_sim").exists():
         shutil.copytree(VENDOR, site / "neuron_sim")
     env = {"PYTHONPATH": f"{ROOT}:{site}", "EXPLORER_CACHE_DIR": str(tmp / "cache"),
-           "PATH": "/usr/bin:/bin", "HOME": str(tmp)}  # fmt: skip
-    out = tmp / f"{backend}{'-' + '-'.join(extra) if extra else ''}"
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp), **(env or {})}  # fmt: skip
+    out = tmp / "-".join([backend, *extra, *(env or {}).values()])
     cmd = [sys.executable, str(SCRIPT), str(out), backend, str(STEPS), *extra]
     return Run(subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300))
 
@@ -84,7 +84,9 @@ def plain(tmp: Path) -> dict[str, Run]:
     return {b: _run(tmp, b, "plain") for b in BACKENDS}
 
 
-def _sigmoid_calls(events: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+def _sigmoid_calls(
+    events: list[dict[str, Any]], marker: str = "aten::_to_cpu"
+) -> list[tuple[float, float, float]]:
     """(duration, _to_cpu time, copy-back time) in µs of every ``aten::sigmoid`` that holds
     an ``aten::_to_cpu`` (the innermost, when the dispatcher recorded the call twice) —
     straight from the file's events."""
@@ -93,13 +95,13 @@ def _sigmoid_calls(events: list[dict[str, Any]]) -> list[tuple[float, float, flo
     def within(e: dict[str, Any], o: dict[str, Any]) -> bool:
         return e is not o and e["tid"] == o["tid"] and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]  # fmt: skip
 
-    marks = [e for e in ops if e["name"] == "aten::_to_cpu"]
+    marks = [e for e in ops if e["name"] == marker]
     sig = [e for e in ops if e["name"] == "aten::sigmoid" and any(within(m, e) for m in marks)]
     out = []
     for s in [s for s in sig if not any(within(o, s) for o in sig)]:
         t0, t1 = s["ts"], s["ts"] + s["dur"]
         inside = [e for e in ops if e["tid"] == s["tid"] and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1 and e is not s]  # fmt: skip
-        moves = [e for e in inside if e["name"] == "aten::_to_cpu"]
+        moves = [e for e in inside if e["name"] == marker and not any(within(e, m) for m in inside if m["name"] == marker)]  # fmt: skip
         if not moves:
             continue
         after = max(m["ts"] + m["dur"] for m in moves)
@@ -270,6 +272,26 @@ def test_host_to_device_copies_carry_bytes_direction_and_line(
     assert {(a["src_device"], a["dst_device"]) for a in htod} == {("cpu", "neuron:0")}
 
 
+def test_a_backend_that_moves_tensors_its_own_way_is_found_too(tmp: Path) -> None:
+    """``neuron_sim`` with ``NEURON_SIM_MOVE=to`` moves each input with ``aten::_to_copy``:
+    no ``aten::_to_cpu`` anywhere, so the collector labels nothing from the profiler; the
+    op holding a copy, itself on the CPU, and a copy back is the evidence."""
+    run = _run(tmp, "vendor", env={"NEURON_SIM_MOVE": "to"})
+    events = run.events()
+    assert not any(e.get("name") == "aten::_to_cpu" for e in events)
+    f = _fallback(run.trace)
+    line = _line_of("UNSUPPORTED-OP")
+    assert f.title.startswith(f"CPU fallback: aten::sigmoid at neuron_train.py:{line}"), f.title
+    assert f.source_lines[0][1] == line
+    raw = _sigmoid_calls(events, marker="aten::_to_copy")
+    op = f.details["per_op"]["aten::sigmoid"]
+    assert op["calls"] == len(raw) == STEPS
+    assert abs(op["time_ns"] - 1000 * sum(r[0] for r in raw)) <= 2000 * STEPS
+    assert abs(op["copy_out_ns"] - 1000 * sum(r[1] for r in raw)) <= 2000 * STEPS
+    assert abs(op["copy_back_ns"] - 1000 * sum(r[2] for r in raw)) <= 2000 * STEPS
+    assert op["copy_out_ns"] + op["copy_back_ns"] + op["cpu_ns"] == op["time_ns"]
+
+
 # -- whose line is it ---------------------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_library_or_explorer_frame_is_shown_as_the_users(
@@ -278,9 +300,7 @@ def test_no_library_or_explorer_frame_is_shown_as_the_users(
     """Every line Explorer calls the user's is the script's — not the vendor backend's
     (a site-packages package that the machine reading the trace may not have), not torch's,
     not Explorer's own (its test backend, the collector)."""
-    # (a plain torch.profiler trace does not say which of its relative frames were found in
-    # site-packages: there the collector's record of the library modules is what tells)
-    for run in (runs[backend],):
+    for run in (runs[backend], plain[backend]):
         t = run.trace
         files = set(t.by_source()["file"].astype(str))
         files |= {src[0] for f in t.findings() for src in f.source_lines}

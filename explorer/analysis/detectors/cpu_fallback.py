@@ -89,9 +89,10 @@ def _ops_by_time(ctx: Context, labelled: np.ndarray, pattern: np.ndarray) -> pd.
     ``time_ns`` (their summed duration), ``copy_out_ns`` / ``copy_back_ns`` / ``cpu_ns``
     (that time split as :func:`fallback_calls` measures it on the host; 0 where no call
     of the op has a duration) and ``line`` (``file:line`` of the user code that called it
-    most, by time; "" when the trace does not say). The line comes from the labelled
-    fallbacks when the op has any (they carry the line the backend's warning named), else
-    from the ops that show the fallback's copy pattern."""
+    most, by time; "" when the trace does not say; ``frame`` the same as (file, line,
+    function) or None). The line comes from the backend's warning when it named one, else
+    from the labelled fallbacks when the op has any, else from the ops that show the
+    fallback's copy pattern."""
     ids = np.concatenate([labelled, pattern])
     names = [str(ctx.trace.args(int(i)).get("op") or ctx.trace.slices["name"].iat[i]) for i in ids]
     df = pd.DataFrame(
@@ -104,18 +105,21 @@ def _ops_by_time(ctx: Context, labelled: np.ndarray, pattern: np.ndarray) -> pd.
     for op, g in df.groupby("op", sort=False):
         timed = g[g["dur"] > 0]
         calls = g if timed.empty else timed  # a warning alone is a call; beside timed ones, not
-        src = calls[calls["labelled"]] if calls["labelled"].any() else calls
-        top = top_lines(ctx.trace, src["id"].to_numpy(), src["dur"].to_numpy(float), top=1)
-        if not top and len(calls) < len(g):  # the warning may name the line its calls lack
-            top = top_lines(ctx.trace, g["id"].to_numpy(), top=1)
+        # the backend's warning names the line that called the op (the profiler's frame
+        # only the function): its line first, then the timed calls' by time
+        warned = g[(g["dur"] == 0) & g["labelled"]]
+        top = top_lines(ctx.trace, warned["id"].to_numpy(), top=1) if len(warned) < len(g) else []
+        if not top:
+            src = calls[calls["labelled"]] if calls["labelled"].any() else calls
+            top = top_lines(ctx.trace, src["id"].to_numpy(), src["dur"].to_numpy(float), top=1)
         line = f"{top[0][0]}:{top[0][1]}" if top else ""
         rows.append(
             (str(op), len(calls), int(calls["dur"].sum()), int(calls["copy_out_ns"].sum()),
-             int(calls["copy_back_ns"].sum()), int(calls["cpu_ns"].sum()), line)
+             int(calls["copy_back_ns"].sum()), int(calls["cpu_ns"].sum()), line,
+             top[0] if top else None)
         )  # fmt: skip
-    out = pd.DataFrame(
-        rows, columns=["op", "calls", "time_ns", "copy_out_ns", "copy_back_ns", "cpu_ns", "line"]
-    )
+    columns = ["op", "calls", "time_ns", "copy_out_ns", "copy_back_ns", "cpu_ns", "line", "frame"]
+    out = pd.DataFrame(rows, columns=columns)
     return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -221,7 +225,7 @@ def _detect_on_host(ctx: Context) -> list[Finding]:
     out_ns, back_ns = int(calls["copy_out_ns"].sum()), int(calls["copy_back_ns"].sum())
     explanation = (
         f"These operators have no {device.split(':')[0] or 'device'} kernel: each call copies "
-        f"its inputs from {device or 'the device'} to the host (aten::_to_cpu), runs the CPU "
+        f"its inputs from {device or 'the device'} to the host, runs the CPU "
         "kernel and copies "
         f"the results back — {fmt_ns(m.total // max(len(ids), 1))} per call, "
         f"{fmt_ns(m.total)} in all, of which {fmt_ns(out_ns)} copying out and "
@@ -276,4 +280,7 @@ def _finding(
     )  # fmt: skip
     if not f.evidence:
         f.evidence = [int(i) for i in ids[:MAX_EVIDENCE]]
+    # each op's own line (the one its warning named) before the lines its time inherits
+    named = [fr for fr in per_op["frame"] if fr is not None]
+    f.source_lines = list(dict.fromkeys([*named, *f.source_lines]))[:5]
     return f

@@ -12,7 +12,8 @@ backend it has never seen. It is installed into a ``site-packages`` directory by
 - the operators in :data:`SUPPORTED` run "natively" (on the wrapped data);
 - every other operator falls back to the CPU: a warning the first time each operator is
   seen (``NEURON_SIM_WARN_ALWAYS=1`` warns every call), ``aten::_to_cpu`` on the device
-  inputs, the CPU kernel, and each result copied back to the device by ``aten::copy_``
+  inputs (``NEURON_SIM_MOVE=to``: ``aten::_to_copy`` to the CPU, one tensor at a time,
+  as a backend without ``_to_cpu`` would), the CPU kernel, and each result copied back to the device by ``aten::copy_``
   into a freshly allocated device tensor.
 
 Unlike a real device it keeps no timeline of its own: a profiler sees the host only.
@@ -122,7 +123,10 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         warnings.warn(_WARNING.format(op=op), RuntimeWarning, stacklevel=3)
     flat, _ = tree_flatten((args, kwargs))
     on_device = [x for x in flat if isinstance(x, NeuronTensor)]
-    host = torch.ops.aten._to_cpu.default(on_device) if on_device else []
+    if os.environ.get("NEURON_SIM_MOVE") == "to":  # one tensor at a time, as .to("cpu") does
+        host = [torch.ops.aten._to_copy.default(t, device=torch.device("cpu")) for t in on_device]
+    else:
+        host = torch.ops.aten._to_cpu.default(on_device) if on_device else []
     moved = {id(d): h for d, h in zip(on_device, host, strict=True)}
     cpu_args, cpu_kwargs = tree_map(lambda x: moved.get(id(x), x), (args, kwargs))
     out = func(*cpu_args, **_kwargs_on_host(cpu_kwargs))
