@@ -109,3 +109,38 @@ def test_the_planted_slow_loading_is_found_while_other_processes_load_the_machin
     where = {(f, n, fn) for f, n, fn in stalls[0].source_lines if f == str(script.resolve())}
     assert where and all(fn == "main" and first <= n <= loop for _, n, fn in where)
     assert "[input_stall]" in printed and "No problem found" not in printed
+
+
+def test_the_console_scripts_frames_never_open_the_users_timeline(tmp_path: Path) -> None:
+    """Run as a user does — the ``explorer`` script pip put next to the interpreter — the
+    demo's trace starts at the user's script: no frame of the console script or of
+    Explorer's CLI on the timeline, none among the source lines."""
+    import subprocess
+    import sys
+
+    import explorer
+    from explorer.trace.source import is_explorer_file, parse_frame
+
+    script = Path(sys.executable).parent / "explorer"
+    assert script.is_file(), "the package is installed with its console script"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "QT_QPA_PLATFORM": "offscreen",
+           "EXPLORER_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [str(script), "demo", "--no-view", "--steps", "1", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [trace_path] = out.glob("*.pt.trace.json.gz")
+    frames = [
+        parse_frame(str(e["name"]))
+        for e in read_trace(trace_path)["traceEvents"]
+        if e.get("cat") == "python_function"
+    ]
+    files = {f[0] for f in frames if f}
+    assert "explorer" not in files and not any(f.startswith("explorer/cli/") for f in files)
+    t = explorer.load(trace_path, use_cache=False)
+    lines = set(t.by_source()["file"].astype(str))
+    assert lines and not any(is_explorer_file(f) for f in lines), lines
+    assert {Path(f).name for f in lines} == {"demo_train.py"}
