@@ -130,3 +130,33 @@ ALLOWED += (
         "trace: Explorer links them by correlation and counts them as busy device time.",
     ),
 )
+
+ALLOWED += (
+    Allowed(
+        "tb.dataloader",
+        (
+            "cpu_cnn.pt.trace.json.gz",
+            "cpu_item_every_step.pt.trace.json.gz",
+            "neuron_cnn.pt.trace.json.gz",
+            "ddp_4rank_broadcast_chain/rank0.pt.trace.json.gz",
+            "ddp_4rank_slow_input/rank0.pt.trace.json.gz",
+        ),
+        "Traces with Python frames: Explorer's input time is the enumerate(DataLoader) "
+        "annotation and torch/utils/data's own frames, so it also holds the loader's "
+        "construction in the first step (__init__/__iter__, 0.8 ms on cpu_cnn) and the part of "
+        "__next__'s frame outside the annotation (3% per step); the plugin counts the "
+        "annotation only. Kernel, copy and communication time are still compared.",
+    ),
+)
+
+ALLOWED += (
+    Allowed(
+        "tb.kernel_vs_communication",
+        TB_UNLINKED_RUNTIME + ("nccl_parser_config__nccl_data.json.gz",),
+        "The plugin tells a communication kernel from a compute kernel only by the External id "
+        "of the nccl:* op that launched it; where runtime calls carry none or renumbered ones "
+        "(here the NCCL launches) it files NCCL kernels under Kernel: its Kernel is Explorer's "
+        "compute + communication to the µs (106252 + 172259 = 278511 µs, timeline_analysis "
+        "step 551). There the two are compared as their sum.",
+    ),
+)

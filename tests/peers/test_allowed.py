@@ -15,6 +15,8 @@ FIGURES = {
         "tb.operators.recursive_total",
         "tb.operators.negative_self",
         "tb.operators.device_and_self",
+        "tb.dataloader",
+        "tb.kernel_vs_communication",
     ),
     "test_tracelens.py": ("tracelens.gpu_timeline",),
 }
