@@ -73,12 +73,16 @@ def step_reasons(trace: Trace, label: str) -> pd.DataFrame:
 
 
 def device_slices(trace: Trace) -> pd.DataFrame:
-    """Explorer's device work: file-clock start, duration, kind, and the breakdown's class
-    (``compute``, ``communication``, ``data_movement``, ``wait``)."""
+    """Explorer's device work: file-clock start, duration, kind, whether its launch is in the
+    trace and the file-clock start of that launch, and the breakdown's class (``compute``,
+    ``communication``, ``data_movement``, ``wait``)."""
     s = trace.slices
     code = device_slice_reasons(trace.data)
     on_device = trace.data.sides() == 1
     keep = on_device & (code >= 0)
+    launch_ts = np.full(len(s), np.iinfo(np.int64).max, np.int64)  # no launch: never
+    f = trace.flows[trace.flows["type"] == "launch"]
+    launch_ts[f["dst"].to_numpy()] = s["ts"].to_numpy(np.int64)[f["src"].to_numpy()]
     classes = np.array([c for _, c in DEVICE_REASONS[:4]] + ["none"])
     classes[3] = "wait"
     return pd.DataFrame(
@@ -88,6 +92,11 @@ def device_slices(trace: Trace) -> pd.DataFrame:
             "name": category_values(s["name"])[keep].astype(str),
             "kind": category_values(s["kind"])[keep].astype(str),
             "launched": launched(trace)[keep],
+            "launch_ts": np.where(
+                launch_ts[keep] == np.iinfo(np.int64).max,
+                launch_ts[keep],
+                launch_ts[keep] + file_clock(trace),
+            ),
             "cls": classes[code[keep]],
         }
     )
