@@ -84,3 +84,14 @@ def test_encoding_is_the_same_document() -> None:
         "distributedInfo": {"rank": 0}
     }
     assert json.loads(encode_trace({"traceEvents": []})) == {"traceEvents": []}
+
+
+@pytest.mark.parametrize("job_dir", ["ddp_4rank_slow_input", "ddp_4rank_broadcast_chain"])
+def test_hta_finds_the_four_ranks_of_each_sample_job(job_dir: str) -> None:
+    """The sample jobs (collected by explorer.collect, stored in the writer's layout)."""
+    from tests.conftest import SAMPLE_TRACES
+
+    ta = hta_analysis({}, str(SAMPLE_TRACES / job_dir))
+    assert sorted(ta.t.traces) == [0, 1, 2, 3]
+    for rank, path in ta.t.trace_files.items():
+        assert Path(path).name == f"rank{rank}.pt.trace.json.gz"
