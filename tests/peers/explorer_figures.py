@@ -1,0 +1,136 @@
+"""Explorer's figures, taken so that each compares with a peer's figure of the same definition.
+
+Every number here comes from Explorer's analyses as a user gets them (the breakdown's reason
+timeline, the attributed step windows, the operator table, the slice table's kinds); this
+module only sums them over the window or event set a peer uses, and converts Explorer's
+trace-relative ns to the file's own clock (the ``ts`` µs the peers read, as ns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.breakdown import DEVICE_REASONS, device_slice_reasons, timelines
+from explorer.analysis.operators import operator_stats
+from explorer.analysis.steps import select_steps
+from explorer.trace.columns import category_values
+from explorer.trace_api import Trace
+
+#: The breakdown's device reasons that are the device busy (the rest is the device idle,
+#: split by what the host does).
+DEVICE_BUSY = ("dev_compute", "dev_comm", "dev_copy")
+
+
+def file_clock(trace: Trace) -> int:
+    """ns to add to a trace-relative time to get the file's clock (``ts`` µs x 1000)."""
+    base = trace.metadata.get("baseTimeNanoseconds") or 0
+    return int(trace.metadata["start_ns"]) - int(base)
+
+
+def device_labels(trace: Trace) -> list[str]:
+    return [k for k in timelines(trace.data) if k != "host"]
+
+
+def reasons_over(trace: Trace, label: str, start: int, end: int) -> dict[str, int]:
+    """ns of each breakdown reason of device ``label`` in ``[start, end)`` (file clock)."""
+    tl = timelines(trace.data)[label]
+    off = file_clock(trace)
+    s, e = np.array([start - off]), np.array([end - off])
+    return {r: int(tl.reason_ns(r, s, e)[0]) for r, _ in tl.reasons}
+
+
+def step_windows(trace: Trace) -> pd.DataFrame:
+    """The attributed step windows (the report's ``steps[].start_ns/dur_ns``) on the file clock,
+    with ``partial`` where Explorer marks a step that is not whole."""
+    st = select_steps(trace.data, None, attributed=True).copy()
+    off = file_clock(trace)
+    st["start"] = st["start_ns"].to_numpy(np.int64) + off
+    st["end"] = st["end_ns"].to_numpy(np.int64) + off
+    if "partial" not in st.columns:
+        st["partial"] = False
+    return st.reset_index(drop=True)
+
+
+def step_breakdown(trace: Trace) -> pd.DataFrame:
+    """``trace.breakdown()`` wide: one row per (step, device), one column per category."""
+    bd = trace.breakdown()
+    return bd.pivot_table(
+        index=["step", "device"], columns="category", values="ns", aggfunc="sum", observed=False
+    ).reset_index()
+
+
+def step_reasons(trace: Trace, label: str) -> pd.DataFrame:
+    """Per attributed step: ns of each breakdown reason on device ``label`` (or ``host``)."""
+    st = select_steps(trace.data, None, attributed=True)
+    tl = timelines(trace.data)[label]
+    s = st["start_ns"].to_numpy(np.int64)
+    e = st["end_ns"].to_numpy(np.int64)
+    out = pd.DataFrame({"step": st["step"].to_numpy()})
+    for r, _ in tl.reasons:
+        out[r] = tl.reason_ns(r, s, e)
+    return out
+
+
+def device_slices(trace: Trace) -> pd.DataFrame:
+    """Explorer's device work: file-clock start, duration, kind, whether its launch is in the
+    trace and the file-clock start of that launch, and the breakdown's class (``compute``,
+    ``communication``, ``data_movement``, ``wait``)."""
+    s = trace.slices
+    code = device_slice_reasons(trace.data)
+    on_device = trace.data.sides() == 1
+    keep = on_device & (code >= 0)
+    launch_ts = np.full(len(s), np.iinfo(np.int64).max, np.int64)  # no launch: never
+    f = trace.flows[trace.flows["type"] == "launch"]
+    launch_ts[f["dst"].to_numpy()] = s["ts"].to_numpy(np.int64)[f["src"].to_numpy()]
+    classes = np.array([c for _, c in DEVICE_REASONS[:4]] + ["none"])
+    classes[3] = "wait"
+    return pd.DataFrame(
+        {
+            "ts": s["ts"].to_numpy(np.int64)[keep] + file_clock(trace),
+            "dur": s["dur"].to_numpy(np.int64)[keep],
+            "name": category_values(s["name"])[keep].astype(str),
+            "kind": category_values(s["kind"])[keep].astype(str),
+            "launched": launched(trace)[keep],
+            "launch_ts": np.where(
+                launch_ts[keep] == np.iinfo(np.int64).max,
+                launch_ts[keep],
+                launch_ts[keep] + file_clock(trace),
+            ),
+            "cls": classes[code[keep]],
+        }
+    )
+
+
+def launched(trace: Trace) -> np.ndarray:
+    """Per slice: is it the device end of a launch flow (its host launch is in the trace)?"""
+    out = np.zeros(len(trace.slices), bool)
+    f = trace.flows
+    if len(f):
+        out[f.loc[f["type"] == "launch", "dst"].to_numpy()] = True
+    return out
+
+
+def operators(trace: Trace) -> pd.DataFrame:
+    """The Operators table (``explorer.analysis.operators.operator_stats``) for the whole trace."""
+    return operator_stats(trace.data)
+
+
+def match_events(theirs: pd.DataFrame, ours: pd.DataFrame, tol_ns: int = 2) -> np.ndarray:
+    """For each row of ``theirs`` (``ts``, ``dur`` on the file clock, ns), the row of ``ours``
+    that is the same event (start and duration within ``tol_ns``: the µs floats of the file
+    parse to ns a rounding apart in two tools), each used once; -1 where none is."""
+    order = np.argsort(ours["ts"].to_numpy(), kind="stable")
+    ts = ours["ts"].to_numpy()[order]
+    dur = ours["dur"].to_numpy()[order]
+    used = np.zeros(len(ts), bool)
+    out = np.full(len(theirs), -1, np.int64)
+    lo = np.searchsorted(ts, theirs["ts"].to_numpy() - tol_ns, side="left")
+    hi = np.searchsorted(ts, theirs["ts"].to_numpy() + tol_ns, side="right")
+    for i, (a, b, d) in enumerate(zip(lo, hi, theirs["dur"].to_numpy(), strict=True)):
+        for j in range(a, b):
+            if not used[j] and abs(int(dur[j]) - int(d)) <= tol_ns:
+                used[j] = True
+                out[i] = order[j]
+                break
+    return out
