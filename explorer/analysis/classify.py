@@ -19,9 +19,11 @@ column                    True for
 ========================  ==============================================================
 ``host_sync``             host slices that block until the device is done: sync runtime
                           calls and the collector's sync events; in device mode also the
-                          ops that read a device value (``aten::item``, ``nonzero``...),
-                          unless the collector recorded the syncs itself (then those ops
-                          are the same waits seen again)
+                          ops that read a device value (``aten::item``, ``nonzero``...)
+                          — where the trace records runtime calls, only those that make
+                          one (the others read host tensors) — unless the collector
+                          recorded the syncs itself (then those ops are the same waits
+                          seen again)
 ``device_wait``           device slices that only wait (``cuda_sync``, MTIA event_wait)
 ``compile``               host slices of torch.compile (the collector's compile events,
                           dynamo/inductor frames and spans)
@@ -139,6 +141,11 @@ def classes(trace: TraceData) -> SliceClasses:
 
     sync_kind = kind == "sync"
     sync_ops = trace.name_matches(SYNC_OPS) if mode else np.zeros(n, bool)
+    runtime = host & np.isin(kind, ["runtime", "sync"])
+    if sync_ops.any() and runtime.any():
+        # Where the trace records runtime calls, an .item() that makes none read a host
+        # tensor: it waited for nothing (MTIA inference: 75 of them beside 226 real syncs).
+        sync_ops &= _ancestors(trace, runtime)
     if np.asarray(s["cat"] == "explorer_sync").any():
         # The collector saw every sync it hooks, with the exact line: count those, not the
         # aten::item/_local_scalar_dense ops inside them (the same waits, seen again).

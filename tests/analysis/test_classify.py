@@ -224,3 +224,21 @@ def test_pytorch_1_9_names_are_first_class() -> None:
     assert cls.operator[names == "aten::mm"].all()
     assert sorted(names[cls.autograd]) == ["AccumulateGrad", "MmBackward"]
     assert t.steps()["step"].tolist() == [5]
+
+
+def test_the_sync_count_counts_sync_slices_on_the_mtia_trace(shared_traces: Path) -> None:
+    """../shared/traces/mtia_inference_trace__mtia_inference_rank_0.json.gz has 274 sync
+    slices (226 runtime syncs on the host, 48 event waits on the device); the finding said
+    300 host syncs: it also counted 75 ``aten::item`` calls that make no runtime call (they
+    read host tensors). An .item() counts only when it makes a runtime call."""
+    t = explorer.load(shared_traces / "mtia_inference_trace__mtia_inference_rank_0.json.gz")
+    s = t.slices
+    host = t.data.on_host()
+    kind = s["kind"].astype(str).to_numpy()
+    sync_slices = host & (kind == "sync")
+    want = int(_outermost(t, sync_slices).sum())  # synchronize inside synchronize: one wait
+    (f,) = [f for f in findings(t.data) if f.kind == "sync_stall"]
+    assert f.details["sync_count"] == want
+    assert want <= int((kind == "sync").sum())
+    names = s["name"].astype(str).to_numpy()
+    assert not classes(t.data).host_sync[names == "aten::item"].any()
