@@ -32,15 +32,18 @@ column                    True for
                           data loading, Python frames inside ``torch/utils/data``
 ``input``                 ``input_root`` slices and everything nested under one
 ``host_collective``       host ops of a communication library (``c10d::``, ``gloo:``,
-                          ``nccl:``...), in CPU and device traces alike
+                          ``nccl:``...) and host slices that name a collective (DDP's
+                          ``_broadcast_coalesced``), in CPU and device traces alike; never
+                          an ``aten::`` op (``aten::broadcast_tensors`` only reshapes)
 ``device_collective``     device collectives: kernels of the NCCL/RCCL/HCCL families by
                           name (kind ``collective``), and kernels whose launching runtime
                           call sits directly in a host collective op
 ``collective``            either of the two
-``blocking_collective``   host collectives that do the communication on the host (gloo,
-                          MPI; every host collective of a CPU trace): those that launch a
-                          device collective (NCCL's ``c10d::allreduce_`` only enqueues one)
-                          are launch overhead, their communication is on the device
+``blocking_collective``   host collectives that do the communication on the host: in a
+                          CPU trace every one; in a device trace those of a host backend
+                          (``gloo:``, ``mpi:``, ``ucc:``) and the collectives enclosing
+                          them — NCCL's ``c10d::allreduce_`` only enqueues a kernel, its
+                          communication is on the device
 ``dma``                   device "kernels" that move data (MTIA's ``dma_request``)
 ``span``                  whole-step annotations (``ProfilerStep#N``, ``Iteration Start``)
                           whatever their category: PyTorch 1.9 files ``ProfilerStep#N``
@@ -83,12 +86,21 @@ COMPILE_NAMES = re.compile(
     re.I,
 )
 #: Host ops of a communication library: ``c10d::allreduce_``, ``gloo:all_reduce``,
-#: ``nccl:broadcast``, the functional collectives, ``record_param_comms``. A name that merely
-#: contains a collective's word (``aten::broadcast_tensors``, numpy's
-#: ``_broadcast_to_dispatcher``) is not one.
+#: ``nccl:broadcast``, the functional collectives, ``record_param_comms``...
 HOST_COLLECTIVE = re.compile(
     r"^(_?c10d(_functional)?::|(gloo|nccl|rccl|hccl|mpi|ucc|xccl|oneccl):|ProcessGroup\w*::)"
     r"|^record_param_comms$"
+)
+#: Collective backends that run the communication on the host's own threads.
+HOST_BACKEND = re.compile(r"^(gloo|mpi|ucc):")
+#: ...and host slices that name a collective (DDP's ``_broadcast_coalesced``, torchrec's
+#: ``## KJTAllToAllSplitsAwaitable wait() ##``), except the ops that only reshape by
+#: broadcasting (``aten::broadcast_tensors``, numpy's ``_broadcast_to_dispatcher``):
+#: an ``aten::`` op is never a collective.
+HOST_COLLECTIVE_WORDS = re.compile(
+    r"^(?!aten::).*(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"
+    r"|broadcast(?!_tensors|_to|_shapes|ing))",
+    re.I,
 )
 #: Device work that moves data although the profiler files it as a kernel (MTIA's
 #: ``dma_request`` command-processor events).
@@ -160,7 +172,11 @@ def classes(trace: TraceData) -> SliceClasses:
     )
     input_ = host & trace.inherit_down(input_root, keep=input_root)
 
-    host_coll = host & ((kind == "collective") | trace.name_matches(HOST_COLLECTIVE))
+    host_coll = host & (
+        (kind == "collective")
+        | trace.name_matches(HOST_COLLECTIVE)
+        | trace.name_matches(HOST_COLLECTIVE_WORDS)
+    )
     dev_coll = dev & ((kind == "collective") | _launched_by(trace, host_coll, kind == "kernel"))
 
     span = trace.name_matches(SPAN_NAMES)
@@ -181,7 +197,8 @@ def classes(trace: TraceData) -> SliceClasses:
         "host_collective": host_coll,
         "device_collective": dev_coll,
         "collective": host_coll | dev_coll,
-        "blocking_collective": host_coll & ~_ancestors(trace, _launchers(trace, dev_coll)),
+        "blocking_collective": host_coll
+        & (_ancestors(trace, host & trace.name_matches(HOST_BACKEND)) if mode else True),
         "dma": dev & (kind == "kernel") & trace.name_matches(DMA_NAMES),
         "span": span,
         "operator": operator,
@@ -198,14 +215,6 @@ def _has_parent_in(trace: TraceData, mask: np.ndarray) -> np.ndarray:
     out = np.zeros(len(mask), bool)
     has = parent >= 0
     out[has] = mask[parent[has]]
-    return out
-
-
-def _launchers(trace: TraceData, launched: np.ndarray) -> np.ndarray:
-    """The runtime calls that launched the ``launched`` slices."""
-    out = np.zeros(len(launched), bool)
-    src = launcher(trace)[launched]
-    out[src[src >= 0]] = True
     return out
 
 

@@ -107,11 +107,16 @@ def test_communication_is_a_communication_library_on_real_traces(path: Path) -> 
         by_name = any(f in names[i].lower() for f in COMM_FAMILY)
         by_launch = src[i] >= 0 and parent[src[i]] >= 0 and cls.host_collective[parent[src[i]]]
         assert by_name or by_launch, names[i]
+    words = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
     for i in np.flatnonzero(cls.host_collective):
-        assert names[i].split(":")[0].lower().lstrip("_") in (
+        name = names[i]
+        flat = name.lower().replace("_", "")
+        library = name.split(":")[0].lower().lstrip("_") in (
             "c10d", "c10d_functional", "gloo", "nccl", "rccl", "hccl", "mpi", "ucc",
-            "record_param_comms",
-        ) or names[i].startswith("ProcessGroup"), names[i]  # fmt: skip
+        ) or name in ("record_param_comms",) or name.startswith("ProcessGroup")  # fmt: skip
+        assert library or any(w in flat for w in words), name
+        assert not name.startswith("aten::"), name
+        assert not any(w in name for w in ("broadcast_to", "broadcast_tensors")), name
 
 
 def _x(name: str, cat: str, ts: float, dur: float, where: dict, **args) -> dict:
