@@ -25,13 +25,14 @@ from explorer.job.collectives import collective_slices
 from explorer.trace.build import trace_from_events
 from explorer.trace.columns import category_values
 from explorer.trace_api import Trace
-from tests.conftest import SAMPLE_TRACES, shared_trace_files
+from tests.conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
 
 HOST = {"pid": 100, "tid": 100}
 GPU = {"pid": 0, "tid": 7}
 
 SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz"))
-TRACES = [*SAMPLES, *shared_trace_files()]
+TRACELENS = sorted((SHARED_TRACES / "tracelens").glob("*.json.gz"))
+TRACES = [*SAMPLES, *shared_trace_files(), *(p for p in TRACELENS if p.stat().st_size < 500_000)]
 #: Device-family names a communication kernel carries (an independent spelling).
 COMM_FAMILY = ("nccl", "rccl", "hccl", "msccl", "oneccl")
 
@@ -117,6 +118,32 @@ def test_communication_is_a_communication_library_on_real_traces(path: Path) -> 
         assert library or any(w in flat for w in words), name
         assert not name.startswith("aten::"), name
         assert not any(w in name for w in ("broadcast_to", "broadcast_tensors")), name
+
+
+@pytest.mark.parametrize("path", TRACELENS, ids=lambda p: p.name[:40])
+def test_communication_agrees_with_tracelens(path: Path) -> None:
+    """TraceLens's GPU timeline (../shared/traces/tracelens/*.gpu_timeline.csv) counts as
+    communication the kernels named like NCCL/RCCL collectives: Explorer's device
+    collectives' busy time and its exposed communication are its total and exposed comm
+    (an elementwise ``*broadcast*`` kernel counted as communication put 0.5-0.6 ms there
+    on inference traces)."""
+    import csv
+
+    with (path.parent / path.name.replace(".json.gz", ".gpu_timeline.csv")).open() as f:
+        theirs = {r["type"]: float(r["time ms"]) * 1e6 for r in csv.DictReader(f)}
+    t = explorer.load(path)
+    cls = classes(t.data)
+    s = t.slices
+    ts = s["ts"].to_numpy(np.int64)[cls.device_collective]
+    end = ts + s["dur"].to_numpy(np.int64)[cls.device_collective]
+    busy, reach = 0, None
+    for a, b in sorted(zip(ts.tolist(), end.tolist(), strict=True)):
+        busy += max(b - max(a, reach if reach is not None else a), 0)
+        reach = b if reach is None else max(reach, b)
+    assert abs(busy - theirs["total_comm_time"]) <= 1_000
+    bd = breakdown(t)
+    exposed = int(bd.loc[bd["category"] == "communication", "ns"].sum())
+    assert abs(exposed - theirs["exposed_comm_time"]) <= 1_000
 
 
 def _x(name: str, cat: str, ts: float, dur: float, where: dict, **args) -> dict:
