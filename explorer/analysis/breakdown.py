@@ -17,6 +17,7 @@ host_sync       sync_stall       device idle, host blocked in a sync (``.item()`
 host_compile    compile          device idle, host compiling (dynamo/inductor/collector)
 host_fallback   host_bound       device idle, host running an op's CPU fallback
 host_input      host_bound       device idle, host in the DataLoader / input code
+host_comm       communication    device idle, host in a collective it runs itself (gloo)
 host_busy       host_bound       device idle, host running Python, ops or launches
 sync_refill     sync_stall       device idle from the instant a host sync returns until
                                  the next device work: the drained queue being refilled
@@ -50,9 +51,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.classify import classes
 from explorer.analysis.steps import select_steps
 from explorer.trace.columns import category_values
-from explorer.trace.kinds import COLLECTIVE, device_label, device_vendor, process_vendor
+from explorer.trace.kinds import device_label, device_vendor, process_vendor
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -75,6 +77,7 @@ DEVICE_REASONS: tuple[tuple[str, str], ...] = (
     ("host_compile", "compile"),
     ("host_fallback", "host_bound"),
     ("host_input", "host_bound"),
+    ("host_comm", "communication"),
     ("host_busy", "host_bound"),
     ("sync_refill", "sync_stall"),
     ("fallback_refill", "host_bound"),
@@ -90,28 +93,6 @@ HOST_REASONS: tuple[tuple[str, str], ...] = (
     ("host_compute", "compute"),
     ("host_busy", "host_bound"),
 )
-
-#: Host slices that block until the device is done (besides ``kind == "sync"``).
-SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$")
-#: The input pipeline: ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` and
-#: user annotations that say they load data.
-INPUT_NAMES = re.compile(r"DataLoader|data_?loader|input_pipeline|load_batch|next_batch", re.I)
-#: Python frames of the input pipeline: torch's data loading code only (a user function
-#: merely *named* ``..._dataloader`` may hold the whole training loop).
-INPUT_FRAMES = re.compile(r"torch/utils/data/")
-#: Compilation on the host, as dynamo/inductor name it in profiles.
-COMPILE_NAMES = re.compile(
-    r"_compile\.compile_inner|compile_fx|call_user_compiler|inductor_compile|async_compile"
-    r"|dynamo_timed|TorchDynamo(?! Cache Lookup)|aot_autograd",
-    re.I,
-)
-#: Device work that moves data although the profiler files it as a kernel (MTIA's
-#: ``dma_request`` command-processor events).
-DMA_NAMES = re.compile(r"^dma|_dma|dma_request", re.I)
-#: Whole-step annotations that say nothing about what the host was doing. (The profiler's
-#: own whole-trace span sits on a row of its own, which is not host work:
-#: :meth:`~explorer.trace.model.TraceData.on_host`.)
-SPAN_NAMES = re.compile(r"^ProfilerStep#\d+$|^Iteration Start")
 
 
 @dataclass
@@ -186,20 +167,6 @@ def name_flags(trace: TraceData, rx: re.Pattern[str]) -> np.ndarray:
     return trace.name_matches(rx)
 
 
-def input_roots(trace: TraceData) -> np.ndarray:
-    """Slices that *are* the input pipeline: annotations/ops named like it (``enumerate(
-    DataLoader)#...__next__``) and Python frames inside ``torch/utils/data``."""
-    python = (trace.slices["kind"] == "python").to_numpy()
-    return np.where(python, name_flags(trace, INPUT_FRAMES), name_flags(trace, INPUT_NAMES))
-
-
-def _input_mask(trace: TraceData, candidate: np.ndarray) -> np.ndarray:
-    """Input-pipeline slices and everything nested under one on the same track."""
-    roots = candidate & input_roots(trace)
-    marked = trace.inherit_down(roots, keep=roots)
-    return marked & candidate
-
-
 def host_reason_intervals(
     trace: TraceData, device_mode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -220,10 +187,9 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     """
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
-    host = trace.on_host()
+    cls = classes(trace)
     kind = category_values(s["kind"])
-    span = name_flags(trace, SPAN_NAMES)
-    host &= ~span & (kind != "other") & (kind != "device_annotation")
+    host = trace.on_host() & ~cls.span & (kind != "other") & (kind != "device_annotation")
     code = np.full(len(s), -1, np.int64)
 
     def put(name: str, mask: np.ndarray) -> None:
@@ -231,13 +197,11 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
             m = mask & host & (code == -1)
             code[m] = reasons.index(name)
 
-    # On the CPU, .item() and nonzero do not wait for anything: only device mode counts them.
-    sync_ops = name_flags(trace, SYNC_OPS) if device_mode else np.zeros(len(s), bool)
-    put("host_sync", (kind == "sync") | sync_ops)
-    put("host_compile", (kind == "compile") | name_flags(trace, COMPILE_NAMES))
+    put("host_sync", cls.host_sync)
+    put("host_compile", cls.compile)
     put("host_fallback", kind == "fallback")
-    put("host_input", _input_mask(trace, host))
-    put("host_comm", (kind == "collective") | name_flags(trace, COLLECTIVE))  # gloo/c10d ops
+    put("host_input", cls.input)
+    put("host_comm", cls.blocking_collective)
     put("host_copy", kind == "copy")
     put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
     put("host_busy", np.ones(len(s), bool))
@@ -265,13 +229,11 @@ def device_slice_reasons(trace: TraceData) -> np.ndarray:
     (0 compute, 1 communication, 2 data movement, 3 a wait; -1 none), by kind and name alone
     — callers pick the slices that run on a device."""
     kind = category_values(trace.slices["kind"])
+    cls = classes(trace)
     code = np.full(len(kind), -1, np.int64)
     code[(kind == "kernel") | (kind == "fallback")] = 0
-    code[kind == "collective"] = 1
-    copy = np.isin(kind, ["memcpy", "memset", "copy"]) | (
-        (kind == "kernel") & name_flags(trace, DMA_NAMES)
-    )
-    code[copy] = 2
+    code[(kind == "collective") | cls.device_collective] = 1
+    code[np.isin(kind, ["memcpy", "memset", "copy"]) | cls.dma] = 2
     code[kind == "sync"] = 3
     return code
 

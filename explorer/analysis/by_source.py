@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.attribution import frame_codes
-from explorer.analysis.breakdown import SYNC_OPS, name_flags, sweep
+from explorer.analysis.breakdown import sweep
+from explorer.analysis.classify import classes
 from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
@@ -58,20 +59,14 @@ def by_source(trace: TraceData) -> pd.DataFrame:
         return np.bincount(code[m], weights=w, minlength=nf).astype(np.int64)
 
     work_kinds = np.isin(kind, ["kernel", "memcpy", "memset", "collective"])
-    collector_sync = np.asarray(s["cat"] == "explorer_sync")
-    if collector_sync.any():
-        # The collector saw every sync it hooks, with the exact line: count those, not the
-        # aten::item/_local_scalar_dense ops inside them (the same waits, seen again).
-        is_sync = collector_sync | ((kind == "sync") & ~name_flags(trace, SYNC_OPS))
-    else:
-        is_sync = (kind == "sync") | name_flags(trace, SYNC_OPS)
+    is_sync = classes(trace).host_sync
     # A sync inside another (aten::item under the collector's .item() event, with Python
     # frames between them) is the same wait: count the outermost only.
     under_sync = trace.inherit_down(is_sync, keep=is_sync)  # a sync or inside one
     in_sync = np.zeros(len(s), bool)
     in_sync[has_parent] = under_sync[parent[has_parent]]
     outer_sync = is_sync & host & ~in_sync
-    is_op = kind == "cpu_op"
+    is_op = classes(trace).operator
     parent_op = np.zeros(len(s), bool)
     parent_op[has_parent] = is_op[parent[has_parent]]
     copy_bytes_src = (kind == "memcpy") if (kind == "memcpy").any() else (kind == "copy")

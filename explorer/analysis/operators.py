@@ -60,14 +60,18 @@ def operator_stats(
     With a window ``[start_ns, end_ns)`` every slice is clipped to it (a slice half inside
     counts half its time, and counts once); without one the whole trace is used.
 
-    - ``count`` = calls: every slice of the name.
+    - ``count`` = calls: a call that is the only child of a call of the same name is part
+      of it (``aten::div`` whose one child is an ``aten::div``: one call, as
+      ``torch.autograd.profiler``'s ``_remove_dup_nodes`` and the TensorBoard plugin merge
+      them); every other slice is a call.
     - ``total_ns`` = the time the name was running on each track, summed over tracks: a
       call nested in another call of the same name (``aten::div`` inside ``aten::div``,
       a recursive Python function) adds nothing, so the outer call is counted once.
       ``avg_ns`` is ``total_ns / count``.
     - ``self_ns`` = each call's time minus the union of its direct children's (children
       lie inside their parent, see :func:`explorer.trace.nesting.nest`), so it is never
-      negative.
+      negative; at most ``total_ns`` (calls of a name that overlap on a track without one
+      holding the other, as MTIA's ``synchronize`` do, would count the overlap twice).
     - ``device_ns`` = for device ops their own time; for host slices the time of the
       device ops launched (launch flows) from inside them, at any depth, counted once per
       name: a call inside a call of the same name adds nothing.
@@ -90,18 +94,21 @@ def operator_stats(
     group = group.reshape(-1)
     groups = len(present)
     parent = s["parent"].to_numpy(np.int64)
+    track = s["track"].to_numpy(np.int64)
     self_time = clipped - _children_time(parent, inside, a, b).astype(np.int64)
     device_time = _device_time(trace, side == 1, clipped, parent)
     outer = ~_inside_same_key(keys, parent)[rows]
-    track = s["track"].to_numpy(np.int64)
+    in_own_kind = _merged_calls(trace, keys, parent)
     total = _time_once(group, groups, track[rows], int(track.max()) + 1, a[rows], b[rows])
     self_sum = np.bincount(group, weights=self_time[rows], minlength=groups)
     out = pd.DataFrame(
         {
             **labels(present),
-            "count": np.bincount(group, minlength=groups).astype(np.int64),
+            "count": np.bincount(group[~in_own_kind[rows]], minlength=groups).astype(np.int64),
             "total_ns": np.rint(total).astype(np.int64),
-            "self_ns": np.rint(self_sum).astype(np.int64),
+            # Calls of one name that overlap on a track without one holding the other
+            # (MTIA's synchronize) would count the overlap twice: self never exceeds total.
+            "self_ns": np.rint(np.minimum(self_sum, total)).astype(np.int64),
         }
     )
     out["avg_ns"] = (out["total_ns"] // out["count"].clip(lower=1)).astype(np.int64)
@@ -109,6 +116,17 @@ def operator_stats(
     out["device_ns"] = np.rint(device_sum).astype(np.int64)
     out["self_share"] = _self_shares(out)
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _merged_calls(trace: TraceData, keys: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per slice: is it the only child (runtime calls aside) of a slice with its key? Such
+    a call is its parent's, counted once."""
+    kind = trace.slices["kind"].astype(str).to_numpy()
+    has = parent >= 0
+    kids = np.bincount(parent[has & ~np.isin(kind, ["runtime", "sync"])], minlength=len(keys))
+    out = np.zeros(len(keys), bool)
+    out[has] = (keys[parent[has]] == keys[has]) & (kids[parent[has]] == 1)
+    return out
 
 
 def _window(

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.classify import classes
 from explorer.analysis.steps import steps as trace_steps
-from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
 COLLECTIVE_COLUMNS = [
@@ -75,12 +75,7 @@ def collective_slices(trace: TraceData) -> np.ndarray:
     ids = np.flatnonzero(row & ~dev)
     if len(ids):
         return ids
-    coll = np.fromiter(
-        (bool(COLLECTIVE.search(n)) and n != "record_param_comms" for n in names), bool, len(names)
-    )
-    row[:] = False
-    row[codes >= 0] = coll[codes[codes >= 0]]
-    row &= ~dev
+    row = classes(trace).host_collective & (s["name"].to_numpy() != "record_param_comms")
     parent = s["parent"].to_numpy()
     nested = np.zeros(len(s), bool)
     has_parent = parent >= 0

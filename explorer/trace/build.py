@@ -269,8 +269,12 @@ def _slices(
     s_args = s_args[order]
     del order
     known = _known_args(ev, s_args)
+    _device_from_track(known["device"], tracks, slice_track)
 
     depth, parent = nest(slice_track, s_ts, s_dur)
+    _zero_length_calls_to_their_op(
+        kind, known["external_id"], slice_track, s_ts, s_dur, depth, parent
+    )
     copy_kind, src_mem, dst_mem = parse_copy_names(name_cat)
     slices = pd.DataFrame(
         {
@@ -295,6 +299,53 @@ def _slices(
         copy=False,
     )[SLICE_COLUMNS]  # no consolidating copy: it would hold every column twice
     return slices, tracks, s_args, known
+
+
+def _zero_length_calls_to_their_op(
+    kind: pd.Categorical,
+    external_id: np.ndarray,
+    track: np.ndarray,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    depth: np.ndarray,
+    parent: np.ndarray,
+) -> None:
+    """A zero-length runtime call at an op's boundary (its end, or the instant the next op
+    begins) belongs to the op its ``External id`` names, where that op is on its thread and
+    holds the instant (ends included): nesting by time alone gives it to no op, or to the
+    next one. In place (``depth``, ``parent``); such a call has no children."""
+    codes = np.asarray(kind.codes)
+    kinds = list(kind.categories)
+    runtime = np.isin(codes, [kinds.index(k) for k in ("runtime", "sync") if k in kinds])
+    calls = np.flatnonzero(runtime & (dur == 0) & (external_id >= 0))
+    if len(calls) == 0 or "cpu_op" not in kinds:
+        return
+    ops = np.flatnonzero((codes == kinds.index("cpu_op")) & (external_id >= 0))
+    if len(ops) == 0:
+        return
+    by_key = pd.Series(ops, index=pd.MultiIndex.from_arrays([track[ops], external_id[ops]]))
+    by_key = by_key[~by_key.index.duplicated(keep="first")]
+    found = by_key.reindex(pd.MultiIndex.from_arrays([track[calls], external_id[calls]]))
+    op = found.to_numpy()
+    hit = ~pd.isna(op)
+    calls, op = calls[hit], op[hit].astype(np.int64)
+    inside = (ts[op] <= ts[calls]) & (ts[calls] <= ts[op] + dur[op]) & (parent[calls] != op)
+    calls, op = calls[inside], op[inside]
+    parent[calls] = op
+    depth[calls] = depth[op] + 1
+
+
+def _device_from_track(device: np.ndarray, tracks: pd.DataFrame, slice_track: np.ndarray) -> None:
+    """A slice on a device stream whose args name no device (a memcpy/memset some
+    profilers write without ``device``) runs on its track's device: without it, no launch
+    pairs with it and its op gets none of its time. In place."""
+    missing = device < 0
+    if not missing.any() or tracks.empty:
+        return
+    dev_of = np.full(int(tracks["id"].max()) + 1, -1, np.int64)
+    stream = tracks["type"].astype(str).to_numpy() == "device_stream"
+    dev_of[tracks["id"].to_numpy()[stream]] = tracks["device"].to_numpy()[stream]
+    np.copyto(device, dev_of[slice_track], where=missing)
 
 
 def _rows_in(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from explorer.trace.model import TraceData
 
 #: Bump when the tables' layout or the reader's output changes: entries made by another
 #: version are parsed again (the store's own format has its own version, STORE_VERSION).
-CACHE_VERSION = 7
+CACHE_VERSION = 8
 
 
 def source_stamp(path: Path) -> SourceStamp:

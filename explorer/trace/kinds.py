@@ -98,14 +98,11 @@ SYNC_CALL = re.compile(
     re.IGNORECASE,
 )
 
-#: Device work that is a collective (NCCL/RCCL/gloo) rather than compute.
-#: ``aten::broadcast_tensors`` / ``broadcast_to`` / ``broadcast_shapes`` only reshape: not
-#: collectives.
-COLLECTIVE = re.compile(
-    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"
-    r"|broadcast(?!_tensors|_to\b|_shapes)|c10d::",
-    re.I,
-)
+#: Device kernels that are collectives: the communication libraries' own kernels
+#: (``ncclKernel_AllReduce_...``, ``ncclDevKernel_...``, RCCL's, Huawei's HCCL, MSCCL,
+#: oneCCL). A kernel whose name merely holds a collective's word is compute:
+#: ``type_specialized_broadcast_kernel_launcher`` is an elementwise kernel.
+KERNEL_COLLECTIVE = re.compile(r"nccl|rccl|hccl|msccl|oneccl", re.I)
 
 #: MTIA command-processor events that are waits, not compute.
 DEVICE_WAIT = re.compile(r"^event_wait$|wait", re.I)
@@ -205,7 +202,7 @@ def kinds_for(cats: pd.Categorical, names: pd.Categorical) -> pd.Categorical:
     )
     kind = cat_kind[cats.codes]  # code -1 (missing) → "other"
     kind[(kind == code["runtime"]) & category_matches(names, SYNC_CALL)] = code["sync"]
-    kind[(kind == code["kernel"]) & category_matches(names, COLLECTIVE)] = code["collective"]
+    kind[(kind == code["kernel"]) & category_matches(names, KERNEL_COLLECTIVE)] = code["collective"]
     if len(cats):
         mtia = np.asarray(cats == "mtia_ccp_events")
         kind[mtia & category_matches(names, DEVICE_WAIT)] = code["sync"]

@@ -215,7 +215,15 @@ def load_trace(
             et_path = ets[0]
     else:
         trace = _read_one(p, use_cache, progress, root)
-    if len(trace.slices) == 0:
+    if len(trace.slices) == 0 and len(trace.memory):
+        # A memory-only capture (profile_memory with every activity filtered out) still
+        # has its memory timeline to show: load it, and say what it holds.
+        trace.metadata["warnings"] = [
+            *trace.metadata.get("warnings", []),
+            f"the trace holds only memory events ({len(trace.memory)}): no slices, so no "
+            "steps or time breakdown; its memory timeline is all there is",
+        ]
+    elif len(trace.slices) == 0:
         # every verb would report zeros (or write an empty file) for what is a bad capture
         raise TraceError(
             p,

@@ -395,7 +395,8 @@ def test_path_enters_the_backward_thread(shared_traces: Path) -> None:
 
 
 def test_compile_time_on_the_path_is_compile(sample_traces: Path) -> None:
-    from explorer.analysis.breakdown import COMPILE_NAMES, breakdown, name_flags
+    from explorer.analysis.breakdown import breakdown, name_flags
+    from explorer.analysis.classify import COMPILE_NAMES
 
     trace = explorer.load(sample_traces / "cpu_compile_graph_break.pt.trace.json.gz")
     kind = trace.slices["kind"].to_numpy()

@@ -43,7 +43,8 @@ def _union_ns(intervals: list[tuple[int, int]], a: int, b: int) -> int:
 def test_breakdown_partitions_every_step_on_every_device(path: Path, traces: dict) -> None:
     """Each step's window holds its host range and does not overlap the next; the categories
     fill it; compute is the kernels' busy time there, merged interval by interval."""
-    from explorer.analysis.breakdown import DMA_NAMES, track_device_labels
+    from explorer.analysis.breakdown import track_device_labels
+    from explorer.analysis.classify import DMA_NAMES
     from explorer.analysis.steps import select_steps
 
     t = traces[path.name]

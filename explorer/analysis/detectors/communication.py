@@ -1,13 +1,15 @@
 """``communication``: collective time not hidden behind compute.
 
-Measured as the breakdown's ``dev_comm`` reason (a collective runs and no kernel does) —
-on CPU-only traces ``host_comm`` (gloo/c10d ops on the host).
+Measured as the breakdown's ``dev_comm`` reason (a collective runs and no kernel does) and
+``host_comm`` (the device idle while the host runs a gloo collective itself); on CPU-only
+traces ``host_comm`` (gloo/c10d ops on the host).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
@@ -18,11 +20,13 @@ REASONS: tuple[str, ...] = ("dev_comm", "host_comm")
 
 
 def detect(ctx: Context) -> list[Finding]:
-    m = ctx.measure("dev_comm" if ctx.device_mode else "host_comm")
+    m = ctx.measure(*REASONS) if ctx.device_mode else ctx.measure("host_comm")
     if not ctx.significant(m):
         return []
     assert m is not None
-    coll = (ctx.kind == "collective") & (ctx.on_device if ctx.device_mode else ~ctx.on_device)
+    cls = classes(ctx.trace)
+    coll = cls.blocking_collective | (cls.device_collective if ctx.device_mode else False)
+    coll = ctx.outermost(coll)
     names = ctx.trace.slices["name"].to_numpy()[np.flatnonzero(coll)[:2000]]
     kinds = sorted({str(n).split("(")[0][:60] for n in names})[:5]
     title = f"Exposed communication: {fmt_ns(m.total)} of collectives not overlapped with compute"

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.analysis.breakdown import COMPILE_NAMES, name_flags
+from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
@@ -29,7 +29,7 @@ REASONS: tuple[str, ...] = ("host_compile",)
 
 def detect(ctx: Context) -> list[Finding]:
     m = ctx.measure("host_compile")
-    comp = ((ctx.kind == "compile") | name_flags(ctx.trace, COMPILE_NAMES)) & ~ctx.on_device
+    comp = classes(ctx.trace).compile
     ids = np.flatnonzero(ctx.kind == "compile")
     events: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.breakdown import input_roots
+from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
@@ -31,7 +31,7 @@ def detect(ctx: Context) -> list[Finding]:
     if not ctx.device_mode and m is not None and m.total < HOST_MIN_SHARE * ctx.total_ns:
         return []
     assert m is not None
-    loader = ctx.outermost(input_roots(ctx.trace) & ~ctx.on_device)
+    loader = ctx.outermost(classes(ctx.trace).input_root)
     n_steps = int((m.per_step > 0).sum())
     where = "the device" if ctx.device_mode else "the host"
     title = f"Input stall: {where} waits {fmt_ns(m.total / max(n_steps, 1))} per step for data"

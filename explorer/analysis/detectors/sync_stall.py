@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.breakdown import SYNC_OPS, name_flags
+from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
@@ -27,8 +27,7 @@ def detect(ctx: Context) -> list[Finding]:
     if not ctx.significant(m):
         return []
     assert m is not None
-    ops = name_flags(ctx.trace, SYNC_OPS) if ctx.device_mode else np.zeros(len(ctx.kind), bool)
-    sync = ctx.outermost(((ctx.kind == "sync") | ops) & ~ctx.on_device)
+    sync = ctx.outermost(classes(ctx.trace).host_sync)
     in_steps = np.zeros(len(sync), bool)
     for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
         in_steps |= (ctx.ts >= s) & (ctx.ts < e)

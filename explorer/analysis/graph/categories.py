@@ -21,12 +21,11 @@ from explorer.analysis.breakdown import (
     HOST_REASONS,
     device_slice_reasons,
     host_slice_reasons,
-    name_flags,
     sweep,
 )
+from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import PATH_CATEGORIES
 from explorer.analysis.graph.nodes import SliceArrays
-from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
 #: Path category of each breakdown reason of host time.
@@ -84,7 +83,7 @@ class TimeCategories:
         self._sweeps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # A host collective is communication in device traces too (the device's reasons
         # rank host time without one), as it is in a CPU trace's breakdown.
-        self.comm = name_flags(trace, COLLECTIVE) | (arrays.kind == "collective")
+        self.comm = classes(trace).collective
         dev_lookup = np.array(
             [
                 PATH_CATEGORIES.index(DEVICE_REASON_CATEGORY.get(r, "device_compute"))

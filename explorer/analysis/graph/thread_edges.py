@@ -17,20 +17,14 @@ for the same way.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from explorer.analysis.breakdown import name_flags
+from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.host_edges import stretch_owner, thread_points
 from explorer.analysis.graph.nodes import SliceArrays
-from explorer.trace.columns import category_values
-from explorer.trace.kinds import COLLECTIVE
 from explorer.trace.model import TraceData
 
-#: Ops the autograd engine runs for the thread that called ``backward()``.
-ENGINE_OP = re.compile(r"^autograd::engine::evaluate_function")
 #: Kinds of slice whose own time, while an engine thread works, is the caller waiting:
 #: annotations and Python frames (an op of its own, ``cpu_op``, is never a wait).
 WAITER_KINDS = ("annotation", "python", "other")
@@ -39,8 +33,8 @@ WAITER_KINDS = ("annotation", "python", "other")
 def awaited_op_mask(trace: TraceData) -> np.ndarray:
     """True for host slices another thread may block on: autograd engine ops and
     collectives (by kind, or by name as the breakdown counts gloo/c10d ops)."""
-    kind = category_values(trace.slices["kind"])
-    return name_flags(trace, ENGINE_OP) | name_flags(trace, COLLECTIVE) | (kind == "collective")
+    cls = classes(trace)
+    return cls.autograd | cls.host_collective
 
 
 def thread_waits(
