@@ -39,7 +39,8 @@ EDGE_TYPES: tuple[str, ...] = (
     "fwdbwd",  # forward op -> its backward op (autograd)
     "data",  # Execution Trace tensor: producer op -> consumer op
     "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
-    "thread_wait",  # a thread waiting -> another thread's work -> the waiting thread goes on
+    "handoff",  # a track recording nothing -> the first work on another track in that time
+    "handback",  # ... that track's last work in that time -> the end of the waiting stretch
 )
 # Explorer's collector records its copy, sync and fallback events on the thread that made
 # them, around (or, for fallbacks, at) the ops they serve, so they join the graph through
@@ -56,7 +57,8 @@ WAIT_TYPES: frozenset[str] = frozenset(
         "fwdbwd",
         "data",
         "runtime_lock",
-        "thread_wait",
+        "handoff",
+        "handback",
     }
 )
 
@@ -65,6 +67,7 @@ WAIT_TYPES: frozenset[str] = frozenset(
 PATH_CATEGORIES: tuple[str, ...] = (
     "host_compute",
     "compile",
+    "input",  # the input pipeline: DataLoader / input code, as the breakdown's host_input
     "host_runtime",  # runtime calls that launch nothing: allocation, queries, device setup
     "launch_overhead",
     "device_compute",
@@ -85,7 +88,8 @@ TYPE_CATEGORY: dict[str, str] = {
     "fwdbwd": "idle_gap",
     "data": "idle_gap",
     "runtime_lock": "launch_overhead",
-    "thread_wait": "sync_wait",
+    # "handoff", "handback": what the waiting track was doing then, as the breakdown says
+    # (:func:`~explorer.analysis.critical_path._categorised`); idle on a device stream
 }
 
 
