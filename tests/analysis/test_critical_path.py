@@ -522,3 +522,101 @@ def test_allocation_and_queries_are_host_runtime_launches_are_launch_overhead() 
     categories = path_costs(trace, dependency_graph(trace)).categories
     got = categories(launch, trace.slices["ts"].to_numpy()[launch])
     assert [PATH_CATEGORIES[c] for c in got] == ["launch_overhead"]
+
+
+# --- The path follows the work across threads; its time is what the breakdown says --------
+
+
+def test_path_follows_work_on_another_thread_in_a_real_cpu_run(tmp_path: Path) -> None:
+    # A real torch.profiler run (all threads recorded): each step's thread only waits in
+    # join() while a worker thread runs the forward and the backward. No name says so.
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    w = torch.randn(128, 128, requires_grad=True)
+    x = torch.randn(128, 128)
+
+    def work() -> None:
+        for _ in range(5):
+            x @ x
+        (x @ w).tanh().sum().backward()
+
+    config = _ExperimentalConfig(profile_all_threads=True)
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
+        for k in range(2):
+            with record_function(f"ProfilerStep#{k}"):
+                t = threading.Thread(target=work)
+                t.start()
+                t.join()
+    prof.export_chrome_trace(str(tmp_path / "threads.json"))
+    trace = explorer.load(tmp_path / "threads.json", use_cache=False)
+    s = trace.slices
+    ts, end = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy()
+    track = s["track"].to_numpy()
+    steps = trace.steps()
+    main = set(track[steps["slice"].to_numpy()].tolist())
+    for step in steps.itertuples():
+        cp = critical_path(trace, int(step.step))
+        check_path(trace, cp)
+        assert (cp.start_ns, cp.end_ns) == (step.start_ns, step.end_ns)
+        # The worker's top-level ops in the step, from the intervals alone: the path holds
+        # them whole, as host compute; the rest of the step is idle (only the step's span).
+        top = (s["parent"].to_numpy() < 0) & ~np.isin(track, list(main))
+        top &= (ts >= step.start_ns) & (end <= step.end_ns) & trace.on_host()
+        assert len(set(track[top].tolist())) == 1  # one worker thread per step
+        busy = int((end[top] - ts[top]).sum())
+        summary = dict(zip(cp.summary["category"], cp.summary["ns"], strict=True))
+        assert summary["host_compute"] == busy > 0
+        assert summary["idle_gap"] == cp.length_ns - busy
+
+
+def test_path_and_breakdown_agree_on_device_time(shared_traces: Path) -> None:
+    from explorer.analysis.breakdown import breakdown
+
+    # MTIA inference: the service threads idle between requests while 12 queues compute.
+    trace = explorer.load(shared_traces / "mtia_inference_trace__mtia_inference_rank_0.json.gz")
+    cp = critical_path(trace, all_steps=True)
+    summary = dict(zip(cp.summary["category"], cp.summary["ns"], strict=True))
+    bd = breakdown(trace).groupby("category")["ns"].sum()
+    span = int(trace.steps()["dur_ns"].sum())
+    # The path runs through the device wherever it works: what the breakdown calls compute
+    # the path calls device compute (within 2% of the span), not idle gaps (61.5% before).
+    assert abs(summary["device_compute"] - bd["compute"]) <= 0.02 * span
+    assert summary["idle_gap"] <= bd["other_idle"] + 0.02 * span
+
+
+def test_a_long_step_has_a_path_as_long(shared_traces: Path) -> None:
+    from explorer.analysis.breakdown import breakdown
+
+    # The Triton sample: a 13.3 s ProfilerStep (recorded under another pid) around 1.5 ms of
+    # work. The path is the step, and what it is agrees with the breakdown: idle.
+    trace = explorer.load(shared_traces / "triton_example__triton_example.json.gz")
+    step = trace.steps().iloc[0]
+    cp = critical_path(trace, int(step["step"]))
+    check_path(trace, cp)
+    assert (cp.start_ns, cp.end_ns) == (step["start_ns"], step["end_ns"])
+    idle = int(cp.summary.set_index("category")["ns"]["idle_gap"])
+    bd = breakdown(trace, int(step["step"])).groupby("category")["ns"].sum()
+    assert abs(idle - bd["other_idle"]) <= 0.001 * step["dur_ns"]
+
+
+def test_a_sleep_in_the_data_loader_is_input(sample_traces: Path) -> None:
+    from explorer.analysis.breakdown import timelines
+
+    # A real run whose dataset sleeps 4 ms per item, on one thread: the path is the steps,
+    # and its input time is the breakdown's input time there, to the ns.
+    trace = explorer.load(sample_traces / "cpu_slow_dataloader.pt.trace.json.gz")
+    tl = timelines(trace)["host"]
+    for step in trace.steps().itertuples():
+        cp = critical_path(trace, int(step.step))
+        assert (cp.start_ns, cp.end_ns) == (step.start_ns, step.end_ns)
+        got = int(cp.summary.set_index("category")["ns"]["input"])
+        want = int(
+            tl.reason_ns("host_input", np.array([step.start_ns]), np.array([step.end_ns]))[0]
+        )
+        assert got == want > 0
+        sleep = cp.top_ops[cp.top_ops["name"] == "<built-in function sleep>"]
+        assert len(sleep) == 1  # the sleeps are on the path, as input
