@@ -620,3 +620,45 @@ def test_a_sleep_in_the_data_loader_is_input(sample_traces: Path) -> None:
         assert got == want > 0
         sleep = cp.top_ops[cp.top_ops["name"] == "<built-in function sleep>"]
         assert len(sleep) == 1  # the sleeps are on the path, as input
+
+
+def _waits_with_work_beside(trace, cp) -> list[tuple[int, int, int]]:
+    """Path edges where a host thread records nothing (idle, or a bare annotation's own
+    time) while a whole op ran on another thread or a kernel/copy on a device: ``(a, b,
+    busy slice)``. Read from the intervals, not from the graph."""
+    s = trace.slices
+    kind = s["kind"].astype(str).to_numpy()
+    ts = s["ts"].to_numpy()
+    end = ts + s["dur"].to_numpy()
+    track = s["track"].to_numpy()
+    busy = np.isin(kind, ["cpu_op", "runtime", "kernel", "memcpy", "memset", "collective"])
+    busy &= (trace.on_host() | trace.on_device()) & (end > ts)
+    e = cp.edges
+    owner = e["owner"].to_numpy()
+    bare = (owner < 0) | np.isin(kind[np.maximum(owner, 0)], ["annotation", "other"])
+    wait = np.isin(e["type"].astype(str), ["thread_order", "nest", "sibling", "duration"])
+    wait &= bare & (e["category"].to_numpy() == "idle_gap")
+    wait &= trace.on_host()[e["src"].to_numpy()]
+    out = []
+    for i in np.flatnonzero(wait):
+        src = int(e["src"].iat[i])
+        a = ts[src] if e["src_point"].iat[i] == 0 else end[src]
+        b = a + int(e["weight"].iat[i])
+        inside = np.flatnonzero(busy & (ts > a) & (end < b) & (track != track[src]))
+        if len(inside):
+            out.append((int(a), int(b), int(inside[0])))
+    return out
+
+
+def test_path_never_idles_beside_work(shared_traces: Path) -> None:
+    # Older traces name backward ops without the engine's prefix, or record the engine's
+    # thread with nothing around it on the main thread; the rule is what is busy.
+    from tests.conftest import shared_trace_files
+
+    for path in [*shared_trace_files(), *SAMPLE_FILES]:
+        trace = explorer.load(path)
+        scopes = [critical_path(trace), critical_path(trace, all_steps=True)]
+        if trace.steps()["slice"].iat[0] >= 0:
+            scopes += [critical_path(trace, int(s)) for s in trace.steps()["step"].tolist()[:3]]
+        for cp in scopes:
+            assert not _waits_with_work_beside(trace, cp), (path.name, cp.scope)
