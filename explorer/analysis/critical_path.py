@@ -448,12 +448,15 @@ def _segments_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame:
-    """Merge consecutive path edges on the same track (the owner's, else the destination's)
-    into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
+    """Merge consecutive path edges on the same track (the owner's, else the destination's;
+    a hand-off's, the source's) into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
     if len(edges) == 0:
         return _segments_frame([])
     owner = edges["owner"].to_numpy()
     where = np.where(owner >= 0, owner, edges["dst"].to_numpy())
+    # a hand-off's time is the waiting track's, and it leaves from there
+    hand = edges["type"].to_numpy() == "handoff"
+    where[hand] = edges["src"].to_numpy()[hand]
     track = trace.slices["track"].to_numpy()[where]
     w = edges["weight"].to_numpy(np.int64)
     brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
