@@ -23,6 +23,10 @@ SMALL_SHARED = (
     "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "execution_trace__benchmark_simple_add_trace.json.gz",
     "triton_example__triton_example.json.gz",
+    # hand-offs between threads and devices on older traces
+    "trace_file_list__inference_rank_1.json.gz",
+    "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "mtia_inference_trace__mtia_inference_rank_0.json.gz",  # 47 threads, 12 queues
 )
 SAMPLES = sorted((Path(__file__).parents[2] / "sample_traces").glob("*.json.gz"))
 
