@@ -39,6 +39,7 @@ from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
 from explorer.analysis.graph.categories import TimeCategories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
+    INFERRED_TYPES,
     PATH_CATEGORIES,
     TYPE_CATEGORY,
     WAIT_TYPES,
@@ -235,7 +236,7 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    inferred = np.isin(type_code, [EDGE_TYPES.index("handoff"), EDGE_TYPES.index("handback")])
+    inferred = np.isin(type_code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
     return PathCosts(point_time, u, v, cost, categories, inferred)
 
 
@@ -422,7 +423,7 @@ def _categorised(
     cat[has] = names[categories(owner[has], at[has])]
     # A hand-off's time is the waiting track's: what the breakdown says that thread was
     # doing then (a bare step span: idle; a loader's annotation: input), idle on a stream.
-    hand = np.isin(code, [EDGE_TYPES.index("handoff"), EDGE_TYPES.index("handback")])
+    hand = np.isin(code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
     waiter = np.where(
         code == EDGE_TYPES.index("handoff"), edges["src"].to_numpy(), edges["dst"].to_numpy()
     )

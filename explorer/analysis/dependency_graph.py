@@ -12,6 +12,11 @@ done meanwhile. The collector's own
 copy, sync and fallback events sit on the thread that made them, around the ops they serve,
 so nesting ties them in.
 
+Every edge type but the hand-offs is a dependency the trace records (a launch, a sync, an
+event, a flow, a thread's own order); the hand-offs
+(:data:`~explorer.analysis.graph.edges.INFERRED_TYPES`) are inferred from what was busy, for
+the critical path to follow the work, and are no constraint for a replay.
+
 Built vectorised (sorts, ``searchsorted``, merges); cached on the trace per step.
 """
 

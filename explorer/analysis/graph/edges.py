@@ -62,6 +62,12 @@ WAIT_TYPES: frozenset[str] = frozenset(
     }
 )
 
+#: Edge types inferred from what was busy rather than recorded as a dependency: a track that
+#: records nothing may have waited for work elsewhere meanwhile
+#: (:mod:`~explorer.analysis.graph.thread_edges`). The critical path may follow them; a
+#: what-if replay must not delay anything by them.
+INFERRED_TYPES: frozenset[str] = frozenset({"handoff", "handback"})
+
 #: Critical-path summary categories; every path edge lands in exactly one. What a slice's
 #: time is comes from the breakdown's classifier (:mod:`explorer.analysis.graph.categories`).
 PATH_CATEGORIES: tuple[str, ...] = (
