@@ -622,17 +622,19 @@ def test_a_sleep_in_the_data_loader_is_input(sample_traces: Path) -> None:
         assert len(sleep) == 1  # the sleeps are on the path, as input
 
 
-def _waits_with_work_beside(trace, cp) -> list[tuple[int, int, int]]:
+def _waits_with_work_beside(trace, cp, nodes) -> list[tuple[int, int, int]]:
     """Path edges where a host thread records nothing (idle, or a bare annotation's own
     time) while a whole op ran on another thread or a kernel/copy on a device: ``(a, b,
-    busy slice)``. Read from the intervals, not from the graph."""
+    busy slice)``. Read from the intervals of the scope's slices (``nodes``: device work
+    launched before the scope, or whose launch the trace lacks, is no step's), not from the
+    graph's edges."""
     s = trace.slices
     kind = s["kind"].astype(str).to_numpy()
     ts = s["ts"].to_numpy()
     end = ts + s["dur"].to_numpy()
     track = s["track"].to_numpy()
     busy = np.isin(kind, ["cpu_op", "runtime", "kernel", "memcpy", "memset", "collective"])
-    busy &= (trace.on_host() | trace.on_device()) & (end > ts)
+    busy &= (trace.on_host() | trace.on_device()) & (end > ts) & np.isin(np.arange(len(s)), nodes)
     e = cp.edges
     owner = e["owner"].to_numpy()
     bare = (owner < 0) | np.isin(kind[np.maximum(owner, 0)], ["annotation", "other"])
@@ -657,8 +659,10 @@ def test_path_never_idles_beside_work(shared_traces: Path) -> None:
 
     for path in [*shared_trace_files(), *SAMPLE_FILES]:
         trace = explorer.load(path)
-        scopes = [critical_path(trace), critical_path(trace, all_steps=True)]
+        scopes = [(None, False), (None, True)]
         if trace.steps()["slice"].iat[0] >= 0:
-            scopes += [critical_path(trace, int(s)) for s in trace.steps()["step"].tolist()[:3]]
-        for cp in scopes:
-            assert not _waits_with_work_beside(trace, cp), (path.name, cp.scope)
+            scopes += [(int(s), False) for s in trace.steps()["step"].tolist()[:3]]
+        for step, all_steps in scopes:
+            cp = critical_path(trace, step, all_steps)
+            nodes = dependency_graph(trace, step, all_steps).nodes
+            assert not _waits_with_work_beside(trace, cp, nodes), (path.name, cp.scope)
