@@ -69,6 +69,7 @@ CATEGORY_COLORS: dict[str, str] = {
 CRITICAL_PATH_COLORS: dict[str, str] = {
     "host_compute": "#45a5a3",
     "compile": _LILAC,
+    "input": "#a0785a",
     "host_runtime": _GREEN,
     "launch_overhead": "#f1c232",
     "device_compute": _BLUE,

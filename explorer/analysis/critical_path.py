@@ -5,10 +5,13 @@ them, so every path is contiguous and its length is the time from its first poin
 last. Time along any route between two points is the same, so what tells routes apart is how
 much of that time is *work* rather than *waiting* (idle gaps, launch queueing, syncs — the
 graph's :data:`~explorer.analysis.graph.edges.WAIT_TYPES`, and the own time of waits,
-blocked calls, annotations and Python frames: :func:`path_costs`). So where a thread waits
-for work done elsewhere — ``backward()`` for the autograd engine's thread, a step for gloo's
-collectives, a sync for the device — the path follows that work, and no frame or
-annotation holds time that its children or another thread did. The critical path is the
+blocked calls, annotations and Python frames: :func:`path_costs`). So where a track records
+nothing while another thread or a device works — ``backward()`` while the autograd engine's
+thread runs, a step while gloo's threads run its collectives, a service thread between
+requests while the device computes, a stream idle while another stream computes — the path
+follows that work (the graph's hand-offs, ruled by what is busy, not by names), a sync
+follows the device, and no frame or annotation holds time that its children or another
+thread did. The critical path is the
 longest path under the work weight: the route carrying the most work, ending at the point
 where the most work has accumulated (the latest such point on ties — normally the end of
 the step) and starting where the graph allows. Waiting costs, work is free, so it is the
@@ -36,6 +39,7 @@ from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
 from explorer.analysis.graph.categories import TimeCategories
 from explorer.analysis.graph.edges import (
     EDGE_TYPES,
+    INFERRED_TYPES,
     PATH_CATEGORIES,
     TYPE_CATEGORY,
     WAIT_TYPES,
@@ -125,7 +129,7 @@ def critical_path(
     the span of every step — what a report covers). Kept in the memo per scope."""
     graph = dependency_graph(trace, step, all_steps)
     costs = path_costs(trace, graph)
-    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost)
+    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
     path_edges = graph.edges.iloc[at]
     result = _describe(trace, graph, points, path_edges, costs.categories)
     result.scope = scope_label(trace, step, all_steps)
@@ -144,6 +148,9 @@ class PathCosts:
     v: np.ndarray
     cost: np.ndarray
     categories: TimeCategories | None
+    #: Per edge: an inferred hand-off, which a route takes only where nothing else carries
+    #: as much work.
+    inferred: np.ndarray | None = None
 
 
 def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
@@ -192,16 +199,18 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     waiting = wait_type[type_code]
     # A slice's own time is waiting when the slice is a wait (a sync call, an event wait),
     # a call the graph shows blocked on the device (a synchronous or pageable copy, a
-    # launch held back by a full queue), or a stretch in which its thread waited for
-    # another thread's work (``backward()`` while the autograd engine runs): the route
-    # through the work it waited for is then the critical one.
+    # launch held back by a full queue), or a stretch in which its thread recorded nothing
+    # while another thread or the device worked (``backward()`` while the autograd engine
+    # runs; :mod:`explorer.analysis.graph.thread_edges`): the route through that work is
+    # then the critical one.
     is_dur = type_code == EDGE_TYPES.index("duration")
     blocked = np.zeros(arrays.n, bool)
     waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
     blocked[dst[waited]] = True
     waiting[is_dur] = (arrays.kind[src[is_dur]] == "sync") | blocked[src[is_dur]]
+    # A stretch that hands off to work elsewhere (a hand-back ends at its end) is waiting.
     joined = np.zeros(2 * m, bool)
-    joined[v[type_code == EDGE_TYPES.index("thread_wait")]] = True
+    joined[v[type_code == EDGE_TYPES.index("handback")]] = True
     own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
     waiting |= own & joined[v]
     # The own time of an annotation or a Python frame — a bare annotation, the gaps between
@@ -228,11 +237,16 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    return PathCosts(point_time, u, v, cost, categories)
+    inferred = np.isin(type_code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
+    return PathCosts(point_time, u, v, cost, categories, inferred)
 
 
 def longest_work_path(
-    point_time: np.ndarray, u: np.ndarray, v: np.ndarray, cost: np.ndarray
+    point_time: np.ndarray,
+    u: np.ndarray,
+    v: np.ndarray,
+    cost: np.ndarray,
+    avoid: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The route carrying the most work through a graph of time points.
 
@@ -243,6 +257,9 @@ def longest_work_path(
     edges. One Dijkstra from a virtual source whose edge to each root costs the time before
     that root (``dist = (t - t0) - work``): C speed on millions of points, the same answer
     as the longest-path DP over a topological order, without a Python loop over nodes.
+    Where routes carry the same work, one that takes no edge marked in ``avoid`` (the
+    graph's inferred hand-offs) is preferred at each point: a sync the trace records
+    explains a wait better than a hand-off inferred from what was busy.
     """
     if "scipy.sparse.csgraph" not in sys.modules:
         ensure_room(SCIPY_INIT_BYTES)
@@ -273,6 +290,9 @@ def longest_work_path(
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
     matrix = csr_matrix((data, (rows[sel], cols[sel])), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
+    if avoid is not None and np.any(avoid):
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
+        pred = _preferring(pred, dist, rows[sel], cols[sel], data, bad)
     dist = dist[:n]
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
@@ -284,6 +304,28 @@ def longest_work_path(
     if len(points) < 2:
         return points, np.empty(0, np.int64)
     return points, _cheapest_edges(u, v, cost, points, n + 1)
+
+
+def _preferring(
+    pred: np.ndarray,
+    dist: np.ndarray,
+    r: np.ndarray,
+    c: np.ndarray,
+    data: np.ndarray,
+    bad: np.ndarray,
+) -> np.ndarray:
+    """The search's predecessors, changed where the edge into a point is one to avoid
+    (``bad``) and another edge into it is as cheap (tight: ``dist[r] + cost == dist[c]``,
+    exact in float for integer costs). ``r -> c``: the stored edges, ``data`` their costs."""
+    cost = np.where(data <= np.finfo(np.float64).tiny, 0.0, data)
+    tight = np.isfinite(dist[r]) & (dist[r] + cost == dist[c])
+    is_pred = pred[c] == r
+    pred_bad = np.zeros(len(pred), bool)
+    pred_bad[c[is_pred]] = bad[is_pred]
+    swap = tight & ~bad & pred_bad[c]
+    out = pred.copy()
+    out[c[swap]] = r[swap]
+    return out
 
 
 def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
@@ -380,6 +422,15 @@ def _categorised(
     )
     cat = by_type.copy()
     cat[has] = names[categories(owner[has], at[has])]
+    # A hand-off's time is the waiting track's: what the breakdown says that thread was
+    # doing then (a bare step span: idle; a loader's annotation: input), idle on a stream.
+    hand = np.isin(code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
+    waiter = np.where(
+        code == EDGE_TYPES.index("handoff"), edges["src"].to_numpy(), edges["dst"].to_numpy()
+    )
+    on_host = hand & arrays.host[waiter]
+    cat[hand] = "idle_gap"
+    cat[on_host] = names[categories.on_track(arrays.track[waiter[on_host]], at[on_host])]
     return edges.reset_index(drop=True).assign(category=cat, owner=owner)
 
 
@@ -399,12 +450,15 @@ def _segments_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame:
-    """Merge consecutive path edges on the same track (the owner's, else the destination's)
-    into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
+    """Merge consecutive path edges on the same track (the owner's, else the destination's;
+    a hand-off's, the source's) into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
     if len(edges) == 0:
         return _segments_frame([])
     owner = edges["owner"].to_numpy()
     where = np.where(owner >= 0, owner, edges["dst"].to_numpy())
+    # a hand-off's time is the waiting track's, and it leaves from there
+    hand = edges["type"].to_numpy() == "handoff"
+    where[hand] = edges["src"].to_numpy()[hand]
     track = trace.slices["track"].to_numpy()[where]
     w = edges["weight"].to_numpy(np.int64)
     brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])

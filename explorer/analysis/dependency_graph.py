@@ -5,10 +5,17 @@ another and says the second could not happen before the first (see
 :mod:`explorer.analysis.graph.edges` for the types and what their weights mean). The edge
 families come from :mod:`explorer.analysis.graph`: host nesting and thread order, launches
 and stream order, host syncs and cross-stream events, forward -> backward, Execution Trace
-data dependencies, the runtime lock between launching threads, and a thread waiting in
-``backward()`` for the autograd engine's threads. The collector's own
+data dependencies, the runtime lock between launching threads, and hand-offs: where a
+track records nothing while another thread or a device works (``backward()`` waiting for
+the autograd engine's thread, a stream idle while another stream computes), the work
+done meanwhile. The collector's own
 copy, sync and fallback events sit on the thread that made them, around the ops they serve,
 so nesting ties them in.
+
+Every edge type but the hand-offs is a dependency the trace records (a launch, a sync, an
+event, a flow, a thread's own order); the hand-offs
+(:data:`~explorer.analysis.graph.edges.INFERRED_TYPES`) are inferred from what was busy, for
+the critical path to follow the work, and are no constraint for a replay.
 
 Built vectorised (sorts, ``searchsorted``, merges); cached on the trace per step.
 """
@@ -119,7 +126,14 @@ def dependency_graph(
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
-    thread_edges.thread_waits(edges, arrays, thread_edges.awaited_op_mask(trace), owner_after)
+    thread_edges.handoffs(
+        edges,
+        arrays,
+        owner_after,
+        thread_edges.track_devices(trace.tracks),
+        thread_edges.counted_frames(trace, bool(arrays.device.any())),
+        None if window is None else window[1],
+    )
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)

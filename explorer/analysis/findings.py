@@ -29,6 +29,7 @@ def thresholds(trace: TraceData) -> dict[str, float]:
         out["launch_bound"] = max(MIN_SHARE, launch_bound.MIN_LAUNCH_SHARE)
     else:  # CPU-only: no launches to wait for; loading data is the host's work, not idle
         del out["launch_bound"]
+        del out["runtime_stall"]  # no device for a runtime call to hold idle
         out["input_stall"] = max(MIN_SHARE, input_stall.HOST_MIN_SHARE)
     return out
 

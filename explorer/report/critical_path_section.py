@@ -18,6 +18,7 @@ from explorer.units import fmt_ns
 LABELS: dict[str, str] = {
     "host_compute": "host compute",
     "compile": "compile",
+    "input": "input (loader)",
     "host_runtime": "host runtime",
     "launch_overhead": "launch overhead",
     "device_compute": "device compute",

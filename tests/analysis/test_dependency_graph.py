@@ -315,3 +315,34 @@ def test_innermost_open_matches_a_scan(slices) -> None:
         assert got[k] == (max(open_)[1] if open_ else -1)
     # and the order itself is time order, ends before starts at one instant
     assert (np.diff(points.t) >= 0).all()
+
+
+def test_device_work_launched_before_the_capture_is_in_no_steps_graph() -> None:
+    # synthetic (issue 23 §1): two host steps [0, 100) and [100, 200) us; on stream 7 a
+    # kernel [5, 60) whose correlation matches no runtime call (the tail of the iteration
+    # running when the profiler started), one [60, 90) launched at 10 us, one [110, 140)
+    # launched at 105 us.
+    host, gpu = {"pid": 1, "tid": 1}, {"pid": 0, "tid": 7}
+
+    def x(name, cat, ts, dur, where, **args):  # noqa: ANN001, ANN202
+        return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, **where, "args": args}
+
+    ev = [
+        x("ProfilerStep#0", "user_annotation", 0, 100, host),
+        x("ProfilerStep#1", "user_annotation", 100, 100, host),
+        x("tail", "kernel", 5, 55, gpu, device=0, stream=7, correlation=1),
+        x("cudaLaunchKernel", "cuda_runtime", 10, 5, host, correlation=2),
+        x("k0", "kernel", 60, 30, gpu, device=0, stream=7, correlation=2),
+        x("cudaLaunchKernel", "cuda_runtime", 105, 5, host, correlation=3),
+        x("k1", "kernel", 110, 30, gpu, device=0, stream=7, correlation=3),
+    ]
+    trace = trace_from_events(ev, {"synthetic": True})
+    names = trace.slices["name"].astype(str).to_numpy()
+    from explorer.analysis.critical_path import critical_path
+
+    for step, kernel in ((0, "k0"), (1, "k1")):
+        g = dependency_graph(trace, step)
+        on_device = set(names[g.nodes[trace.on_device()[g.nodes]]])
+        assert on_device == {kernel}
+        cp = critical_path(trace, step)
+        assert cp.summary.set_index("category")["ns"]["device_compute"] == 30_000

@@ -23,6 +23,7 @@ from explorer.analysis.detectors import (
     launch_bound,
     memcpy_stall,
     memory,
+    runtime_stall,
     sync_stall,
 )
 from explorer.analysis.detectors.context import REASON_NAMES, Context
@@ -66,6 +67,7 @@ DETECTORS: tuple[Detector, ...] = registry(
         memcpy_stall,
         sync_stall,
         cpu_fallback,
+        runtime_stall,
         launch_bound,
         compilation,
         communication,

@@ -33,7 +33,7 @@ HOST_REASON_CATEGORY: dict[str, str] = {
     "host_sync": "sync_wait",
     "host_compile": "compile",
     "host_fallback": "host_compute",
-    "host_input": "host_compute",
+    "host_input": "input",
     "host_comm": "communication",
     "host_copy": "data_movement",
     "host_compute": "host_compute",
@@ -102,6 +102,22 @@ class TimeCategories:
             self._sweeps[track] = sweep(a.ts[mine], a.end[mine], self._code[mine], len(self.table))
         return self._sweeps[track]
 
+    def on_track(self, track: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
+        """Category of host thread ``track[i]``'s time at ``at_ns[i]``: the breakdown's
+        reason there on that thread, idle_gap where no slice gives one."""
+        track = np.asarray(track, np.int64)
+        at_ns = np.asarray(at_ns, np.int64)
+        out = np.empty(len(track), np.int64)
+        for tr in np.unique(track):
+            q = np.flatnonzero(track == tr)
+            bounds, seg = self._sweep(int(tr))
+            i = np.searchsorted(bounds, at_ns[q], side="right") - 1
+            ok = (i >= 0) & (i < len(seg))
+            c = np.full(len(q), -1, np.int64)
+            c[ok] = seg[i[ok]]
+            out[q] = self.lookup[c]  # -1 -> the idle_gap appended above
+        return out
+
     def __call__(self, owner: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
         """Category of the time ``owner[i]`` holds at ``at_ns[i]``."""
         a = self.arrays
@@ -112,15 +128,7 @@ class TimeCategories:
         if len(owner) == 0:
             return out
         on_host = a.host[owner]
-        track = a.track[owner]
-        for tr in np.unique(track[on_host]):
-            q = np.flatnonzero(on_host & (track == tr))
-            bounds, seg = self._sweep(int(tr))
-            i = np.searchsorted(bounds, at_ns[q], side="right") - 1
-            ok = (i >= 0) & (i < len(seg))
-            c = np.full(len(q), -1, np.int64)
-            c[ok] = seg[i[ok]]
-            out[q] = self.lookup[c]  # -1 -> the idle_gap appended above
+        out[on_host] = self.on_track(a.track[owner[on_host]], at_ns[on_host])
         out[on_host & self.comm[owner] & (out == host_compute)] = PATH_CATEGORIES.index(
             "communication"
         )

@@ -39,7 +39,8 @@ EDGE_TYPES: tuple[str, ...] = (
     "fwdbwd",  # forward op -> its backward op (autograd)
     "data",  # Execution Trace tensor: producer op -> consumer op
     "runtime_lock",  # a launch on one thread released -> a launch on another thread starts
-    "thread_wait",  # a thread waiting -> another thread's work -> the waiting thread goes on
+    "handoff",  # a track recording nothing -> the first work on another track in that time
+    "handback",  # ... that track's last work in that time -> the end of the waiting stretch
 )
 # Explorer's collector records its copy, sync and fallback events on the thread that made
 # them, around (or, for fallbacks, at) the ops they serve, so they join the graph through
@@ -56,15 +57,23 @@ WAIT_TYPES: frozenset[str] = frozenset(
         "fwdbwd",
         "data",
         "runtime_lock",
-        "thread_wait",
+        "handoff",
+        "handback",
     }
 )
+
+#: Edge types inferred from what was busy rather than recorded as a dependency: a track that
+#: records nothing may have waited for work elsewhere meanwhile
+#: (:mod:`~explorer.analysis.graph.thread_edges`). The critical path may follow them; a
+#: what-if replay must not delay anything by them.
+INFERRED_TYPES: frozenset[str] = frozenset({"handoff", "handback"})
 
 #: Critical-path summary categories; every path edge lands in exactly one. What a slice's
 #: time is comes from the breakdown's classifier (:mod:`explorer.analysis.graph.categories`).
 PATH_CATEGORIES: tuple[str, ...] = (
     "host_compute",
     "compile",
+    "input",  # the input pipeline: DataLoader / input code, as the breakdown's host_input
     "host_runtime",  # runtime calls that launch nothing: allocation, queries, device setup
     "launch_overhead",
     "device_compute",
@@ -85,7 +94,8 @@ TYPE_CATEGORY: dict[str, str] = {
     "fwdbwd": "idle_gap",
     "data": "idle_gap",
     "runtime_lock": "launch_overhead",
-    "thread_wait": "sync_wait",
+    # "handoff", "handback": what the waiting track was doing then, as the breakdown says
+    # (:func:`~explorer.analysis.critical_path._categorised`); idle on a device stream
 }
 
 

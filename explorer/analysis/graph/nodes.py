@@ -51,7 +51,8 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
 
     With a ``window`` (a step's ``[start, end)``), nodes are the slices that start in it,
     plus device ops launched from inside it (they belong to the step even when the device
-    runs them after the host has moved on).
+    runs them after the host has moved on), less device ops launched before it or whose
+    launch the trace does not hold.
     """
     s = trace.slices
     ts = s["ts"].to_numpy(np.int64)
@@ -78,6 +79,14 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
             inside[launched_inside] = True
             # Work launched by an earlier step belongs to that step, even if it runs here.
             inside[launched_before] = False
+        # Device work whose launch is not in the trace (a capture, or a window of steps,
+        # that starts while earlier work still runs: its correlation matches no runtime
+        # call) belongs to no step here — as work launched before the window.
+        from explorer.analysis.attribution import launcher
+
+        launched = launcher(trace)
+        corr = s["correlation"].to_numpy(np.int64)
+        inside[device & (corr >= 0) & (launched < 0)] = False
         node &= inside
     return SliceArrays(
         ts=ts,

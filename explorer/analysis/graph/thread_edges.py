@@ -1,72 +1,204 @@
-"""Waits between host threads: ``backward()`` waiting for the autograd engine's threads,
-a step waiting for the collectives its communication threads run (gloo).
+"""Hand-offs: where a track records nothing while another thread or a device works, the
+path may follow the work.
 
-When a training step calls ``loss.backward()`` with its tensors on a device, the autograd
-engine runs the backward ops on its own thread(s) while the calling thread blocks inside
-``run_backward`` (a Python leaf when the trace has stacks, the bare self time of
-``## backward ##`` / ``ProfilerStep#N`` when it has not). That blocked time is waiting: the
-work is on the engine's thread. For each top-level engine op (``autograd::engine::
-evaluate_function: ...``) that lies inside one stretch of a waiting slice on another thread
-— a leaf annotation or Python frame, or a gap between the children of one — this module
-adds ``thread_wait`` edges from the point where the stretch begins to the op's start, and
-from the op's end to the point where the stretch ends. The critical path then counts the
-stretch itself as waiting (see :mod:`explorer.analysis.critical_path`) and follows the
-engine's work. Host collectives (``gloo:all_reduce`` on gloo's own threads) are waited
-for the same way.
+A host thread that waits records nothing, or only a frame around the wait: ``backward()``
+while the autograd engine's thread runs the backward ops (``## backward ##``, the bare self
+time of ``ProfilerStep#N``, a ``run_backward`` Python leaf, or no slice at all on traces
+that record the engine's ops under other names), a step waiting for the collectives gloo
+runs on its own threads, a service thread idle between requests while the device computes.
+A device stream idles between two ops while another stream of its device, or the host,
+works. The rule reads what is busy, never names:
+
+- a *waiting stretch* is a stretch of a track's chain (see
+  :func:`~explorer.analysis.graph.host_edges.thread_chains`) that holds no work: on a host
+  thread, idle time between top-level slices or the own time of an annotation or Python
+  frame (:data:`WAITER_KINDS`) that the breakdown counts as nothing in particular (a gloo
+  collective, a compile span, the DataLoader are work: :func:`counted_frames`); on a
+  device stream, the gap between two ops;
+- *work* is a point (start or end) of a busy slice: on a host thread any slice but a
+  sync call, a non-leaf Python frame or an annotation the breakdown does not count; on a
+  device, any op but a wait;
+- for each waiting stretch ``p -> r`` of a track ``T`` and each other track ``U`` that
+  may do ``T``'s work (:func:`_waits_for`) with work inside it, a ``handoff`` edge runs
+  from ``p`` to ``U``'s first point of work after ``p``, and a ``handback`` edge from
+  ``U``'s last point of work before ``r`` to ``r``. Before a track's first point and after
+  its last, it records nothing too: a hand-back into its first point, a hand-off from its
+  last (the engine's thread starts mid-step and ends before the optimizer runs).
+
+Only the first and the last point are needed: ``U``'s own chain joins the points between
+at no more waiting than the time between them. A hand-off is *not* a causal dependency:
+it says the waiting track could have been waiting for that work, which is what the
+critical path needs to follow it (the stretch itself then costs as waiting, see
+:func:`~explorer.analysis.critical_path.path_costs`). A what-if replay (issue 30) must not
+delay the waiting track by it: the end of a stretch is set by the track's own chain. Both
+edges move forward in time, so no cycle runs through a hand-off.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, host_slice_reasons
 from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import END, START, EdgeList
-from explorer.analysis.graph.host_edges import stretch_owner, thread_points
+from explorer.analysis.graph.host_edges import ThreadPoints, thread_points
 from explorer.analysis.graph.nodes import SliceArrays
+from explorer.trace.columns import category_values
 from explorer.trace.model import TraceData
 
-#: Kinds of slice whose own time, while an engine thread works, is the caller waiting:
-#: annotations and Python frames (an op of its own, ``cpu_op``, is never a wait).
+#: Kinds of slice whose own time is the thread recording nothing of its own: annotations
+#: and Python frames (an op, ``cpu_op``, a runtime call, is work; a sync call waits for
+#: the device, which the sync edges follow).
 WAITER_KINDS = ("annotation", "python", "other")
 
 
-def awaited_op_mask(trace: TraceData) -> np.ndarray:
-    """True for host slices another thread may block on: autograd engine ops and
-    collectives (by kind, or by name as the breakdown counts gloo/c10d ops)."""
-    cls = classes(trace)
-    return cls.autograd | cls.host_collective
+def counted_frames(trace: TraceData, device_mode: bool) -> np.ndarray:
+    """Annotations and frames whose time the breakdown counts as something — a gloo
+    collective (communication), a compile span, the input pipeline: work, not a thread
+    recording nothing (the breakdown's own classifier, :func:`host_slice_reasons`)."""
+    reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
+    code = host_slice_reasons(trace, device_mode)
+    plain = np.isin(code, [-1, reasons.index("host_busy")])
+    kind = category_values(trace.slices["kind"])
+    return (~plain | classes(trace).host_collective) & np.isin(kind, WAITER_KINDS)
 
 
-def thread_waits(
-    edges: EdgeList, arrays: SliceArrays, awaited: np.ndarray, owner_after: np.ndarray
-) -> None:
-    """Add the ``thread_wait`` edges into and out of awaited ops (see
-    :func:`awaited_op_mask`) run while another thread waited for them; ``owner_after`` as
-    :func:`~explorer.analysis.graph.host_edges.thread_chains` returns it."""
+def busy_slices(arrays: SliceArrays, counted: np.ndarray) -> np.ndarray:
+    """Node slices that are work: host slices but sync calls, Python frames with children
+    and annotations the breakdown does not count (``counted``: those it does, see
+    :func:`counted_frames`); device ops but waits."""
+    has_child = np.zeros(arrays.n, bool)
+    parent = arrays.parent
+    ok = (parent >= 0) & arrays.node
+    has_child[parent[ok]] = True
+    waiter = np.isin(arrays.kind, ["annotation", "other", "sync"]) | (
+        (arrays.kind == "python") & has_child
+    )
+    host = arrays.node & arrays.host & (~waiter | counted)
+    device = arrays.node & arrays.device & (arrays.kind != "sync")
+    return host | device
+
+
+def waiting_stretches(
+    arrays: SliceArrays, owner_after: np.ndarray, counted: np.ndarray, until: int | None
+) -> tuple[ThreadPoints, np.ndarray, np.ndarray]:
+    """The waiting stretches of every track: ``(points, a, b)`` — stretch ``i`` runs from
+    point ``a[i]`` to point ``b[i]`` of ``points`` (the chain points of host threads and
+    device streams, in order per track), and lasts some time; ``a[i] == -1``: from the
+    start of time to the track's first point, ``b[i] == -1``: from its last point on."""
     host = np.flatnonzero(arrays.node & arrays.host)
-    parent = arrays.parent[host]
-    top = (parent < 0) | ~arrays.node[np.maximum(parent, 0)]
-    ops = host[top & awaited[host]]
-    if len(ops) == 0:
+    dev = np.flatnonzero(arrays.node & arrays.device & (arrays.stream >= 0))
+    points = thread_points(arrays, np.concatenate([host, dev]))
+    k = np.flatnonzero(points.track[1:] == points.track[:-1])
+    if until is not None:
+        k = k[(points.t[k + 1] <= until) | arrays.device[points.slice[k + 1]]]
+    k = k[points.t[k + 1] > points.t[k]]
+    a_slice, a_end = points.slice[k], points.is_end[k]
+    on_host = arrays.host[a_slice]
+    owner = owner_after[a_slice, a_end.astype(np.int64)]
+    waits = np.zeros(len(k), bool)
+    # host: idle, or the own time of an annotation / Python frame the breakdown does not
+    # count as anything
+    who = np.maximum(owner[on_host], 0)
+    waits[on_host] = (owner[on_host] < 0) | (
+        np.isin(arrays.kind[who], WAITER_KINDS) & ~counted[who]
+    )
+    # device: between one op's end and the next op's start
+    dev_k = ~on_host
+    waits[dev_k] = a_end[dev_k] & ~points.is_end[k[dev_k] + 1]
+    k = k[waits]
+    # Before its first point and after its last a track records nothing either: a head
+    # (no start point) and a tail (no end point) of the chain.
+    inside = np.ones(len(points.t), bool)
+    if until is not None:
+        inside = (points.t <= until) | arrays.device[points.slice]
+    tr = np.where(inside, points.track, -1)
+    ids = np.flatnonzero(inside)
+    head = ids[np.r_[True, tr[ids][1:] != tr[ids][:-1]]] if len(ids) else ids
+    tail = ids[np.r_[tr[ids][1:] != tr[ids][:-1], True]] if len(ids) else ids
+    none_h, none_t = np.full(len(head), -1), np.full(len(tail), -1)
+    return points, np.r_[k, none_h, tail], np.r_[k + 1, head, none_t]
+
+
+def _waits_for(
+    working: int, on_host: bool, track_device: np.ndarray, s_track: np.ndarray
+) -> np.ndarray:
+    """Which of the stretches (on tracks ``s_track``) may wait for work on track
+    ``working``: a host thread waits for any other host thread of the trace (its workers,
+    the autograd engine, gloo) and for any device stream; a device stream waits for the
+    host threads and for the other streams of its device."""
+    other = s_track != working
+    if on_host:
+        return other
+    s_dev = track_device[s_track]
+    return other & ((s_dev < 0) | (s_dev == track_device[working]))
+
+
+def handoffs(
+    edges: EdgeList,
+    arrays: SliceArrays,
+    owner_after: np.ndarray,
+    track_device: np.ndarray,
+    counted: np.ndarray,
+    until: int | None = None,
+) -> None:
+    """Add the ``handoff`` and ``handback`` edges (see the module's docstring). ``owner_after`` as
+    :func:`~explorer.analysis.graph.host_edges.thread_chains` returns it; ``track_device``:
+    per track id, its device (-1: none, a host thread); ``counted``: see
+    :func:`counted_frames`; ``until``: a step's end, past which host threads do nothing of
+    the step's."""
+    points, a, b = waiting_stretches(arrays, owner_after, counted, until)
+    if len(a) == 0:
         return
-    points = thread_points(arrays, host)
-    for track in np.unique(arrays.track[host]):
-        q = ops[arrays.track[ops] != track]
-        if len(q) == 0:
+    busy = busy_slices(arrays, counted)[points.slice]
+    if until is not None:
+        busy &= (points.t <= until) | arrays.device[points.slice]
+    work = np.flatnonzero(busy)  # in (track, time) order, as the points are
+    w_track, w_t = points.track[work], points.t[work]
+    s_track = points.track[np.where(a >= 0, a, b)]
+    big = np.iinfo(np.int64).max
+    t_a = np.where(a >= 0, points.t[a], -big)
+    t_b = np.where(b >= 0, points.t[b], big)
+    for working in np.unique(w_track):
+        w_lo, w_hi = np.searchsorted(w_track, [working, working + 1])
+        on_host = bool(arrays.host[points.slice[work[w_lo]]])
+        mine = np.flatnonzero(_waits_for(int(working), on_host, track_device, s_track))
+        if len(mine) == 0:
             continue
-        on = np.full(len(q), track)
-        before = points.last_before(on, arrays.ts[q])
-        after = points.first_after(on, arrays.end[q])
-        # The op lies in one stretch of this thread: no point of it strictly inside the op.
-        ok = (before >= 0) & (after == before + 1)
-        q, before, after = q[ok], before[ok], after[ok]
-        owner = stretch_owner(owner_after, points.slice[before], points.is_end[before])
-        ok = owner >= 0
-        ok[ok] = np.isin(arrays.kind[owner[ok]], WAITER_KINDS)
-        q, before, after = q[ok], before[ok], after[ok]
-        if len(q) == 0:
+        t = w_t[w_lo:w_hi]
+        # the first point of work after the stretch's start, the last before its end (both
+        # strictly: a hand-off takes time, so none is part of a cycle)
+        first = np.searchsorted(t, t_a[mine], side="right")
+        last = np.searchsorted(t, t_b[mine], side="left") - 1
+        ok = first <= last
+        if not ok.any():
             continue
-        src_point = np.where(points.is_end[before], END, START)
-        dst_point = np.where(points.is_end[after], END, START)
-        edges.add("thread_wait", points.slice[before], q, src_point, START)
-        edges.add("thread_wait", q, points.slice[after], END, dst_point)
+        sa, sb = a[mine[ok]], b[mine[ok]]
+        q_in = work[w_lo + first[ok]]
+        q_out = work[w_lo + last[ok]]
+        into, back = sa >= 0, sb >= 0
+        sa, q_in, sb, q_out = sa[into], q_in[into], sb[back], q_out[back]
+        edges.add(
+            "handoff",
+            points.slice[sa],
+            points.slice[q_in],
+            np.where(points.is_end[sa], END, START),
+            np.where(points.is_end[q_in], END, START),
+        )
+        edges.add(
+            "handback",
+            points.slice[q_out],
+            points.slice[sb],
+            np.where(points.is_end[q_out], END, START),
+            np.where(points.is_end[sb], END, START),
+        )
+
+
+def track_devices(tracks: pd.DataFrame) -> np.ndarray:
+    """Per track id, the device it belongs to (-1: none)."""
+    if len(tracks) == 0:
+        return np.empty(0, np.int64)
+    out = np.full(int(tracks["id"].max()) + 1, -1, np.int64)
+    out[tracks["id"].to_numpy()] = tracks["device"].to_numpy(np.int64)
+    return out

@@ -57,7 +57,9 @@ EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
     "nest": ("#b0b7bf", Qt.PenStyle.DotLine),
     "sibling": ("#b0b7bf", Qt.PenStyle.DotLine),
     "thread_order": ("#7a8691", Qt.PenStyle.SolidLine),
-    "thread_wait": ("#5c6670", Qt.PenStyle.DashLine),  # a thread waiting on another
+    # a track recording nothing -> work elsewhere meanwhile -> back (inferred, not causal)
+    "handoff": ("#5c6670", Qt.PenStyle.DashLine),
+    "handback": ("#5c6670", Qt.PenStyle.DashLine),
     "launch": ("#57a773", Qt.PenStyle.DashLine),
     "stream_order": ("#3d85c6", Qt.PenStyle.SolidLine),
     "cross_stream": ("#8e5cc4", Qt.PenStyle.DashDotLine),
