@@ -21,10 +21,12 @@ from explorer.analysis.attribution import launcher
 from explorer.trace.model import TraceData
 
 
-def step_rows(steps: pd.DataFrame, ts: np.ndarray | int) -> np.ndarray:
-    """Per time in ``ts``, the position (row) in ``steps`` of the step whose
-    ``[start_ns, end_ns)`` holds it; -1 outside every step."""
-    t = np.atleast_1d(np.asarray(ts, np.int64))
+def step_rows(steps: pd.DataFrame, ts: np.ndarray | float) -> np.ndarray:
+    """Per time in ``ts`` (ns; a fractional time, such as a pixel's, counts as the ns it is
+    in), the position (row) in ``steps`` of the step whose ``[start_ns, end_ns)`` holds it;
+    -1 outside every step."""
+    t = np.atleast_1d(np.asarray(ts))
+    t = (np.floor(t) if t.dtype.kind == "f" else t).astype(np.int64)
     if len(steps) == 0:
         return np.full(len(t), -1, np.int64)
     start = steps["start_ns"].to_numpy(np.int64)
@@ -36,7 +38,7 @@ def step_rows(steps: pd.DataFrame, ts: np.ndarray | int) -> np.ndarray:
     return np.where(inside, order[kk], -1).astype(np.int64)
 
 
-def step_at(steps: pd.DataFrame, ts: np.ndarray | int) -> np.ndarray:
+def step_at(steps: pd.DataFrame, ts: np.ndarray | float) -> np.ndarray:
     """Per time in ``ts``, the number of the step holding it (-1 outside every step)."""
     rows = step_rows(steps, ts)
     if len(steps) == 0:
