@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.slice_steps import step_at
 from explorer.trace.columns import category_values
 from explorer.trace.kinds import DEVICE_TYPES, device_label
 from explorer.trace.memo import memoised
@@ -149,6 +150,8 @@ def allocations(trace: TraceData) -> pd.DataFrame:
     free in between (a lost event) ends the earlier allocation at the re-allocation. Frees of
     memory allocated before profiling started have no allocation and are not listed.
     """
+    from explorer.analysis.steps import steps as find_steps
+
     m = trace.memory
     if m is None or len(m) == 0:
         return pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
@@ -173,10 +176,32 @@ def allocations(trace: TraceData) -> pd.DataFrame:
     out = pd.DataFrame({
         "device": labels[rows], "addr": addr[rows], "bytes": nbytes[rows], "alloc_ts": ts[rows],
         "free_ts": free_ts, "op": op, "file": file, "line": line, "function": function,
-        "slice": slice_id, "step": _step_of(trace, ts[rows]),
+        "slice": slice_id, "step": step_at(find_steps(trace), ts[rows]),
     })  # fmt: skip
     out = out.sort_values(["alloc_ts", "device", "addr"], kind="stable", ignore_index=True)
     return out
+
+
+def alive_at(allocs: pd.DataFrame, ts: int) -> pd.DataFrame:
+    """The rows of an :func:`allocations`-shaped table (any columns, with ``bytes``,
+    ``alloc_ts`` and ``free_ts``) alive at ``ts`` — allocated at or before it and not yet
+    freed — largest first (ties: earliest allocated, then table order)."""
+    alloc_ts = allocs["alloc_ts"].to_numpy(np.int64)
+    free_ts = allocs["free_ts"].to_numpy(np.int64)
+    alive = (alloc_ts <= ts) & ((free_ts < 0) | (free_ts > ts))
+    return _largest_first(allocs.loc[alive])
+
+
+def never_freed(allocs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an :func:`allocations`-shaped table never freed in the trace, largest
+    first (as :func:`alive_at` orders them)."""
+    return _largest_first(allocs.loc[allocs["free_ts"].to_numpy(np.int64) < 0])
+
+
+def _largest_first(allocs: pd.DataFrame) -> pd.DataFrame:
+    return allocs.sort_values(
+        ["bytes", "alloc_ts"], ascending=[False, True], kind="stable", ignore_index=True
+    )
 
 
 def live_allocations(trace: TraceData, ts: int) -> pd.DataFrame:
@@ -185,11 +210,7 @@ def live_allocations(trace: TraceData, ts: int) -> pd.DataFrame:
     a = allocations(trace)
     if len(a) == 0:
         return pd.DataFrame({c: [] for c in LIVE_COLUMNS})
-    alloc_ts = a["alloc_ts"].to_numpy(np.int64)
-    free_ts = a["free_ts"].to_numpy(np.int64)
-    alive = (alloc_ts <= ts) & ((free_ts < 0) | (free_ts > ts))
-    out = a.loc[alive, LIVE_COLUMNS]
-    return out.sort_values(["bytes", "alloc_ts"], ascending=[False, True], ignore_index=True)
+    return alive_at(a, ts)[LIVE_COLUMNS]
 
 
 def leak_suspects(trace: TraceData) -> pd.DataFrame:
@@ -199,8 +220,7 @@ def leak_suspects(trace: TraceData) -> pd.DataFrame:
     a = allocations(trace)
     if len(a) == 0:
         return pd.DataFrame({c: [] for c in LIVE_COLUMNS})
-    out = a.loc[a["free_ts"].to_numpy(np.int64) < 0, LIVE_COLUMNS]
-    return out.sort_values(["bytes", "alloc_ts"], ascending=[False, True], ignore_index=True)
+    return never_freed(a)[LIVE_COLUMNS]
 
 
 def peak_contributors(trace: TraceData, top: int = 10) -> pd.DataFrame:
@@ -355,18 +375,3 @@ def _who(
     line[ok] = frames["line"].to_numpy(np.int64)[ids]
     function[ok] = frames["function"].to_numpy(dtype=object)[ids].astype(str)
     return op, file, line, function
-
-
-def _step_of(trace: TraceData, ts: np.ndarray) -> np.ndarray:
-    """The step containing each time (-1 outside every step)."""
-    from explorer.analysis.steps import steps as find_steps
-
-    st = find_steps(trace).sort_values("start_ns")
-    if len(st) == 0:
-        return np.full(len(ts), -1, np.int64)
-    start = st["start_ns"].to_numpy(np.int64)
-    end = st["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(start, ts, side="right") - 1
-    kk = np.clip(k, 0, None)
-    inside = (k >= 0) & (ts < end[kk])
-    return np.where(inside, st["step"].to_numpy(np.int64)[kk], -1)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.classify import classes
-from explorer.analysis.steps import steps as trace_steps
+from explorer.analysis.slice_steps import slice_steps
 from explorer.trace.model import TraceData
 
 COLLECTIVE_COLUMNS = [
@@ -107,7 +107,8 @@ def rank_collectives(trace: TraceData) -> pd.DataFrame:
     """One row per collective this rank ran, in start order (columns: ``COLLECTIVE_COLUMNS``).
 
     Times are absolute ns on this rank's clock (``metadata["start_ns"] + ts``), so the reduce
-    side can compare ranks. ``step`` is the step whose window holds the start, -1 if none.
+    side can compare ranks. ``step`` is the collective's step (a device collective's is its
+    launch's: :func:`explorer.analysis.slice_steps.slice_steps`), -1 if none.
     """
     ids = collective_slices(trace)
     s = trace.slices
@@ -123,13 +124,7 @@ def rank_collectives(trace: TraceData) -> pd.DataFrame:
     pg = [str(a.get("Process Group Name", a.get("pg_name", "")) or "") for a in args]
     seq = [a.get("Seq", a.get("seq_id", -1)) for a in args]
     group = [a.get("Group size", -1) for a in args]
-    st = trace_steps(trace)
-    step = np.full(len(ids), -1, np.int64)
-    if len(st):
-        starts = st["start_ns"].to_numpy()
-        k = np.searchsorted(starts, ts, side="right") - 1
-        inside = (k >= 0) & (ts < st["end_ns"].to_numpy()[np.clip(k, 0, None)])
-        step[inside] = st["step"].to_numpy()[k[inside]]
+    step = slice_steps(trace)[ids]
     return pd.DataFrame(
         {
             "op": pd.Series(ops, dtype=str),

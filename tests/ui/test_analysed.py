@@ -205,7 +205,8 @@ def test_the_dependency_graph_panel_builds_the_windows_steps(qtbot: Any, name: s
     same slices, the same critical path); a clicked node selects its whole-trace id; a
     slice outside the window says so."""
 
-    from explorer.ui.panels.dependency_graph import DependencyGraphPanel, graph_layout
+    from explorer.analysis.graph_layout import graph_layout
+    from explorer.ui.panels.dependency_graph import DependencyGraphPanel
 
     a = _middle(name)
     panel = DependencyGraphPanel()

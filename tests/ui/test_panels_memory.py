@@ -10,7 +10,8 @@ from PyQt6.QtCore import QPointF, Qt
 
 import explorer
 from explorer.analysis.memory import memory_timeline
-from explorer.ui.panels.memory import PLOT_MIN_H, MemoryPanel, allocation_lifetimes
+from explorer.analysis.memory_view import allocation_lifetimes
+from explorer.ui.panels.memory import PLOT_MIN_H, MemoryPanel
 from explorer.units import fmt_bytes
 
 KEPT_BYTES = [4096 * (i + 1) for i in range(3)]  # float32 tensors kept alive to the end

@@ -5,13 +5,12 @@ peak marked) and follow the timeline's zoom through :meth:`MemoryPanel.on_range`
 the plot picks a time: the table below lists the allocations alive then (size, op, source
 line, lifetime); a second tab lists allocations never freed in the trace (leak suspects).
 Selecting an allocation highlights the op that made it and zooms the timeline to its life.
-Everything is computed by :mod:`explorer.analysis.memory` in a worker thread; the panel
-only plots and tabulates.
+Everything is computed by :mod:`explorer.analysis.memory_view` (from
+:mod:`explorer.analysis.memory`) in a worker thread; the panel only plots and tabulates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,14 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.analysis.memory import alive_at
+from explorer.analysis.memory_view import (
+    TABLE_COLUMNS,
+    MemoryData,
+    allocated_before_trace,
+    memory_data,
+    table_frame,
+)
 from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
@@ -34,90 +41,10 @@ from explorer.units import fmt_bytes, fmt_ns
 
 PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
-ALLOCATION_COLUMNS = [
-    "device", "bytes", "op", "source", "alloc_ts", "freed_at", "lifetime_ns", "slice", "addr",
-]  # fmt: skip
 _TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns"}
 _TABLE_HEADERS = {
     "bytes": "size", "alloc_ts": "allocated at", "freed_at": "freed at", "lifetime_ns": "lifetime",
 }  # fmt: skip
-
-
-def allocation_lifetimes(trace: Trace) -> pd.DataFrame:
-    """One row per allocation: ``device, addr, bytes, alloc_ts, free_ts (-1: never freed),
-    slice, op, source`` (``"file:line"`` of who allocated, ``""`` when unknown).
-
-    From :func:`explorer.analysis.memory.allocations` — the same pairing of allocations and
-    frees that ``live_allocations`` and ``leak_suspects`` use, kept whole here because the
-    tables also show when each allocation was freed.
-    """
-    from explorer.analysis.memory import allocations
-
-    a = allocations(trace)
-    out = a[["device", "addr", "bytes", "alloc_ts", "free_ts", "slice", "op"]].copy()
-    files = a["file"].astype(str)
-    text = files + ":" + a["line"].astype(np.int64).astype(str)
-    out["source"] = text.where(files != "", "").to_numpy(dtype=object)
-    return out.reset_index(drop=True)
-
-
-@dataclass
-class MemoryData:
-    """What the panel shows for one trace (computed off the UI thread)."""
-
-    curves: pd.DataFrame
-    allocations: pd.DataFrame
-    leaks: pd.DataFrame
-    peaks: pd.DataFrame
-    #: device → (x seconds, allocated, reserved or None): step-curve points, ready to plot.
-    lines: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(default_factory=dict)
-
-
-def memory_data(trace: Trace) -> MemoryData:
-    """Curves, allocation lifetimes, leak suspects and peaks of one trace."""
-    from explorer.analysis.memory import memory_timeline
-
-    curves = memory_timeline(trace)
-    allocations = allocation_lifetimes(trace)
-    leaks = allocations[allocations["free_ts"] < 0].sort_values(
-        "bytes", ascending=False, kind="stable"
-    )
-    if len(curves):
-        at = curves.groupby("device", sort=True)["allocated"].idxmax()
-        peaks = pd.DataFrame(
-            {
-                "device": at.index.to_numpy(),
-                "peak_bytes": curves["allocated"].to_numpy()[at.to_numpy()],
-                "ts": curves["ts"].to_numpy()[at.to_numpy()],
-            }
-        )
-    else:
-        peaks = pd.DataFrame({"device": [], "peak_bytes": [], "ts": []})
-    lines = {}
-    for device, curve in curves.groupby("device", sort=True):  # one per device
-        ts = curve["ts"].to_numpy(np.int64)
-        x, allocated = _steps_xy(ts, curve["allocated"].to_numpy(np.int64))
-        reserved = curve["reserved"].to_numpy(np.int64)
-        lines[str(device)] = (x, allocated, _steps_xy(ts, reserved)[1] if reserved.any() else None)
-    return MemoryData(curves, allocations, leaks.reset_index(drop=True), peaks, lines)
-
-
-def alive_at(allocations: pd.DataFrame, ts_ns: int) -> pd.DataFrame:
-    """Allocations made at or before ``ts_ns`` and not yet freed then, largest first."""
-    a = allocations
-    alive = (a["alloc_ts"] <= ts_ns) & ((a["free_ts"] < 0) | (a["free_ts"] > ts_ns))
-    return a[alive].sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _table_frame(allocs: pd.DataFrame, trace_end: int) -> pd.DataFrame:
-    """The allocation columns people read. ``freed_at`` is empty (NaN) for memory never freed
-    in the trace, whose lifetime then runs to the end of the trace."""
-    free = allocs["free_ts"].to_numpy(np.int64)
-    alloc_ts = allocs["alloc_ts"].to_numpy(np.int64)
-    lifetime = np.where(free >= 0, free - alloc_ts, np.maximum(trace_end - alloc_ts, 0))
-    freed_at = np.where(free >= 0, free, np.nan)
-    out = allocs.assign(lifetime_ns=lifetime, freed_at=freed_at)
-    return out[ALLOCATION_COLUMNS].reset_index(drop=True)
 
 
 class MemoryPanel(TracePanel):
@@ -179,7 +106,7 @@ class MemoryPanel(TracePanel):
         layout.addWidget(splitter, 1)
 
     def _table(self, model: DataFrameModel) -> QTableView:
-        model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
+        model.set_frame(pd.DataFrame(columns=TABLE_COLUMNS))
         table = results_table(model, {0: 70, 2: 200, 3: 240})
         table.selectionModel().selectionChanged.connect(
             lambda *_: self._allocation_selected(table, model)
@@ -193,8 +120,8 @@ class MemoryPanel(TracePanel):
         self.live_ts = None
         self.followed_range = None
         self._clear_plot()
-        self.live_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
-        self.leak_model.set_frame(pd.DataFrame(columns=ALLOCATION_COLUMNS))
+        self.live_model.set_frame(pd.DataFrame(columns=TABLE_COLUMNS))
+        self.leak_model.set_frame(pd.DataFrame(columns=TABLE_COLUMNS))
         if trace is None:
             self.status.setText("No trace")
             return
@@ -283,7 +210,7 @@ class MemoryPanel(TracePanel):
             f"{peaks} · {len(data.allocations):,} allocations, {len(data.leaks):,} never freed. "
             "Click the plot to list what is alive at that time."
         )
-        self.leak_model.set_frame(_table_frame(data.leaks, self._trace_end()))
+        self.leak_model.set_frame(table_frame(data.leaks, self._trace_end()))
         first_peak = int(data.peaks["ts"].iloc[int(np.argmax(data.peaks["peak_bytes"]))])
         self.show_live_at(first_peak)
         self.updated.emit()
@@ -299,10 +226,10 @@ class MemoryPanel(TracePanel):
     def show_live_at(self, ts_ns: int) -> pd.DataFrame:
         """List the allocations alive at ``ts_ns`` (what a click on the plot does)."""
         if self.data is None:
-            return pd.DataFrame(columns=ALLOCATION_COLUMNS)
+            return pd.DataFrame(columns=TABLE_COLUMNS)
         self.live_ts = int(ts_ns)
         alive = alive_at(self.data.allocations, self.live_ts)
-        frame = _table_frame(alive, self._trace_end())
+        frame = table_frame(alive, self._trace_end())
         self.live_model.set_frame(frame)
         self.cursor.setValue(self.live_ts / 1e9)
         self.cursor.setVisible(True)
@@ -342,25 +269,6 @@ class MemoryPanel(TracePanel):
         self.range_requested.emit(start, end)
 
 
-def allocated_before_trace(
-    data: MemoryData, alive: pd.DataFrame, ts_ns: int
-) -> list[tuple[str, int, int]]:
-    """``(device, allocated, allocated before the trace)`` for each device where the curve
-    at ``ts_ns`` holds more than the allocations the trace saw being made and still alive."""
-    out = []
-    curves = data.curves
-    for device, curve in curves.groupby("device", sort=True):
-        ts = curve["ts"].to_numpy(np.int64)
-        k = int(np.searchsorted(ts, ts_ns, side="right")) - 1
-        if k < 0:
-            continue
-        held = int(curve["allocated"].to_numpy(np.int64)[k])
-        seen = int(alive.loc[alive["device"].astype(str) == str(device), "bytes"].sum())
-        if held > seen:
-            out.append((str(device), held, held - seen))
-    return out
-
-
 def _binary_unit(top_bytes: float) -> tuple[int, str]:
     """The binary unit to plot bytes in so that the largest value reads 1..1023."""
     for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
@@ -369,19 +277,4 @@ def _binary_unit(top_bytes: float) -> tuple[int, str]:
     return 1, "B"
 
 
-def _steps_xy(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A step curve (value holds until the next event) as x in seconds, y in bytes."""
-    if len(ts) == 0:
-        return np.zeros(0), np.zeros(0)
-    x = np.repeat(ts, 2)[1:] / 1e9
-    y = np.repeat(values, 2)[:-1].astype(np.float64)
-    return x, y
-
-
-__all__ = [
-    "MemoryPanel",
-    "allocated_before_trace",
-    "alive_at",
-    "allocation_lifetimes",
-    "memory_data",
-]
+__all__ = ["MemoryPanel"]

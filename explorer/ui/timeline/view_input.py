@@ -8,6 +8,7 @@ from PyQt6.QtCore import QPointF, Qt
 from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QToolTip
 
+from explorer.analysis.slice_steps import step_rows
 from explorer.ui.timeline import paint
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, PIN_W, STEP_H
 from explorer.ui.timeline.layout import COMPACT_LANES
@@ -129,10 +130,9 @@ class TimelineInput:
     def _click_step(self, x: float) -> None:
         if self.steps is None or len(self.steps) == 0:
             return
-        t = self._t_of(x)
-        hit = self.steps[(self.steps["start_ns"] <= t) & (self.steps["end_ns"] > t)]
-        if len(hit):
-            a, b = int(hit["start_ns"].iat[0]), int(hit["end_ns"].iat[0])
+        row = int(step_rows(self.steps, self._t_of(x))[0])
+        if row >= 0:
+            a, b = int(self.steps["start_ns"].iat[row]), int(self.steps["end_ns"].iat[row])
             pad = (b - a) * 0.02
             self.set_visible_range(a - pad, b + pad)
 
@@ -193,10 +193,10 @@ class TimelineInput:
         steps = self.steps
         if steps is None or len(steps) == 0:
             return ""
-        hit = steps[(steps["start_ns"] <= t) & (steps["end_ns"] > t)]
-        if not len(hit):
+        row = int(step_rows(steps, t)[0])
+        if row < 0:
             return ""
-        step, dur = int(hit["step"].iat[0]), int(hit["dur_ns"].iat[0])
+        step, dur = int(steps["step"].iat[row]), int(steps["dur_ns"].iat[row])
         lines = [f"step {step} · {fmt_ns(dur)}"]
         device = step_device(self.breakdown)
         if device is not None:
