@@ -13,7 +13,10 @@ Device work belongs to the step that launched it (the TensorBoard profiler plugi
 :func:`attributed_steps` gives each step the window ``[start_ns, end_ns)`` that holds its
 host range *and* the device work launched from it, so GPU work queued late in step N and
 run during step N+1's host range counts in step N. The windows never overlap and tile the
-host steps, so a breakdown over them still partitions each step's time exactly.
+host steps, so a breakdown over them still partitions each step's time exactly. Device
+work launched before the capture (the iteration running when the profiler started:
+:func:`explorer.analysis.attribution.launched_before_capture`) is no step's: the first
+step starts where it ends. :func:`launching_step` names each device op's step.
 
 When several host threads carry the same step (rare, but some trainers annotate every
 worker thread), or matches nest, the earliest-starting (then longest) occurrence wins and
@@ -28,7 +31,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.attribution import launcher
+from explorer.analysis.attribution import launched_before_capture, launcher
 from explorer.errors import UsageError
 from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
@@ -127,9 +130,10 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
 
     - ``start_N = max(h0, end_{N-1}, b_N)``: the step starts when its host range starts, or
       when the device is done with work it did not launch — the previous step's (``end_{N-1}``)
-      or work launched outside any step just before it, such as the iteration running when
-      the profiler started (``b_N``, the end of device work launched after step ``N-1``'s
-      host range and before step ``N``'s),
+      or work launched outside any step just before it (``b_N``, the end of device work
+      launched after step ``N-1``'s host range and before step ``N``'s; for the first step
+      also of the work launched before the capture, up to the start of the first launched
+      device work),
     - ``end_N = max(h1, d1, start_N)`` (device work on an in-order queue ends in order; a
       running maximum keeps windows ordered when it does not).
 
@@ -159,22 +163,55 @@ def _launched_device_end(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the end of the last device work launched inside its host range (``h1``
     where it launched none), and of the last launched between the previous step's host range
-    and its own (``h0`` where none was)."""
+    and its own (``h0`` where none was). For the first step, the latter also holds the end
+    of the work launched before the capture (:func:`launched_before_capture`), up to where
+    the first launched work starts: the tail of the iteration the profiler caught is no
+    profiled step's."""
     inside_end, before_end = h1.copy(), h0.copy()
-    src = launcher(trace)
-    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
-    work = np.flatnonzero((src >= 0) & ~labels)
-    if len(work) == 0 or len(h0) == 0:
+    if len(h0) == 0:
         return inside_end, before_end
-    launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
+    work, k, inside = _launches(trace, h0, h1)
     ends = trace.ends()[work].astype(np.int64)
-    k = np.searchsorted(h0, launched_at, side="right") - 1  # the step starting last before
-    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)])
     np.maximum.at(inside_end, k[inside], ends[inside])
     nxt = k + 1  # launched in the gap before step k+1 (or before the first step)
     gap = ~inside & (nxt < len(h0))
     np.maximum.at(before_end, nxt[gap], ends[gap])
+    pre = np.flatnonzero(launched_before_capture(trace))
+    if len(pre):
+        tail = int(trace.ends()[pre].max())
+        if len(work):
+            tail = min(tail, int(trace.slices["ts"].to_numpy(np.int64)[work].min()))
+        before_end[0] = max(before_end[0], tail)
     return inside_end, before_end
+
+
+def _launches(
+    trace: TraceData, h0: np.ndarray, h1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids of the launched device work, index of the step starting last before each
+    launch (-1: before the first), whether the launch lies inside that step's host range)."""
+    src = launcher(trace)
+    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
+    work = np.flatnonzero((src >= 0) & ~labels)
+    launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
+    k = np.searchsorted(h0, launched_at, side="right") - 1
+    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)]) if len(h0) else k >= 0
+    return work, k, inside
+
+
+def launching_step(trace: TraceData) -> np.ndarray:
+    """Per slice, the row in :func:`steps` (and :func:`attributed_steps`) of the step whose
+    host range launched it; -1 for host slices, device work launched between steps or
+    before the capture, and device work whose launch is not in the trace."""
+    st = steps(trace)
+    out = np.full(len(trace.slices), -1, np.int64)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
+    if len(h0) == 0:
+        return out
+    work, k, inside = _launches(trace, h0, h1)
+    out[work[inside]] = k[inside]
+    return out
 
 
 def window_of_steps(trace: TraceData, first: int, last: int, reason: str) -> TraceData:
