@@ -279,6 +279,8 @@ def device_work_intervals(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.
     te = ts + s["dur"].to_numpy(np.int64)
     owned = ~launched_before_capture(trace)
     k = launching_step(trace)
+    if trace.window is not None:
+        owned &= ~_launched_by_steps_outside(trace, k)
     mine = np.flatnonzero(k >= 0)
     if len(mine):
         att = attributed_steps(trace)
@@ -289,6 +291,23 @@ def device_work_intervals(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.
         owned[mine[(b <= a) & (te[mine] > ts[mine])]] = False  # all of it outside the window
         ts[mine], te[mine] = a, b
     return ts, te, owned
+
+
+def _launched_by_steps_outside(trace: TraceData, k: np.ndarray) -> np.ndarray:
+    """In a window of a trace: device work launched before its first step's host range or
+    after its last one's — by steps outside the window, whose it is in the whole trace, so
+    it counts in none of the window's steps (as in the whole trace)."""
+    from explorer.analysis.attribution import launcher
+    from explorer.analysis.steps import steps
+
+    st = steps(trace)
+    src = launcher(trace)
+    out = (src >= 0) & (k < 0) & trace.on_device()
+    if not out.any() or len(st) == 0:
+        return out
+    at = trace.slices["ts"].to_numpy(np.int64)[np.clip(src, 0, None)]
+    first, last = int(st["start_ns"].min()), int(st["end_ns"].max())
+    return out & ((at < first) | (at >= last))
 
 
 def device_slice_reasons(trace: TraceData) -> np.ndarray:

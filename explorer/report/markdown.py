@@ -21,6 +21,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     if h.test_backend:
         out += [f"> **⚠ TEST BACKEND** — {h.test_backend}", ""]
     out.append(f"{h.summary}.")
+    out += [f"\n{_cell(n)}." for n in h.step_notes]
     if h.window:
         out += ["", f"> **{_cell(h.window)}.**"]
     out += [f"\n> warning: {_cell(w)}" for w in h.warnings]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from explorer.trace.model import TraceData
 
 #: User settings that results can depend on (attributes of the trace, never memo entries).
-SETTINGS: frozenset[str] = frozenset({"step_pattern"})
+SETTINGS: frozenset[str] = frozenset({"step_pattern", "step_nesting"})
 
 #: Every memoised result and what it is computed from (other results, or settings).
 MEMO_KEYS: dict[str, tuple[str, ...]] = {
@@ -35,7 +35,7 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "frame_codes": ("user_frames", "launcher"),
     "slice_sources": ("frame_codes",),
     "by_source": ("frame_codes", "launcher"),
-    "steps": ("step_pattern",),
+    "steps": ("step_pattern", "step_nesting"),
     "attributed_steps": ("steps", "launcher", "before_capture"),
     "reason_timelines": ("attributed_steps", "before_capture"),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
