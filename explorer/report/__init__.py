@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.analysis.attribution import launched_before_capture
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
@@ -100,6 +101,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
                 if n in set(st["step"].tolist()) and n not in set(counted.tolist())
             ],
             "step_origin": step_origin(trace),
+            "before_capture": _before_capture(trace),
             "breakdown": summary,
             "time_lost_by_kind": _lost_by_kind(all_findings),
         },
@@ -138,6 +140,16 @@ def _window(trace: TraceData) -> dict[str, Any] | None:
         "start_ns": w.start_ns,
         "end_ns": w.end_ns,
         "reason": w.reason,
+    }
+
+
+def _before_capture(trace: TraceData) -> dict[str, int]:
+    """The device ops launched before the capture began (no step's): how many, and when
+    the last of them ends (-1 when there are none)."""
+    pre = np.flatnonzero(launched_before_capture(trace))
+    return {
+        "ops": int(len(pre)),
+        "end_ns": int(trace.ends()[pre].max()) if len(pre) else -1,
     }
 
 

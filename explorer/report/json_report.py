@@ -20,6 +20,8 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                                                        # or "" (the whole trace is one step)
                                   "nesting": "outermost" | "innermost",
                                   "nested_left_out": int},  # matches at the other level
+                  "before_capture": {"ops": int,    # device ops launched before the capture:
+                                     "end_ns": int},  # no step's; the last one's end (-1)
                   "breakdown": {device: {category: ns}},    # over the whole listed steps
                   "time_lost_by_kind": {kind: ns}},         # all findings, before --top
       "steps": [{"step": int, "name": str, "start_ns": int, "dur_ns": int,

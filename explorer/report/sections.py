@@ -151,6 +151,13 @@ def _step_notes(summ: dict[str, Any]) -> list[str]:
                 f"out; --step-nesting {other} takes those)"
             )
         out.append(line)
+    pre = summ.get("before_capture") or {}
+    if pre.get("ops"):
+        out.append(
+            f"{pre['ops']} device op(s) were launched before the capture began (their launch "
+            f"is not in the trace): they belong to no step, and the first step starts once "
+            f"they end, at {fmt_ns(pre['end_ns'])} at the latest"
+        )
     for p in summ.get("partial_steps", []):
         out.append(
             f"Step {p['step']} is partial ({p['reason']}): left out of the mean, the summary "

@@ -135,6 +135,11 @@ def test_a_real_capture_that_began_mid_iteration(shared_traces: Path) -> None:
     # 211 µs, the first step holding two kernels of the iteration before the capture)
     c = wide["compute"].to_numpy()
     assert abs(c[0] - c[1]) <= 0.01 * c.max(), c
+    # the report says so, with the same count and end
+    from explorer.report import document
+
+    pre_doc = document(t.data)["summary"]["before_capture"]
+    assert pre_doc == {"ops": len(pre), "end_ns": round(tail_us * 1000)}
 
 
 @pytest.mark.parametrize(
