@@ -27,10 +27,11 @@ longest) occurrence wins and the ones overlapping it are dropped, so each step a
 once. If ``ProfilerStep`` numbers repeat (captures concatenated in time), steps are
 numbered 0, 1, ... in time order instead.
 
-A step is ``partial`` when it is not whole in the trace: the last step of a file cut short,
-or a last step the profiler stopped during (a fragment under half the other steps'
-median). :func:`step_times`, the one step-time definition every verb uses, leaves partial
-steps out, and :func:`partial_steps` says why each one is.
+A step is ``partial`` when it is not whole in the trace: in a file cut short, the last step
+and those the cut took events from; else a last step the profiler stopped during (a
+fragment with next to no host ops), or whose launched device work it stopped before
+recording. :func:`step_times`, the one step-time definition every verb uses, leaves
+partial steps out, and :func:`partial_steps` says why each one is.
 """
 
 from __future__ import annotations
@@ -49,9 +50,12 @@ from explorer.trace.window import cut
 from explorer.units import fmt_ns
 
 STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice", "partial"]
-#: A last step this much shorter than the median of the others is a fragment: the profiler
-#: stopped (or the run was killed) during it.
+#: A last step under this share of the other steps' median time, holding under
+#: :data:`FRAGMENT_OPS` of their median host ops, is a fragment: the profiler stopped (or
+#: the run was killed) during it. (A steady compiled step after the compiling ones is
+#: short too, but runs its ops.)
 FRAGMENT_SHARE = 0.5
+FRAGMENT_OPS = 0.1
 
 
 @memoised("steps")
@@ -151,7 +155,7 @@ def _partial_reasons(trace: TraceData, table: pd.DataFrame) -> list[str]:
     """Per row of a steps table, why the step is not whole ("" when it is): in a file cut
     short, the last step and those the cut took events from; otherwise only the last step
     can be — a fragment the profiler stopped in (under :data:`FRAGMENT_SHARE` of the other
-    steps' median, in time and in host ops), or one whose launched device work the
+    steps' median time and :data:`FRAGMENT_OPS` of their host ops), or one whose launched device work the
     profiler stopped before recording (more launches without their device work than any
     other step has)."""
     n = len(table)
@@ -169,7 +173,7 @@ def _partial_reasons(trace: TraceData, table: pd.DataFrame) -> list[str]:
         return out
     typical = float(np.median(dur[:-1]))
     ops = _per_step(trace, table, np.isin(category_values(trace.slices["kind"]), _HOST_WORK))
-    if dur[-1] < FRAGMENT_SHARE * typical and ops[-1] < FRAGMENT_SHARE * np.median(ops[:-1]):
+    if dur[-1] < FRAGMENT_SHARE * typical and ops[-1] < FRAGMENT_OPS * np.median(ops[:-1]):
         out[-1] = (
             f"the profiler stopped during it: {fmt_ns(int(dur[-1]))} long with {ops[-1]} "
             f"host ops, against a median of {fmt_ns(int(typical))} and "

@@ -171,3 +171,11 @@ def test_nested_step_annotations_take_the_level_asked() -> None:
     assert step_origin(t.data)["nested_left_out"] == len(profiler)
     with pytest.raises(UsageError, match="innermost"):
         t.use_steps(NESTED, nesting="middle")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (CNN.parent).glob("*.pt.trace.json.gz")))
+def test_whole_real_runs_have_no_partial_step(name: str) -> None:
+    """The collector's sample runs stop after a whole step: none is partial — not even the
+    steady compiled step after torch.compile's slow ones (short, but it runs its ops)."""
+    t = explorer.load(CNN.parent / name)
+    assert not t.steps()["partial"].any()
