@@ -96,9 +96,9 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
             "mean_step_ns": int(total // len(times)) if len(times) else 0,
             "median_step_ns": int(round(float(np.median(times)))) if len(times) else 0,
             "partial_steps": [
-                {"step": n, "reason": why}
+                {"step": n, "reason": why, "left_out": n not in set(counted.tolist())}
                 for n, why in partial.items()
-                if n in set(st["step"].tolist()) and n not in set(counted.tolist())
+                if n in set(st["step"].tolist())
             ],
             "step_origin": step_origin(trace),
             "before_capture": _before_capture(trace),

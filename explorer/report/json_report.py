@@ -15,7 +15,8 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                      "sync_stall", "compile", "other_idle"],
       "summary": {"steps": int, "total_ns": int, "mean_step_ns": int,   # whole steps only
                   "median_step_ns": int,
-                  "partial_steps": [{"step": int, "reason": str}],  # left out of the summary
+                  "partial_steps": [{"step": int, "reason": str,   # not whole; left_out:
+                                     "left_out": bool}],  # of the summary (unless all are)
                   "step_origin": {"annotation": str,   # "ProfilerStep#N", the --steps REGEX,
                                                        # or "" (the whole trace is one step)
                                   "nesting": "outermost" | "innermost",

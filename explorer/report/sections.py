@@ -160,8 +160,12 @@ def _step_notes(summ: dict[str, Any]) -> list[str]:
         )
     for p in summ.get("partial_steps", []):
         out.append(
-            f"Step {p['step']} is partial ({p['reason']}): left out of the mean, the summary "
-            "and --fail-on"
+            f"Step {p['step']} is partial ({p['reason']}): "
+            + (
+                "left out of the mean, the summary and --fail-on"
+                if p.get("left_out", True)
+                else "no whole step is left, so the figures are its own"
+            )
         )
     return out
 

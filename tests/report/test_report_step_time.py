@@ -34,7 +34,7 @@ def test_a_partial_last_step_is_marked_and_left_out(
     assert by_step[2]["partial"] and "profiler stopped" in by_step[2]["partial_reason"]
     assert not by_step[1]["partial"]
     assert s["steps"] == 1 and s["mean_step_ns"] == by_step[1]["dur_ns"]
-    assert [p["step"] for p in s["partial_steps"]] == [2]
+    assert [(p["step"], p["left_out"]) for p in s["partial_steps"]] == [(2, True)]
     assert s["total_ns"] == by_step[1]["dur_ns"]
     for dev, cats in s["breakdown"].items():
         assert cats == by_step[1]["breakdown"][dev]
@@ -45,6 +45,10 @@ def test_a_partial_last_step_is_marked_and_left_out(
     # a CI rule on the step time sees the whole step (the fragment put the mean at 4.67 ms)
     assert main(["report", path, "--fail-on", "step_time<5ms"]) == 0
     capsys.readouterr()
+    # asked for the fragment itself, the report gives its own figures and says what it is
+    one = _json(capsys, "report", path, "--step", "2")
+    assert one["summary"]["mean_step_ns"] == by_step[2]["dur_ns"]
+    assert one["summary"]["partial_steps"][0]["left_out"] is False
 
 
 def test_the_report_says_which_nested_annotation_defined_the_steps(
