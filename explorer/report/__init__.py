@@ -143,13 +143,13 @@ def _window(trace: TraceData) -> dict[str, Any] | None:
     }
 
 
-def _before_capture(trace: TraceData) -> dict[str, int]:
+def _before_capture(trace: TraceData) -> dict[str, int | None]:
     """The device ops launched before the capture began (no step's): how many, and when
-    the last of them ends (-1 when there are none)."""
+    the last of them ends (None when there are none)."""
     pre = np.flatnonzero(launched_before_capture(trace))
     return {
         "ops": int(len(pre)),
-        "end_ns": int(trace.ends()[pre].max()) if len(pre) else -1,
+        "end_ns": int(trace.ends()[pre].max()) if len(pre) else None,
     }
 
 

@@ -22,7 +22,7 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                                   "nesting": "outermost" | "innermost",
                                   "nested_left_out": int},  # matches at the other level
                   "before_capture": {"ops": int,    # device ops launched before the capture:
-                                     "end_ns": int},  # no step's; the last one's end (-1)
+                                     "end_ns": int | null},  # no step's; the last's end
                   "breakdown": {device: {category: ns}},    # over the whole listed steps
                   "time_lost_by_kind": {kind: ns}},         # all findings, before --top
       "steps": [{"step": int, "name": str, "start_ns": int, "dur_ns": int,
