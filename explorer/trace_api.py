@@ -75,6 +75,7 @@ class Trace:
     args_store = _ModelMember[Any]()
     execution_trace = _ModelMember["pd.DataFrame | None"]()
     step_pattern = _SettableModelMember["str | None"]()
+    step_nesting = _SettableModelMember[str]()
 
     def __len__(self) -> int:
         return len(self.data)
@@ -94,10 +95,13 @@ class Trace:
 
         return steps(self.data, pattern=pattern)
 
-    def use_steps(self, pattern: str | None) -> None:
+    def use_steps(self, pattern: str | None, nesting: str = "outermost") -> None:
         """Take steps from host annotations matching ``pattern`` (a regex) in every
-        analysis, instead of ``ProfilerStep#N``; ``None`` restores the default."""
+        analysis, instead of ``ProfilerStep#N``; ``None`` restores the default. Where
+        matches nest on a thread, ``nesting`` says which are the steps: the ``"outermost"``
+        or the ``"innermost"``."""
         self.data.step_pattern = pattern
+        self.data.step_nesting = nesting
 
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""

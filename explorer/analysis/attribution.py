@@ -96,6 +96,36 @@ def launcher(trace: TraceData) -> np.ndarray:
     return out
 
 
+@memoised("before_capture")
+def launched_before_capture(trace: TraceData) -> np.ndarray:
+    """Per slice: is it device work launched before the capture started?
+
+    A capture that starts mid-iteration holds the tail of the iteration then running: device
+    ops (kernels, copies, memsets, collectives) whose launch is not in the trace (no
+    ``launch`` flow, no host runtime call with their ``correlation``) and whose correlation
+    id is below every runtime call's (ids grow with each launch, so they were issued before
+    the first call the profiler saw). They belong to no profiled step: the first step
+    starts where they end (:func:`explorer.analysis.steps.attributed_steps`) and the
+    breakdown leaves them out. Device work merely missing its launch (a trace with events
+    filtered out, a launch from an untraced thread) is not this: its id is in the capture's
+    range. A trace without runtime calls marks nothing. Cached on the trace.
+    """
+    s = trace.slices
+    n = len(s)
+    out = np.zeros(n, bool)
+    if n == 0:
+        return out
+    corr = s["correlation"].to_numpy(np.int64)
+    kind = category_values(s["kind"])
+    host_rt = trace.on_host() & (corr >= 0) & np.isin(kind, ["runtime", "sync"])
+    if not host_rt.any():
+        return out
+    first = int(corr[host_rt].min())
+    work = trace.on_device() & (kind != "device_annotation")
+    out[work & (launcher(trace) < 0) & (corr >= 0) & (corr < first)] = True
+    return out
+
+
 def _through_launches(trace: TraceData, code: np.ndarray) -> None:
     src = launcher(trace)
     rows = np.flatnonzero((src >= 0) & (code < 0))

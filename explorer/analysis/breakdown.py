@@ -215,13 +215,63 @@ def device_reason_intervals(
     ``blocking`` marks copies from/to pageable memory (the host waits for them)."""
     s = trace.slices
     on = np.isin(s["track"].to_numpy(), track_ids)
-    code = np.where(on, device_slice_reasons(trace), -1)
+    ts, te, owned = device_work_intervals(trace)
+    code = np.where(on & owned, device_slice_reasons(trace), -1)
     copy = code == 2
     keep = code >= 0
     pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
     blocking = copy & (pageable | synchronous_copies(trace))
-    ts = s["ts"].to_numpy()[keep]
-    return ts, ts + s["dur"].to_numpy()[keep], code[keep], blocking[keep]
+    return ts[keep], te[keep], code[keep], blocking[keep]
+
+
+def device_work_intervals(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per slice, the ``(start, end)`` the breakdown counts it over and whether it counts.
+
+    Device work counts in the step that launched it (:func:`explorer.analysis.steps.
+    launching_step`), so it is clipped to that step's window: work of step N+1 that runs on
+    another stream while step N's window is still open is not step N's compute (nor, for
+    the part before its own window opens, step N+1's: the windows tile time). Work launched
+    before the capture (:func:`explorer.analysis.attribution.launched_before_capture`) is
+    no step's and does not count. Work launched between steps, or whose launch is not in
+    the trace, counts where it runs.
+    """
+    from explorer.analysis.attribution import launched_before_capture
+    from explorer.analysis.steps import attributed_steps, launching_step
+
+    s = trace.slices
+    ts = s["ts"].to_numpy(np.int64, copy=True)
+    te = ts + s["dur"].to_numpy(np.int64)
+    owned = ~launched_before_capture(trace)
+    k = launching_step(trace)
+    if trace.window is not None:
+        owned &= ~_launched_by_steps_outside(trace, k)
+    mine = np.flatnonzero(k >= 0)
+    if len(mine):
+        att = attributed_steps(trace)
+        w0 = att["start_ns"].to_numpy(np.int64)[k[mine]]
+        w1 = att["end_ns"].to_numpy(np.int64)[k[mine]]
+        a = np.clip(ts[mine], w0, w1)
+        b = np.clip(te[mine], w0, w1)
+        owned[mine[(b <= a) & (te[mine] > ts[mine])]] = False  # all of it outside the window
+        ts[mine], te[mine] = a, b
+    return ts, te, owned
+
+
+def _launched_by_steps_outside(trace: TraceData, k: np.ndarray) -> np.ndarray:
+    """In a window of a trace: device work launched before its first step's host range or
+    after its last one's — by steps outside the window, whose it is in the whole trace, so
+    it counts in none of the window's steps (as in the whole trace)."""
+    from explorer.analysis.attribution import launcher
+    from explorer.analysis.steps import steps
+
+    st = steps(trace)
+    src = launcher(trace)
+    out = (src >= 0) & (k < 0) & trace.on_device()
+    if not out.any() or len(st) == 0:
+        return out
+    at = trace.slices["ts"].to_numpy(np.int64)[np.clip(src, 0, None)]
+    first, last = int(st["start_ns"].min()), int(st["end_ns"].max())
+    return out & ((at < first) | (at >= last))
 
 
 def device_slice_reasons(trace: TraceData) -> np.ndarray:
@@ -479,9 +529,8 @@ def comm_overlap(trace: TraceData, step: int | None = None) -> pd.DataFrame:
         groups["host"] = _host_intervals(trace)
     else:
         s = trace.slices
-        code = device_slice_reasons(trace)
-        ts = s["ts"].to_numpy(np.int64)
-        te = ts + s["dur"].to_numpy(np.int64)
+        ts, te, owned = device_work_intervals(trace)
+        code = np.where(owned, device_slice_reasons(trace), -1)
         track = s["track"].to_numpy()
         by_label: dict[str, list[int]] = {}
         for tid, label in labels.items():

@@ -22,6 +22,7 @@ from explorer.analysis.attribution import frame_codes
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.findings import findings
+from explorer.analysis.steps import counted_steps, partial_steps, step_times
 from explorer.analysis.steps import steps as step_table
 from explorer.trace.model import PROFILER_STEP, TraceData
 
@@ -37,8 +38,10 @@ SHARE_CHANGE = 0.02
 class TraceDiff:
     """The comparison of trace ``a`` (before) with trace ``b`` (after).
 
-    ``steps``: one row per side — ``side, path, devices, steps, median_ns, p25_ns, p75_ns,
-    spread_ns``. ``breakdown``: per category the median share of step time per side
+    ``steps``: one row per side — ``side, path, devices, steps, partial_steps, median_ns,
+    p25_ns, p75_ns, spread_ns`` (the step time of :func:`explorer.analysis.steps.step_times`,
+    the report's: ``steps`` counts the whole steps it is over, ``partial_steps`` those left
+    out). ``breakdown``: per category the median share of step time per side
     (``a_ns, a_spread_ns, b_ns, b_spread_ns, delta_ns``). ``ops`` / ``kernels`` / ``lines``:
     per name (or source line) the count (for a line: the times work entered it, see
     :func:`line_entries`) and time per step on each side, ``delta_ns`` and a ``status`` of
@@ -112,6 +115,9 @@ def diff(a: TraceData, b: TraceData) -> TraceDiff:
     if a.synthetic or b.synthetic:
         notes.append("SYNTHETIC trace involved: its numbers come from a simulation.")
     steps_df = pd.DataFrame([_step_stats("a", a, sa, dev_a), _step_stats("b", b, sb, dev_b)])
+    for side, trace in (("a", a), ("b", b)):
+        for n, why in partial_steps(trace).items():
+            notes.append(f"{side}: step {n} is partial ({why}): left out of the step time.")
     n_a, n_b = max(len(sa), 1), max(len(sb), 1)
     out = TraceDiff(
         a_path=a.path,
@@ -152,13 +158,15 @@ def _vendor_set(devices: list[str]) -> set[str]:
 def _step_stats(
     side: str, trace: TraceData, table: pd.DataFrame, devices: list[str]
 ) -> dict[str, Any]:
-    dur = table["dur_ns"].to_numpy(np.int64) if len(table) else np.zeros(1, np.int64)
+    # the report's step time (one definition: attributed windows, partial steps left out)
+    dur = step_times(trace) if len(table) else np.zeros(1, np.int64)
     p25, med, p75 = np.percentile(dur, [25, 50, 75])
     return {
         "side": side,
         "path": trace.path,
         "devices": ", ".join(devices) or "host",
-        "steps": int(len(table)),
+        "steps": int(len(dur)) if len(table) else 0,  # the steps the median is over
+        "partial_steps": int(len(table) - len(dur)) if len(table) else 0,
         "median_ns": int(round(med)),
         "p25_ns": int(round(p25)),
         "p75_ns": int(round(p75)),
@@ -170,6 +178,7 @@ def _category_stats(trace: TraceData) -> pd.DataFrame:
     """Per category: median over steps of the time (mean over devices, which still sums to
     the step time), and the interquartile spread."""
     bd = breakdown(trace)
+    bd = bd[bd["step"].isin(counted_steps(trace)["step"])]  # as the step time: whole steps
     if len(bd) == 0:
         return pd.DataFrame(columns=["category", "ns", "spread_ns"])
     per_step = (

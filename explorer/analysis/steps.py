@@ -13,12 +13,25 @@ Device work belongs to the step that launched it (the TensorBoard profiler plugi
 :func:`attributed_steps` gives each step the window ``[start_ns, end_ns)`` that holds its
 host range *and* the device work launched from it, so GPU work queued late in step N and
 run during step N+1's host range counts in step N. The windows never overlap and tile the
-host steps, so a breakdown over them still partitions each step's time exactly.
+host steps, so a breakdown over them still partitions each step's time exactly. Device
+work launched before the capture (the iteration running when the profiler started:
+:func:`explorer.analysis.attribution.launched_before_capture`) is no step's: the first
+step starts where it ends. :func:`launching_step` names each device op's step.
 
-When several host threads carry the same step (rare, but some trainers annotate every
-worker thread), or matches nest, the earliest-starting (then longest) occurrence wins and
-the ones overlapping it are dropped, so each step appears once. If ``ProfilerStep`` numbers
-repeat (captures concatenated in time), steps are numbered 0, 1, ... in time order instead.
+Where matches nest on a thread (an inner ``measure|forward`` inside an outer one), the
+trace's ``step_nesting`` picks the level: the outermost (the default) or the innermost;
+:func:`step_origin` says which annotation and level defined the steps and how many nested
+matches were left out, and the report prints it. When several host threads carry the same
+step (rare, but some trainers annotate every worker thread), the earliest-starting (then
+longest) occurrence wins and the ones overlapping it are dropped, so each step appears
+once. If ``ProfilerStep`` numbers repeat (captures concatenated in time), steps are
+numbered 0, 1, ... in time order instead.
+
+A step is ``partial`` when it is not whole in the trace: in a file cut short, the last step
+and those the cut took events from; else a last step the profiler stopped during (a
+fragment with next to no host ops), or whose launched device work it stopped before
+recording. :func:`step_times`, the one step-time definition every verb uses, leaves
+partial steps out, and :func:`partial_steps` says why each one is.
 """
 
 from __future__ import annotations
@@ -28,22 +41,31 @@ import re
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.attribution import launcher
+from explorer.analysis.attribution import launched_before_capture, launcher
 from explorer.errors import UsageError
 from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
 from explorer.trace.window import cut
+from explorer.units import fmt_ns
 
-STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice"]
+STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "slice", "partial"]
+#: A last step under this share of the other steps' median time, holding under
+#: :data:`FRAGMENT_OPS` of their median host ops, is a fragment: the profiler stopped (or
+#: the run was killed) during it. (A steady compiled step after the compiling ones is
+#: short too, but runs its ops.)
+FRAGMENT_SHARE = 0.5
+FRAGMENT_OPS = 0.1
 
 
 @memoised("steps")
 def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
-    """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice`` (see module doc).
+    """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice, partial`` (see
+    module doc; ``partial``: the step is not whole, :func:`partial_steps` says why).
 
-    Without ``pattern``, the trace's own (``trace.step_pattern``) applies. Kept in the
-    trace's memo per pattern, since every analysis starts here. A window of a trace
+    Without ``pattern``, the trace's own (``trace.step_pattern``) applies; where matches
+    nest on a thread, ``trace.step_nesting`` picks the outermost or the innermost. Kept in
+    the trace's memo per pattern, since every analysis starts here. A window of a trace
     (:func:`window_of_steps`) has the whole trace's steps in it.
     """
     if trace.window is not None:
@@ -60,7 +82,36 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
         out = _matching_steps(trace, PROFILER_STEP, numbered_by_name=True)
         if out is None:
             out = _whole_trace(trace)
-    return out
+    out["partial"] = np.array([bool(r) for r in _partial_reasons(trace, out)], dtype=bool)
+    return out[STEP_COLUMNS]
+
+
+def _hits(trace: TraceData, rx: re.Pattern[str]) -> tuple[np.ndarray, int]:
+    """(ids of the host annotations that are steps at the trace's nesting level, how many
+    matches nested at the other level were left out)."""
+    s = trace.slices
+    row_hit = trace.name_matches(rx) & trace.on_host()
+    row_hit &= np.asarray(s["kind"] != "device_annotation")  # categorical: by code
+    ids = np.flatnonzero(row_hit)
+    if len(ids) == 0:
+        return ids, 0
+    parent = s["parent"].to_numpy(np.int64)
+    if trace.step_nesting == "innermost":
+        holds = np.zeros(len(s), bool)  # a match has a match inside it, on its thread
+        frontier = parent[ids]
+        while True:  # one pass per nesting level, vectorised
+            frontier = np.unique(frontier[frontier >= 0])
+            frontier = frontier[~holds[frontier]]
+            if len(frontier) == 0:
+                break
+            holds[frontier] = True
+            frontier = parent[frontier]
+        left_out = holds[ids]
+    else:
+        inside = trace.inherit_down(row_hit, keep=row_hit)  # a match or under one
+        up = parent[ids]
+        left_out = np.where(up >= 0, inside[np.clip(up, 0, None)], False)
+    return ids[~left_out], int(left_out.sum())
 
 
 def _matching_steps(
@@ -69,9 +120,7 @@ def _matching_steps(
     s = trace.slices
     if len(s) == 0:
         return None
-    row_hit = trace.name_matches(rx) & trace.on_host()
-    row_hit &= np.asarray(s["kind"] != "device_annotation")  # categorical: by code
-    ids = np.flatnonzero(row_hit)
+    ids, _ = _hits(trace, rx)
     if len(ids) == 0:
         return None
     df = pd.DataFrame(
@@ -83,7 +132,7 @@ def _matching_steps(
         }
     )
     # Matches that overlap an earlier (or longer, same-start) match are the same step seen
-    # on another thread, or a nested match: drop them.
+    # on another thread: drop them.
     df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable")
     ends = (df["start_ns"] + df["dur_ns"]).to_numpy()
     prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ends)[:-1]])
@@ -94,7 +143,141 @@ def _matching_steps(
     else:  # a pattern, or ProfilerStep numbers that repeat (concatenated captures)
         df["step"] = np.arange(len(df), dtype=np.int64)
     df["end_ns"] = df["start_ns"] + df["dur_ns"]
-    return df[STEP_COLUMNS].reset_index(drop=True)
+    return df.reset_index(drop=True)
+
+
+def _cut_short(trace: TraceData) -> bool:
+    """Did the load recover the trace from a file cut short (a killed run)?"""
+    return any("cut short" in str(w) for w in trace.metadata.get("warnings", []) or [])
+
+
+def _partial_reasons(trace: TraceData, table: pd.DataFrame) -> list[str]:
+    """Per row of a steps table, why the step is not whole ("" when it is): in a file cut
+    short, the last step and those the cut took events from; otherwise only the last step
+    can be — a fragment the profiler stopped in (under :data:`FRAGMENT_SHARE` of the other
+    steps' median time and :data:`FRAGMENT_OPS` of their host ops), or one whose launched device work the
+    profiler stopped before recording (more launches without their device work than any
+    other step has)."""
+    n = len(table)
+    out = [""] * n
+    if n == 0 or (n == 1 and table["slice"].iat[0] < 0):
+        return out  # the whole trace as one step is whole by definition
+    dur = table["dur_ns"].to_numpy(np.int64)
+    if _cut_short(trace):
+        out[-1] = "the trace was cut short during it (events after the cut are lost)"
+        for i, what in enumerate(_cut_losses(trace, table)[:-1]):
+            if what:
+                out[i] = f"the trace was cut short and the step lost events: it holds {what}"
+        return out
+    if n < 2:
+        return out
+    typical = float(np.median(dur[:-1]))
+    ops = _per_step(trace, table, np.isin(category_values(trace.slices["kind"]), _HOST_WORK))
+    if dur[-1] < FRAGMENT_SHARE * typical and ops[-1] < FRAGMENT_OPS * np.median(ops[:-1]):
+        out[-1] = (
+            f"the profiler stopped during it: {fmt_ns(int(dur[-1]))} long with {ops[-1]} "
+            f"host ops, against a median of {fmt_ns(int(typical))} and "
+            f"{int(np.median(ops[:-1]))} for the other steps"
+        )
+        return out
+    lost = _launches_lost(trace, table)
+    if lost[-1] > lost[:-1].max():
+        out[-1] = (
+            f"the profiler stopped while the device still had work of it to run: "
+            f"{lost[-1]} of its launches have no device work in the trace"
+        )
+    return out
+
+
+#: Host work a step holds (a fragment the profiler stopped in holds next to none).
+_HOST_WORK: tuple[str, ...] = ("cpu_op", "runtime", "sync", "fallback", "copy")
+#: Runtime calls that put device work on a queue.
+_LAUNCH_CALL = re.compile(r"Launch|Memcpy.*Async|Memset.*Async", re.I)
+
+
+def _per_step(trace: TraceData, table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Per step, how many of the slices ``mask`` start in its host range."""
+    at = trace.slices["ts"].to_numpy(np.int64)[mask]
+    h0 = table["start_ns"].to_numpy(np.int64)
+    h1 = table["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(h0, at, side="right") - 1
+    inside = (k >= 0) & (at < h1[np.clip(k, 0, None)])
+    return np.bincount(k[inside], minlength=len(table)).astype(np.int64)
+
+
+def _launches_lost(trace: TraceData, table: pd.DataFrame) -> np.ndarray:
+    """Per step, how many launch calls in its host range have no device work in the trace."""
+    s = trace.slices
+    corr = s["correlation"].to_numpy(np.int64)
+    kind = category_values(s["kind"])
+    calls = trace.on_host() & (corr >= 0) & (kind == "runtime") & trace.name_matches(_LAUNCH_CALL)
+    ran = np.isin(corr, corr[trace.on_device() & (corr >= 0)])
+    return _per_step(trace, table, calls & ~ran)
+
+
+#: Kinds of events a cut can lose from some steps only (Kineto writes host ops, runtime
+#: calls and device events in sections of their own, so a cut drops a section's tail).
+_CUT_KINDS: tuple[str, ...] = ("cpu_op", "runtime", "kernel", "memcpy", "memset")
+
+
+def _cut_losses(trace: TraceData, table: pd.DataFrame) -> list[str]:
+    """Per step of a trace cut short, which kinds of event it lost ("" for none): a step
+    holding under half as many of a kind as the step with most of them (steps of one
+    training loop run the same ops)."""
+    kind = category_values(trace.slices["kind"])
+    out = [""] * len(table)
+    for name in _CUT_KINDS:
+        count = _per_step(trace, table, kind == name)
+        most = int(count.max()) if len(count) else 0
+        for i in np.flatnonzero(count < most / 2):
+            out[i] += (", " if out[i] else "") + f"{count[i]} of {most} {name} events"
+    return out
+
+
+def partial_steps(trace: TraceData) -> dict[int, str]:
+    """Step number → why the step is not whole, for the steps marked ``partial``: left out
+    of means, medians and ``--fail-on``, and every output says so."""
+    st = steps(trace)
+    reasons = _partial_reasons(trace, st) if trace.window is None else None
+    out: dict[int, str] = {}
+    for i, row in enumerate(st.itertuples(index=False)):
+        if row.partial:
+            why = reasons[i] if reasons else "the step is not whole in the trace"
+            out[int(row.step)] = why
+    return out
+
+
+def step_origin(trace: TraceData) -> dict[str, object]:
+    """What defined the steps, for the report: ``annotation`` (``ProfilerStep#N``, the
+    user's pattern, or ``""`` for the whole trace as one step), ``nesting`` (the level
+    taken where matches nest) and ``nested_left_out`` (matches at the other level)."""
+    pattern = trace.step_pattern
+    st = steps(trace)
+    if len(st) == 1 and int(st["slice"].iat[0]) < 0:
+        return {"annotation": "", "nesting": trace.step_nesting, "nested_left_out": 0}
+    rx = step_regex(pattern) if pattern is not None else PROFILER_STEP
+    left_out = _hits(trace, rx)[1] if trace.window is None else 0
+    return {
+        "annotation": pattern if pattern is not None else "ProfilerStep#N",
+        "nesting": trace.step_nesting,
+        "nested_left_out": left_out,
+    }
+
+
+def counted_steps(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """The steps that step times and summaries count (attributed windows): the whole ones,
+    or every one when all are partial (then they are what there is). ``step``: just it."""
+    att = select_steps(trace, step, attributed=True)
+    whole = ~att["partial"].to_numpy(bool)
+    return att[whole] if whole.any() else att
+
+
+def step_times(trace: TraceData, step: int | None = None) -> np.ndarray:
+    """The step time every verb reports (``report``'s mean and median, ``diff``'s median,
+    ``--fail-on step_time``): per counted step (:func:`counted_steps`: partial steps left
+    out), its attributed window's duration in ns (:func:`attributed_steps`: the host range
+    widened to the device work it launched)."""
+    return counted_steps(trace, step)["dur_ns"].to_numpy(np.int64)
 
 
 def _whole_trace(trace: TraceData) -> pd.DataFrame:
@@ -112,6 +295,7 @@ def _whole_trace(trace: TraceData) -> pd.DataFrame:
             "dur_ns": np.array([end - start], np.int64),
             "end_ns": np.array([end], np.int64),
             "slice": np.array([-1], np.int64),
+            "partial": np.array([False]),
         }
     )
 
@@ -127,9 +311,10 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
 
     - ``start_N = max(h0, end_{N-1}, b_N)``: the step starts when its host range starts, or
       when the device is done with work it did not launch — the previous step's (``end_{N-1}``)
-      or work launched outside any step just before it, such as the iteration running when
-      the profiler started (``b_N``, the end of device work launched after step ``N-1``'s
-      host range and before step ``N``'s),
+      or work launched outside any step just before it (``b_N``, the end of device work
+      launched after step ``N-1``'s host range and before step ``N``'s; for the first step
+      also of the work launched before the capture, up to the start of the first launched
+      device work),
     - ``end_N = max(h1, d1, start_N)`` (device work on an in-order queue ends in order; a
       running maximum keeps windows ordered when it does not).
 
@@ -159,22 +344,55 @@ def _launched_device_end(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the end of the last device work launched inside its host range (``h1``
     where it launched none), and of the last launched between the previous step's host range
-    and its own (``h0`` where none was)."""
+    and its own (``h0`` where none was). For the first step, the latter also holds the end
+    of the work launched before the capture (:func:`launched_before_capture`), up to where
+    the first launched work starts: the tail of the iteration the profiler caught is no
+    profiled step's."""
     inside_end, before_end = h1.copy(), h0.copy()
-    src = launcher(trace)
-    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
-    work = np.flatnonzero((src >= 0) & ~labels)
-    if len(work) == 0 or len(h0) == 0:
+    if len(h0) == 0:
         return inside_end, before_end
-    launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
+    work, k, inside = _launches(trace, h0, h1)
     ends = trace.ends()[work].astype(np.int64)
-    k = np.searchsorted(h0, launched_at, side="right") - 1  # the step starting last before
-    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)])
     np.maximum.at(inside_end, k[inside], ends[inside])
     nxt = k + 1  # launched in the gap before step k+1 (or before the first step)
     gap = ~inside & (nxt < len(h0))
     np.maximum.at(before_end, nxt[gap], ends[gap])
+    pre = np.flatnonzero(launched_before_capture(trace))
+    if len(pre):
+        tail = int(trace.ends()[pre].max())
+        if len(work):
+            tail = min(tail, int(trace.slices["ts"].to_numpy(np.int64)[work].min()))
+        before_end[0] = max(before_end[0], tail)
     return inside_end, before_end
+
+
+def _launches(
+    trace: TraceData, h0: np.ndarray, h1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids of the launched device work, index of the step starting last before each
+    launch (-1: before the first), whether the launch lies inside that step's host range)."""
+    src = launcher(trace)
+    labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
+    work = np.flatnonzero((src >= 0) & ~labels)
+    launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
+    k = np.searchsorted(h0, launched_at, side="right") - 1
+    inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)]) if len(h0) else k >= 0
+    return work, k, inside
+
+
+def launching_step(trace: TraceData) -> np.ndarray:
+    """Per slice, the row in :func:`steps` (and :func:`attributed_steps`) of the step whose
+    host range launched it; -1 for host slices, device work launched between steps or
+    before the capture, and device work whose launch is not in the trace."""
+    st = steps(trace)
+    out = np.full(len(trace.slices), -1, np.int64)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
+    if len(h0) == 0:
+        return out
+    work, k, inside = _launches(trace, h0, h1)
+    out[work[inside]] = k[inside]
+    return out
 
 
 def window_of_steps(trace: TraceData, first: int, last: int, reason: str) -> TraceData:

@@ -118,7 +118,8 @@ def render(info: dict[str, Any]) -> str:
         durs = [st["dur_ns"] for st in info["steps"]]
         lines.append(
             f"  steps: {len(durs)} ({info['steps'][0]['name']} … {info['steps'][-1]['name']}), "
-            f"median {fmt_ns(int(np.median(durs)))}"
+            f"median host range {fmt_ns(int(np.median(durs)))} (the step time, with the "
+            "device work each step launched, is the report's)"
         )
     else:
         lines.append("  steps: no ProfilerStep annotations (the whole trace is one step)")

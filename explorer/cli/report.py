@@ -17,7 +17,7 @@ from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.safe_write import atomic_write, check_target
 from explorer.trace.loading import input_files
-from explorer.trace.model import step_regex
+from explorer.trace.model import STEP_NESTINGS, step_regex
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -46,6 +46,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         help="take steps from host annotations matching REGEX (default: ProfilerStep#N, "
         "else the whole trace)",
+    )
+    p.add_argument(
+        "--step-nesting",
+        choices=list(STEP_NESTINGS),
+        default="outermost",
+        help="where step annotations nest (an inner one inside an outer one), which are the "
+        "steps (default: outermost); the report says which annotation defined them",
     )
     options.add_step_range(p, "analyse")
     p.add_argument(
@@ -81,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
     print_load_warnings(trace)
-    if args.steps is not None:
-        trace.use_steps(args.steps)
+    if args.steps is not None or args.step_nesting != "outermost":
+        trace.use_steps(args.steps, nesting=args.step_nesting)
     data, note = analysed_window(trace.data, args.step_range, args.step)
     if note:
         print(f"explorer: note: {note}", file=sys.stderr)

@@ -9,18 +9,24 @@ agree with each other and with ``trace.findings()``/``trace.breakdown()``.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from explorer.analysis.attribution import launched_before_capture
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
 from explorer.analysis.device_naming import device_naming
-from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings, no_finding_sentence
-from explorer.analysis.steps import select_steps
+from explorer.analysis.steps import (
+    counted_steps,
+    partial_steps,
+    select_steps,
+    step_origin,
+    step_times,
+    window_of_steps,
+)
 from explorer.errors import UsageError
 from explorer.report import critical_path_section as cps
 from explorer.report import html, json_report, markdown, text
@@ -42,6 +48,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
 
     st = select_steps(trace, step, attributed=True)
     bd = breakdown(trace, step)
+    partial = partial_steps(trace)
     steps_out = []
     for row in st.itertuples(index=False):
         part = bd[bd["step"] == row.step]
@@ -56,19 +63,26 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
                 "name": str(row.name),
                 "start_ns": int(row.start_ns),
                 "dur_ns": int(row.dur_ns),
+                "partial": bool(row.partial),
+                "partial_reason": partial.get(int(row.step), ""),
                 "breakdown": per_dev,
             }
         )
+    # The summary covers the whole steps (step_times: the one step-time definition), so
+    # a fragment the profiler stopped in does not halve the mean; partial steps stay in the
+    # per-step table, marked.
+    times = step_times(trace, step)
+    counted = counted_steps(trace, step)["step"].to_numpy()
     summary: dict[str, dict[str, int]] = {}
-    for dev, g in bd.groupby("device", sort=True):
+    in_summary = bd[bd["step"].isin(counted)]
+    for dev, g in in_summary.groupby("device", sort=True):
         sums = g.groupby("category", observed=False)["ns"].sum()
         summary[str(dev)] = {c: int(sums.get(c, 0)) for c in CATEGORIES}
-    all_findings = findings(trace)
-    total = int(st["dur_ns"].sum())
-    if step is not None:
-        all_findings = _for_step(
-            all_findings, int(step), int(st["start_ns"].iat[0]), int(st["end_ns"].iat[0])
-        )
+    total = int(times.sum())
+    # With --step N every finding's figures are that step's: the findings of a window of
+    # just that step (its breakdown and critical path are the whole trace's).
+    found_in = trace if step is None else _step_window(trace, int(step))
+    all_findings = findings(found_in)
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "explorer_version": __version__,
@@ -79,14 +93,22 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "selected_step": None if step is None else int(step),
         "categories": list(CATEGORIES),
         "summary": {
-            "steps": len(st),
+            "steps": int(len(times)),
             "total_ns": total,
-            "mean_step_ns": int(total // len(st)) if len(st) else 0,
+            "mean_step_ns": int(total // len(times)) if len(times) else 0,
+            "median_step_ns": int(round(float(np.median(times)))) if len(times) else 0,
+            "partial_steps": [
+                {"step": n, "reason": why, "left_out": n not in set(counted.tolist())}
+                for n, why in partial.items()
+                if n in set(st["step"].tolist())
+            ],
+            "step_origin": step_origin(trace),
+            "before_capture": _before_capture(trace),
             "breakdown": summary,
             "time_lost_by_kind": _lost_by_kind(all_findings),
         },
         "steps": steps_out,
-        "findings": [_whole_ids(trace, f.to_dict(), "evidence") for f in all_findings[:top]],
+        "findings": [_whole_ids(found_in, f.to_dict(), "evidence") for f in all_findings[:top]],
         "findings_total": len(all_findings),
         "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
@@ -123,26 +145,23 @@ def _window(trace: TraceData) -> dict[str, Any] | None:
     }
 
 
-def _for_step(found: list[Finding], step: int, start: int, end: int) -> list[Finding]:
-    """The findings touching ``step``, with that step's time lost, share and ranges (copies:
-    the trace's cached findings stay whole-trace)."""
-    out = []
-    for f in found:
-        if step not in f.steps:
-            continue
-        per = f.details.get("per_step_ns", {})
-        if step in per:
-            lost = int(per[step])
-            f = replace(
-                f,
-                time_lost_ns=lost,
-                share=lost / (end - start) if end > start else 0.0,
-                steps=[step],
-                ranges=[(a, b) for a, b in f.ranges if a < end and b > start],
-            )
-        out.append(f)
-    out.sort(key=lambda f: -f.time_lost_ns)
-    return out
+def _before_capture(trace: TraceData) -> dict[str, int | None]:
+    """The device ops launched before the capture began (no step's): how many, and when
+    the last of them ends (None when there are none)."""
+    pre = np.flatnonzero(launched_before_capture(trace))
+    return {
+        "ops": int(len(pre)),
+        "end_ns": int(trace.ends()[pre].max()) if len(pre) else None,
+    }
+
+
+def _step_window(trace: TraceData, step: int) -> TraceData:
+    """Step ``step`` of ``trace`` as a window of its own (``trace`` itself when it is
+    already just that step), so the findings read from it are that step's."""
+    w = trace.window
+    if w is not None and w.steps["step"].tolist() == [step]:
+        return trace
+    return window_of_steps(trace, step, step, f"requested (--step {step})")
 
 
 def _lost_by_kind(found: list[Any]) -> dict[str, int]:

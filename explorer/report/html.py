@@ -39,6 +39,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     body.append(f"<h1>{escape(h.title)}</h1><p>{escape(h.summary)}.</p>")
     if h.device:
         body.append(f"<p class='device'>{escape(h.device)}</p>")
+    body += [f"<p class='note'>{escape(n)}.</p>" for n in h.step_notes]
     if h.window:
         body.append(f"<p class='note'><b>{escape(h.window)}.</b></p>")
     body += [f"<p class='note'>warning: {escape(w)}</p>" for w in h.warnings]

@@ -17,10 +17,20 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
       "selected_step": int | null,    # --step N, else null
       "categories": ["compute", "data_movement", "communication", "host_bound",
                      "sync_stall", "compile", "other_idle"],
-      "summary": {"steps": int, "total_ns": int, "mean_step_ns": int,
-                  "breakdown": {device: {category: ns}},    # over the listed steps
+      "summary": {"steps": int, "total_ns": int, "mean_step_ns": int,   # whole steps only
+                  "median_step_ns": int,
+                  "partial_steps": [{"step": int, "reason": str,   # not whole; left_out:
+                                     "left_out": bool}],  # of the summary (unless all are)
+                  "step_origin": {"annotation": str,   # "ProfilerStep#N", the --steps REGEX,
+                                                       # or "" (the whole trace is one step)
+                                  "nesting": "outermost" | "innermost",
+                                  "nested_left_out": int},  # matches at the other level
+                  "before_capture": {"ops": int,    # device ops launched before the capture:
+                                     "end_ns": int | null},  # no step's; the last's end
+                  "breakdown": {device: {category: ns}},    # over the whole listed steps
                   "time_lost_by_kind": {kind: ns}},         # all findings, before --top
       "steps": [{"step": int, "name": str, "start_ns": int, "dur_ns": int,
+                 "partial": bool, "partial_reason": str,   # not whole: cut, profiler stop
                  "breakdown": {device: {category: ns}}}],  # categories sum to dur_ns
       "findings": [  # ranked by time_lost_ns, at most --top
         {"kind": str, "title": str, "time_lost_ns": int, "share": float (0-1),

@@ -23,6 +23,7 @@ def render(doc: dict[str, Any], critical_path: str | None = None) -> str:
     out.append(f"{h.summary}.")
     if h.device:
         out += ["", _cell(h.device)]
+    out += [f"\n{_cell(n)}." for n in h.step_notes]
     if h.window:
         out += ["", f"> **{_cell(h.window)}.**"]
     out += [f"\n> warning: {_cell(w)}" for w in h.warnings]

@@ -77,6 +77,8 @@ class Head:
     """Which steps a report of a window of the trace covers, and why ("" for all)."""
     device: str = ""
     """Which accelerator the trace ran on, and whether device-side time was recorded."""
+    step_notes: list[str] = field(default_factory=list)
+    """What defined the steps, and which steps are partial (left out of the figures)."""
 
 
 def pct(part: float, whole: float) -> str:
@@ -124,7 +126,51 @@ def head(doc: dict[str, Any]) -> Head:
         test_backend=str(doc.get("test_backend") or ""),
         window=_window(doc.get("window")),
         device=str((doc.get("devices") or {}).get("sentence") or ""),
+        step_notes=_step_notes(summ),
     )
+
+
+def _step_notes(summ: dict[str, Any]) -> list[str]:
+    """Which annotation defined the steps (and the level, where they nest), and each
+    partial step with why it is left out."""
+    out = []
+    origin = summ.get("step_origin") or {}
+    name = origin.get("annotation", "")
+    if not name:
+        out.append("Steps: no step annotation, so the whole trace is one step (--steps REGEX "
+                   "takes them from your own annotation)")  # fmt: skip
+    else:
+        what = (
+            "ProfilerStep#N annotations" if name == "ProfilerStep#N"
+            else f"host annotations matching {name!r}"
+        )  # fmt: skip
+        line = f"Steps: {what}"
+        nested = int(origin.get("nested_left_out", 0))
+        if nested:
+            level = origin.get("nesting", "outermost")
+            other = "innermost" if level == "outermost" else "outermost"
+            line += (
+                f", the {level} where they nest ({nested} nested at the other level left "
+                f"out; --step-nesting {other} takes those)"
+            )
+        out.append(line)
+    pre = summ.get("before_capture") or {}
+    if pre.get("ops"):
+        out.append(
+            f"{pre['ops']} device op(s) were launched before the capture began (their launch "
+            f"is not in the trace): they belong to no step, and the first step starts once "
+            f"they end, at {fmt_ns(pre['end_ns'])} at the latest"
+        )
+    for p in summ.get("partial_steps", []):
+        out.append(
+            f"Step {p['step']} is partial ({p['reason']}): "
+            + (
+                "left out of the mean, the summary and --fail-on"
+                if p.get("left_out", True)
+                else "no whole step is left, so the figures are its own"
+            )
+        )
+    return out
 
 
 def _window(w: dict[str, Any] | None) -> str:
@@ -172,7 +218,11 @@ def _steps(doc: dict[str, Any]) -> Section:
     for s in doc["steps"][:MAX_STEP_ROWS]:
         for dev, b in s["breakdown"].items():
             rows.append(
-                [str(s["step"]), dev, fmt_ns(s["dur_ns"])]
+                [
+                    str(s["step"]) + (" (partial)" if s.get("partial") else ""),
+                    dev,
+                    fmt_ns(s["dur_ns"]),
+                ]  # fmt: skip
                 + [pct(b.get(c, 0), s["dur_ns"]).strip() for c in cats]
             )
     header = ["step", "device", "time"] + [LABELS[c] for c in cats]

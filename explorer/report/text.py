@@ -58,7 +58,7 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
         )  # fmt: skip
     if h.test_backend:
         out.append(c(f"*** TEST BACKEND — {h.test_backend} ***", 196, True))
-    out += [c(h.title, bold=True), h.summary]
+    out += [c(h.title, bold=True), h.summary, *h.step_notes]
     if h.device:
         out.append(h.device)
     if h.window:

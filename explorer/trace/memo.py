@@ -24,20 +24,21 @@ if TYPE_CHECKING:
     from explorer.trace.model import TraceData
 
 #: User settings that results can depend on (attributes of the trace, never memo entries).
-SETTINGS: frozenset[str] = frozenset({"step_pattern"})
+SETTINGS: frozenset[str] = frozenset({"step_pattern", "step_nesting"})
 
 #: Every memoised result and what it is computed from (other results, or settings).
 MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "slice_sides": (),
     "user_frames": (),
     "launcher": (),
+    "before_capture": ("launcher",),
     "frame_codes": ("user_frames", "launcher"),
     "slice_classes": ("launcher",),
     "slice_sources": ("frame_codes",),
     "by_source": ("frame_codes", "launcher", "slice_classes"),
-    "steps": ("step_pattern",),
-    "attributed_steps": ("steps", "launcher"),
-    "reason_timelines": ("slice_classes",),
+    "steps": ("step_pattern", "step_nesting"),
+    "attributed_steps": ("steps", "launcher", "before_capture"),
+    "reason_timelines": ("slice_classes", "attributed_steps", "before_capture"),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
     "memory_timeline": (),
     "fallback_calls": (),

@@ -113,6 +113,9 @@ SIDES: tuple[str, ...] = ("host", "device", "other")
 
 NO_ID = -1
 
+#: Which step annotations count when they nest (an inner ``forward`` inside an outer one).
+STEP_NESTINGS: tuple[str, ...] = ("outermost", "innermost")
+
 #: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -206,6 +209,7 @@ class TraceData:
     window: Window | None = field(default=None, compare=False)
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
     _step_pattern: str | None = field(default=None, init=False, repr=False, compare=False)
+    _step_nesting: str = field(default="outermost", init=False, repr=False, compare=False)
 
     # -- settings ------------------------------------------------------------------------
     @property
@@ -222,6 +226,22 @@ class TraceData:
         if pattern != self._step_pattern:
             self._step_pattern = pattern
             self.memo.invalidate("step_pattern")
+
+    @property
+    def step_nesting(self) -> str:
+        """Which of nested step annotations are the steps: ``"outermost"`` (the default)
+        or ``"innermost"`` (:data:`STEP_NESTINGS`)."""
+        return self._step_nesting
+
+    @step_nesting.setter
+    def step_nesting(self, nesting: str) -> None:
+        if nesting not in STEP_NESTINGS:
+            raise UsageError(f"step nesting {nesting!r} is not one of {', '.join(STEP_NESTINGS)}")
+        if self.window is not None and nesting != self._step_nesting:
+            raise UsageError("a window's steps are the whole trace's: set the nesting there")
+        if nesting != self._step_nesting:
+            self._step_nesting = nesting
+            self.memo.invalidate("step_nesting")
 
     # -- sizes and identity -------------------------------------------------------------
     def __len__(self) -> int:

@@ -135,6 +135,7 @@ def cut(
         ),
     )
     out._step_pattern = trace.step_pattern
+    out._step_nesting = trace.step_nesting
     return out
 
 

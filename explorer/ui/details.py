@@ -52,6 +52,16 @@ def related_events(
     return out
 
 
+def _before_capture(trace: TraceData, i: int) -> bool:
+    """Is slice ``i`` device work launched before the capture (no step's)? Read once the
+    launches are known (the analyses find them off the UI thread), so a click never waits."""
+    if trace.memo.peek("launcher") is None:
+        return False
+    from explorer.analysis.attribution import launched_before_capture
+
+    return bool(launched_before_capture(trace)[i])
+
+
 def _fmt_arg(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 300 else text[:300] + "…"
@@ -196,6 +206,8 @@ class DetailsPanel(QWidget):
             text = str(s[col].iat[i])
             if text:
                 rows.append((col.replace("_", " "), esc(text)))
+        if _before_capture(t, i):
+            rows.append(("launch", "launched before the capture: in no step"))
         return rows
 
     def _source_html(self, i: int) -> list[str]:

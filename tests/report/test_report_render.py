@@ -32,7 +32,9 @@ def test_json_follows_the_schema_and_matches_the_analyses(traces: dict) -> None:
     assert [s["step"] for s in doc["steps"]] == st["step"].tolist()
     bd = t.breakdown()
     for s in doc["steps"]:
-        assert set(s) == {"step", "name", "start_ns", "dur_ns", "breakdown"}
+        assert set(s) == {"step", "name", "start_ns", "dur_ns", "partial", "partial_reason",
+                          "breakdown"}  # fmt: skip
+        assert s["partial"] is False and s["partial_reason"] == ""  # a whole simulated run
         for dev, cats in s["breakdown"].items():
             assert list(cats) == list(CATEGORIES) and sum(cats.values()) == s["dur_ns"]
             rows = bd[(bd["step"] == s["step"]) & (bd["device"] == dev)]

@@ -126,3 +126,23 @@ def test_a_long_kernel_name_is_elided_with_the_full_name_on_hover(
     # Narrower pane, shorter title: it follows resizes.
     window.resizeDocks([window.docks["details"]], [260], Qt.Orientation.Horizontal)
     qtbot.waitUntil(lambda: len(details.title.text()) < len(shown), timeout=3000)
+
+
+def test_details_say_a_device_op_was_launched_before_the_capture(qtbot, shared_trace) -> None:
+    """The real trace_compare capture begins mid-iteration: its first kernel's launch is not
+    in the trace, and the panel says it belongs to no step; a launched kernel does not."""
+    import explorer
+    from explorer.analysis.attribution import launcher
+
+    trace = explorer.load(shared_trace("trace_compare__base__base.json.gz")).data
+    launcher(trace)  # the analyses have run (the panel does not compute them on a click)
+    panel = DetailsPanel()
+    qtbot.addWidget(panel)
+    panel.set_trace(trace)
+    kind = trace.slices["kind"].astype(str).to_numpy()
+    kernels = np.flatnonzero(kind == "kernel")
+    panel.on_selection(int(kernels[0]))
+    assert "launched before the capture" in panel.text()
+    launched = kernels[launcher(trace)[kernels] >= 0]
+    panel.on_selection(int(launched[0]))
+    assert "launched before the capture" not in panel.text()
