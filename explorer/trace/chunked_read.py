@@ -92,7 +92,9 @@ _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
+#: The document's other keys: a number beyond float range is infinite, and the metadata's
+#: checks (:mod:`explorer.trace.metadata_checks`) leave it out with a warning.
+_ANY = msgspec.json.Decoder(float_hook=float)
 
 
 class NeedsCareful(Exception):

@@ -37,7 +37,9 @@ from explorer.trace.json_position import last_event_end, locate, too_deep
 from explorer.trace.metadata_checks import check_metadata
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
+#: The document's other keys: a number beyond float range is infinite, and the metadata's
+#: checks (:mod:`explorer.trace.metadata_checks`) leave it out with a warning.
+_ANY = msgspec.json.Decoder(float_hook=float)
 _EVENT_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 
 
