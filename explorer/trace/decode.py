@@ -136,7 +136,7 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
     """
     limit = memory_limit()
     if str(path) == "-":
-        data = sys.stdin.buffer.read(limit + 1)
+        data = _read_stream(sys.stdin.buffer, limit)
         if len(data) > limit:
             raise _too_big(path, limit)
     else:
@@ -151,7 +151,14 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
             if st.st_size > limit:
                 raise _too_big(path, limit)
             with open(path, "rb") as f:
-                data = f.read(limit + 1)
+                # What the file holds, not the whole budget: a read of n bytes reserves n
+                # first, which under an address-space limit fails for a 4 KB file. One
+                # more, to see a file that grew past the limit since its stat.
+                data = f.read(st.st_size + 1)
+                if len(data) > st.st_size:
+                    data += _read_stream(f, limit - len(data))
+                    if len(data) > limit:
+                        raise _too_big(path, limit)
         except OSError as exc:
             raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
     cap = min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data)))
@@ -160,6 +167,22 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
     if data[:4] == ZSTD_MAGIC:
         return _unzstd(path, data, cap)
     return data, []
+
+
+#: Bytes read at a time from a stream whose size is not known (standard input).
+_STREAM_PIECE = 1 << 20
+
+
+def _read_stream(f: Any, limit: int) -> bytes | bytearray:
+    """What ``f`` holds, read a piece at a time until its end or just past ``limit``
+    bytes: memory grows with what arrives, never reserved for the whole budget."""
+    data = bytearray()
+    while len(data) <= limit:
+        piece = f.read(min(_STREAM_PIECE, limit + 1 - len(data)))
+        if not piece:
+            break
+        data += piece
+    return data
 
 
 def read_head(path: Path, size: int = 4096) -> bytes:
@@ -229,7 +252,7 @@ def _zstd_member(view: memoryview, pos: int, out: bytearray, limit: int) -> tupl
 
 
 def _inflate(
-    path: Path, data: bytes, limit: int, kind: str, member: Member, magic: bytes
+    path: Path, data: bytes | bytearray, limit: int, kind: str, member: Member, magic: bytes
 ) -> tuple[bytes | bytearray, list[str]]:
     """Every member of ``data`` inflated, stopping with a clear error past ``limit``; a stream
     cut short (a trace still being written) keeps what decompresses, with a warning."""
@@ -251,11 +274,11 @@ def _inflate(
             return out, []
 
 
-def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+def _gunzip(path: Path, data: bytes | bytearray, limit: int) -> tuple[bytes | bytearray, list[str]]:
     return _inflate(path, data, limit, "gzip", _gzip_member, GZIP_MAGIC)
 
 
-def _unzstd(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+def _unzstd(path: Path, data: bytes | bytearray, limit: int) -> tuple[bytes | bytearray, list[str]]:
     return _inflate(path, data, limit, "zstd", _zstd_member, ZSTD_MAGIC)
 
 
