@@ -25,6 +25,7 @@ import pyarrow as pa
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.cli import options
+from explorer.cli.load_warnings import print_load_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.store import open_trace
 from explorer.store.entry import is_entry
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
                 store=args.store,
                 progress=terminal_progress(source=path),
             )
+        print_load_warnings(model)
         result = query_trace(
             model, args.query, timeout=args.timeout, max_rows=args.max_rows, stuck=end_process
         )

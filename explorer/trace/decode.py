@@ -311,6 +311,13 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
     decoder follows (about 900 levels), an event field of the wrong type; what can be kept exactly is kept
     with a warning — the complete events before a cut, metadata of the wrong type (ignored).
     """
+    kind = binary_kind(data[:4096])
+    if kind is not None:
+        raise TraceError(
+            path,
+            f"this is {kind}, not a trace",
+            "give the .pt.trace.json that torch.profiler wrote",
+        )
     data = _utf8_text(path, data)
     try:
         doc = _decode_document(path, data)
@@ -323,6 +330,41 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
 
 
 _BOM = b"\xef\xbb\xbf"
+
+#: The first bytes of files that get passed for a trace by mistake, and what they are.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"RIFF", "a RIFF file (WebP image, WAV or AVI)"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (a torch.save checkpoint?)"),
+    (b"\x7fELF", "an ELF executable or library"),
+    (b"BZh", "a bzip2 file (decompress it first)"),
+    (b"\xfd7zXZ\x00", "an xz file (decompress it first)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"PAR1", "a Parquet file"),
+    (b"ARROW1", "an Arrow file"),
+    (b"\x93NUMPY", "a NumPy array file"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"\x80\x02", "a Python pickle"),
+    (b"\x80\x04", "a Python pickle"),
+)
+
+
+def binary_kind(head: bytes | bytearray) -> str | None:
+    """What a file that starts with ``head`` is when it is plainly not JSON text: a known
+    format by its magic bytes, else binary data when it holds a NUL byte (JSON text never
+    does); None otherwise (maybe text)."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if head[257:262] == b"ustar":
+        return "a tar archive"
+    if b"\x00" in head:
+        return "binary data (not JSON text)"
+    return None
 
 
 def _utf8_text(path: Path, data: bytes | bytearray) -> bytes | bytearray:
