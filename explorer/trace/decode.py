@@ -412,7 +412,7 @@ def _decode_document(path: Path, data: bytes | bytearray) -> Decoded:
     try:
         top = _TOP.decode(data)
     except msgspec.DecodeError as exc:
-        if "truncated" in str(exc):
+        if _cut_short(exc, data):
             return _recover_truncated_document(path, data)
         if b"NaN" in data or b"Infinity" in data:
             return _decode_generic(path, data)
@@ -453,7 +453,7 @@ def _check_array(
             path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
         ) from None
     except msgspec.DecodeError as exc:
-        if "truncated" in str(exc):
+        if _cut_short(exc, events):
             chunks = _recover_events(bytes(events))
             return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
         if b"NaN" in bytes(events) or b"Infinity" in bytes(events):
@@ -461,6 +461,25 @@ def _check_array(
         raise TraceError(
             path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
         ) from None
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _cut_short(exc: msgspec.DecodeError, data: Any) -> bool:
+    """Whether ``data`` fails to decode because it ends early: msgspec says "truncated",
+    or finds its error at the very end (a cut just after a number's ``.`` or ``e`` is an
+    "invalid number" there)."""
+    if "truncated" in str(exc):
+        return True
+    m = _AT_BYTE.search(str(exc))
+    if m is None:
+        return False
+    view = memoryview(data)
+    end = len(view)
+    while end and view[end - 1] in b" \t\r\n":
+        end -= 1
+    return int(m.group(1)) >= end
 
 
 def _decode_generic(

@@ -156,3 +156,19 @@ def test_pids_beyond_int32_export_to_perfetto_with_their_names(tmp_path: Path) -
     assert done.returncode == 0, done.stderr[-2000:]
     assert str(-(2**63)).encode() in out.read_bytes()  # the track's name keeps the pid
     assert str(2**31).encode() in out.read_bytes()
+
+
+@pytest.mark.parametrize("tail", [b"1121.", b"1121.5e", b"1121.5e-", b"-"])
+def test_a_cut_inside_a_number_is_recovered_as_any_cut(tmp_path: Path, tail: bytes) -> None:
+    """msgspec calls a document that ends in ``"ts": 1121.`` an invalid number, not a
+    truncation: it was "the JSON is malformed"; it is the cut it is."""
+    import explorer
+
+    events = [_ev(ts=float(i)) for i in range(5)]
+    text = json.dumps({"traceEvents": events}).encode()
+    cut = text[: text.rindex(b'"ts": ') + 6] + tail
+    trace = tmp_path / "t.json"
+    trace.write_bytes(cut)
+    t = explorer.load(trace, use_cache=False)
+    assert len(t.slices) == 4
+    assert any("cut short" in w for w in t.metadata["warnings"])
