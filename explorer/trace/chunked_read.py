@@ -541,7 +541,10 @@ def _metadata(prefix: bytes, suffix: bytes) -> dict[str, Any]:
         raise NeedsCareful from None
     if bytes(top.pop("traceEvents")) != b"null":  # a second traceEvents key: the last wins
         raise NeedsCareful
-    return {key: _ANY.decode(raw) for key, raw in top.items()}
+    try:
+        return {key: _ANY.decode(raw) for key, raw in top.items()}
+    except msgspec.DecodeError:  # bytes that are not UTF-8 in a key within: named there
+        raise NeedsCareful from None
 
 
 #: Most text inflated from one piece of gzip at a time.

@@ -172,3 +172,28 @@ def test_a_cut_inside_a_number_is_recovered_as_any_cut(tmp_path: Path, tail: byt
     t = explorer.load(trace, use_cache=False)
     assert len(t.slices) == 4
     assert any("cut short" in w for w in t.metadata["warnings"])
+
+
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "stdin"])
+def test_bytes_that_are_not_utf8_in_a_metadata_key_are_one_line_naming_the_metadata(
+    tmp_path: Path, stdin: bool
+) -> None:
+    """Inside ``deviceProperties``, after the events: a msgspec.DecodeError escaped the
+    chunked reader, and the careful one named an event that is not there."""
+    doc = {"traceEvents": [_ev(), _ev(ts=5.0)], "deviceProperties": [{"id": 0, "name": "x"}]}
+    trace = tmp_path / "t.json"
+    trace.write_bytes(json.dumps(doc).encode().replace(b'"name": "x"', b'"n\xffame": "x"'))
+    if stdin:
+        with open(trace, "rb") as f:
+            done = subprocess.run(
+                [sys.executable, "-m", "explorer", "info", "-"],
+                stdin=f,
+                capture_output=True,
+                text=True,
+                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                timeout=120,
+            )
+    else:
+        done = _explorer("info", "--no-cache", str(trace), cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr[-2000:]
+    assert "the metadata, field 'deviceProperties'" in done.stderr and "not UTF-8" in done.stderr
