@@ -11,5 +11,10 @@ from explorer.trace_api import Trace
 
 def print_load_warnings(trace: Trace | TraceData) -> None:
     """``explorer: warning: ...`` on stderr, one line per reader warning of ``trace``."""
-    for w in trace.metadata.get("warnings", []) or []:
+    print_warnings(trace.metadata.get("warnings", []) or [])
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """``explorer: warning: ...`` on stderr, one line per warning."""
+    for w in warnings:
         print(f"explorer: warning: {w}", file=sys.stderr)

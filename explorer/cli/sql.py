@@ -25,10 +25,10 @@ import pyarrow as pa
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.cli import options
-from explorer.cli.load_warnings import print_load_warnings
+from explorer.cli.load_warnings import print_load_warnings, print_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.store import open_trace
-from explorer.store.entry import is_entry
+from explorer.store.entry import entry_warnings, is_entry
 from explorer.store.query import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if entry is not None and not names & ANALYSIS_TABLES:
         # The entry's files queried in place: nothing loaded into pandas, only the columns
         # the query reads are touched (what lets a 10M-slice trace be queried in 2 GB).
+        print_warnings(entry_warnings(entry))
         result = run_sql(
             connect(entry_tables(entry, names)),
             args.query,
