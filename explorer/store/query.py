@@ -13,20 +13,21 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 
 from explorer.errors import ExplorerError
 from explorer.store.entry import OPTIONAL_TABLES, TABLES
 from explorer.store.header import HEADER, StoreDamaged, map_checked, read_header
 from explorer.store.tables import ARGS_FILES, TABLE_FORMATS, args_table, arrow_table
 from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset starts thread pools on import
+    import pyarrow.dataset as pads
 
 #: What a name can stand for: rows in memory, or Parquet files read in place.
 Source: TypeAlias = (
@@ -183,6 +184,9 @@ def connect(
 def _parquet_dataset(paths: Sequence[str | os.PathLike[str]]) -> pads.Dataset:
     """The Parquet files ``paths`` as one Arrow dataset, their columns by name (a column
     missing from a file is null there)."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
     files = [os.fspath(p) for p in paths]
     try:
         schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
@@ -195,7 +199,7 @@ def _parquet_dataset(paths: Sequence[str | os.PathLike[str]]) -> pads.Dataset:
 
 def _json_type(src: pd.DataFrame | pa.Table | pads.Dataset) -> pa.DataType:
     """The type of an args table's ``json`` column (text when it has none)."""
-    if isinstance(src, (pa.Table, pads.Dataset)) and "json" in src.schema.names:
+    if not isinstance(src, pd.DataFrame) and "json" in src.schema.names:
         return src.schema.field("json").type
     return pa.large_string()
 
