@@ -132,7 +132,7 @@ def render(df: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "json":
-        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        rows = json.loads(df.to_json(orient="records", date_format="iso", default_handler=str))
         return json.dumps(rows, indent=1) + "\n"
     if df.empty:
         return " | ".join(map(str, df.columns)) + "\n(0 rows)\n"

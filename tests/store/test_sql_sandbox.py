@@ -192,3 +192,22 @@ def test_limits_on_the_cli(tmp_path: Path) -> None:
     for bad in (("--timeout", "-1"), ("--max-rows", "x"), ("--timeout", "nan")):
         out = _cli(trace, "SELECT 1", *bad, cwd=tmp_path, cache=cache)
         assert out.returncode == 2 and "Traceback" not in out.stderr and bad[0] in out.stderr
+
+
+def test_every_result_type_renders_in_every_format(model) -> None:
+    """A UUID went to pandas' JSON writer as an object it read raw memory of (invalid
+    UTF-8, a traceback); every DuckDB type a query can return renders."""
+    import json
+
+    from explorer.cli.sql import render
+
+    df = query_trace(
+        model,
+        "SELECT uuid() AS u, [uuid()] AS l, INTERVAL 3 DAY AS i, DATE '2020-01-02' AS d, "
+        "{'a': 1} AS s, 'x'::BLOB AS b, 1.5::DECIMAL(38, 10) AS dec, 'nan'::DOUBLE AS n, "
+        "18446744073709551615::UBIGINT AS big",
+    )
+    (row,) = json.loads(render(df, "json"))
+    assert len(row["u"]) == 36 and row["u"].count("-") == 4
+    for fmt in ("table", "csv"):
+        assert str(row["u"]) in render(df, fmt)
