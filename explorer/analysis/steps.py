@@ -138,7 +138,15 @@ def _matching_steps(
     prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ends)[:-1]])
     df = df[df["start_ns"].to_numpy() >= prev_end].copy()
     numbers = df["name"].str.extract(rx.pattern, expand=False) if numbered_by_name else None
-    if numbers is not None and numbers.notna().all() and numbers.astype(np.int64).is_unique:
+    if numbers is not None and numbers.notna().all() and numbers.str.len().max() <= 19:
+        # (more digits than int64 holds, ProfilerStep#99999999999999999999, is no step
+        # number a profiler wrote: numbered by position, the name keeps it)
+        as_int = numbers.astype(object).map(int)
+        if as_int.max() > np.iinfo(np.int64).max or not as_int.is_unique:
+            numbers = None
+    else:
+        numbers = None
+    if numbers is not None:
         df["step"] = numbers.astype(np.int64)
     else:  # a pattern, or ProfilerStep numbers that repeat (concatenated captures)
         df["step"] = np.arange(len(df), dtype=np.int64)

@@ -129,9 +129,7 @@ def render(info: dict[str, Any]) -> str:
         )
     if info["execution_trace"]:
         lines.append(f"  execution trace: {info['execution_trace']}")
-    for w in info["warnings"]:
-        lines.append(f"  warning: {w}")
-    return "\n".join(lines)
+    return "\n".join(lines)  # the warnings go to stderr (print_load_warnings)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +144,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render(info))
-    if args.json:  # the text output lists them itself
-        print_load_warnings(trace)
+    print_load_warnings(trace)  # on stderr, as every verb's: stdout is the summary alone
     return 0

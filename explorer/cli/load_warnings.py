@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import sys
 
+from explorer.trace.model import TraceData
 from explorer.trace_api import Trace
 
 
-def print_load_warnings(trace: Trace) -> None:
+def print_load_warnings(trace: Trace | TraceData) -> None:
     """``explorer: warning: ...`` on stderr, one line per reader warning of ``trace``."""
-    for w in trace.metadata.get("warnings", []) or []:
+    print_warnings(trace.metadata.get("warnings", []) or [])
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """``explorer: warning: ...`` on stderr, one line per warning."""
+    for w in warnings:
         print(f"explorer: warning: {w}", file=sys.stderr)

@@ -12,6 +12,7 @@ and exit status 2 — a user never sees a traceback for a problem they can fix.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -49,13 +50,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def unrecognized(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments" message, each flag followed by the closest of
+    ``parser``'s when one is close (``--setp``: did you mean ``--step``?). Python 3.14's
+    ``suggest_on_error`` does this; this works on 3.10 too."""
+    flags = [f for f in parser._option_string_actions if f.startswith("--")]
+    said = []
+    for word in extra:
+        close = (
+            difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if word.startswith("--")
+            else []
+        )
+        said.append(f"{word} (did you mean {close[0]}?)" if close else word)
+    return "unrecognized arguments: " + " ".join(said)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # 'explorer TRACE' is short for 'explorer view TRACE'.
     if argv and argv[0] not in VERBS and not argv[0].startswith("-") and os.path.exists(argv[0]):
         argv = ["view", *argv]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # what argparse would refuse, with the verb's usage and the closest flags
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        target = verbs.choices.get(args.verb, parser) if args.verb else parser
+        target.error(unrecognized(extra, target))
     if args.verb is None:
         parser.print_help()
         return 0

@@ -7,6 +7,7 @@ things in two verbs.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from explorer.report import FORMATS as REPORT_FORMATS
@@ -75,6 +76,22 @@ def add_job_options(parser: argparse.ArgumentParser, store: bool = True) -> None
             default=None,
             help="write the ranks' tables here (default: the cache dir)",
         )
+
+
+def non_negative(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    """An option's type: a number of ``kind`` that is 0 or more (finite)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0 <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number of 0 or more")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its message
+    return parse
 
 
 def step_range(text: str) -> tuple[int, int]:

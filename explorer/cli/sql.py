@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,18 @@ import pyarrow as pa
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.cli import options
+from explorer.cli.load_warnings import print_load_warnings, print_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.store import open_trace
-from explorer.store.entry import is_entry
-from explorer.store.query import connect, entry_tables, model_tables, referenced_tables
+from explorer.store.entry import entry_warnings, is_entry
+from explorer.store.query import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIMEOUT_S,
+    connect,
+    entry_tables,
+    model_tables,
+    referenced_tables,
+)
 from explorer.store.query import run as run_sql
 from explorer.trace.cache import cached_entry
 from explorer.trace.loading import load_trace
@@ -49,6 +59,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="output format")
     p.add_argument(
         "--store", metavar="DIR", default=None, help="keep the trace's cache entry in DIR"
+    )
+    p.add_argument(
+        "--timeout",
+        type=options.non_negative(float),
+        metavar="SECONDS",
+        default=DEFAULT_TIMEOUT_S,
+        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT_S:g}; 0: no limit)",
+    )
+    p.add_argument(
+        "--max-rows",
+        type=options.non_negative(int),
+        metavar="N",
+        default=DEFAULT_MAX_ROWS,
+        help=f"refuse a result of more rows (default {DEFAULT_MAX_ROWS}; 0: no limit)",
     )
     return p
 
@@ -87,11 +111,20 @@ def findings_table(found: list[Any]) -> pa.Table:
     )
 
 
-def query_trace(model: TraceData, sql: str) -> pd.DataFrame:
-    """The result of ``sql`` over ``model``'s tables (see the module docstring)."""
+def query_trace(
+    model: TraceData,
+    sql: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    stuck: Callable[[str], object] | None = None,
+) -> pd.DataFrame:
+    """The result of ``sql`` over ``model``'s tables (see the module docstring): one query,
+    stopped after ``timeout`` seconds, refused past ``max_rows`` rows (None or 0: no limit),
+    and unable to read or write any file (:func:`explorer.store.query.connect`)."""
     names = referenced_tables(sql)
     tables: dict[str, Any] = {**model_tables(model, names), **analysis_tables(model, names)}
-    return run_sql(connect(tables), sql)
+    return run_sql(connect(tables), sql, timeout=timeout, max_rows=max_rows, stuck=stuck)
 
 
 def render(df: pd.DataFrame, fmt: str) -> str:
@@ -99,7 +132,7 @@ def render(df: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "json":
-        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        rows = json.loads(df.to_json(orient="records", date_format="iso", default_handler=str))
         return json.dumps(rows, indent=1) + "\n"
     if df.empty:
         return " | ".join(map(str, df.columns)) + "\n(0 rows)\n"
@@ -113,7 +146,14 @@ def run(args: argparse.Namespace) -> int:
     if entry is not None and not names & ANALYSIS_TABLES:
         # The entry's files queried in place: nothing loaded into pandas, only the columns
         # the query reads are touched (what lets a 10M-slice trace be queried in 2 GB).
-        result = run_sql(connect(entry_tables(entry, names)), args.query)
+        print_warnings(entry_warnings(entry))
+        result = run_sql(
+            connect(entry_tables(entry, names)),
+            args.query,
+            timeout=args.timeout,
+            max_rows=args.max_rows,
+            stuck=end_process,
+        )
     else:
         if entry is not None:
             model = open_trace(entry)
@@ -124,9 +164,21 @@ def run(args: argparse.Namespace) -> int:
                 store=args.store,
                 progress=terminal_progress(source=path),
             )
-        result = query_trace(model, args.query)
+        print_load_warnings(model)
+        result = query_trace(
+            model, args.query, timeout=args.timeout, max_rows=args.max_rows, stuck=end_process
+        )
     sys.stdout.write(render(result, args.format))
     return 0
+
+
+def end_process(message: str) -> None:
+    """A query that did not stop when interrupted: the process ends with ``message``, as
+    any error ends it (one line, exit status 2)."""
+    sys.stderr.write(f"explorer: error: {message}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(2)
 
 
 #: Tables computed from the loaded model rather than read from the store.

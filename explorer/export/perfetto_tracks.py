@@ -98,10 +98,14 @@ class TrackLayout:
 
 
 def _as_int(text: str) -> int | None:
+    """A pid or tid as Perfetto's descriptors hold it (int32); None when it is not a number
+    or beyond int32 (pid -2^63, a 64-bit thread handle): a synthetic one stands in, and
+    the track's name keeps the trace's."""
     try:
-        return int(str(text))
+        num = int(str(text))
     except ValueError:
         return None
+    return num if -(2**31) <= num < 2**31 else None
 
 
 class _Groups:

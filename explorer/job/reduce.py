@@ -37,9 +37,8 @@ from explorer.store.query import connect
 def open_job_tables(rank_dirs: list[Path]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with a view per rank table over these ranks' store entries."""
     paths = [table_paths(d, verify=False) for d in rank_dirs]  # just written by the workers
-    con = connect({table: [p[table] for p in paths] for table in RANK_TABLES})
-    con.execute("SET threads TO 1")  # the driver stays small; the workers did the heavy part
-    return con
+    # One thread: the driver stays small; the workers did the heavy part.
+    return connect({table: [p[table] for p in paths] for table in RANK_TABLES}, threads=1)
 
 
 def step_matrix(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

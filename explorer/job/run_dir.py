@@ -14,7 +14,7 @@ from pathlib import Path
 
 from explorer.errors import TraceError
 from explorer.trace.execution_trace import is_execution_trace
-from explorer.trace.loading import rank_of, trace_files
+from explorer.trace.loading import missing_path, rank_of, trace_files
 
 
 def is_glob(text: str) -> bool:
@@ -36,7 +36,7 @@ def job_files(run: str) -> list[tuple[int, Path]]:
     else:
         where = Path(run)
         if not where.exists():
-            raise TraceError(where, "no such file or directory", "check the path")
+            raise missing_path(where)
         if not where.is_dir():
             raise TraceError(
                 where, "a job report needs a directory of per-rank traces or a glob",

@@ -301,6 +301,17 @@ def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
         raise StoreDamaged(d, f"{name} does not decode ({exc})") from exc
 
 
+def entry_warnings(directory: str | os.PathLike[str]) -> list[str]:
+    """The warnings the load of an entry's trace gave (a cut, a guessed value), read from
+    its metadata without opening its tables; :class:`StoreDamaged` when it is damaged."""
+    d = Path(directory)
+    try:
+        warnings = json.loads(read_checked(d, read_header(d), METADATA_FILE)).get("warnings")
+    except (ValueError, AttributeError) as exc:
+        raise StoreDamaged(d, f"{METADATA_FILE} does not decode ({exc})") from exc
+    return [str(w) for w in warnings] if isinstance(warnings, list) else []
+
+
 def table_paths(directory: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Path]:
     """The file of each table of the entry at ``directory`` (``slices``, ``tracks``,
     ``flows``, ``counters``, ``instants``, ``memory``, ``args``, and ``execution_trace`` when

@@ -10,9 +10,10 @@ error (bad SQL, unknown table or column) into one :class:`QueryError` line.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import duckdb
 import numpy as np
@@ -24,6 +25,9 @@ from explorer.store.entry import OPTIONAL_TABLES, TABLES
 from explorer.store.header import HEADER, StoreDamaged, map_checked, read_header
 from explorer.store.tables import ARGS_FILES, TABLE_FORMATS, args_table, arrow_table
 from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset starts thread pools on import
+    import pyarrow.dataset as pads
 
 #: What a name can stand for: rows in memory, or Parquet files read in place.
 Source: TypeAlias = (
@@ -100,7 +104,7 @@ _NO_MEMORY = (
 
 def referenced_tables(sql: str) -> set[str]:
     """The table names ``sql`` refers to (so costly tables are built only when used);
-    :class:`QueryError` when it is not a query (:func:`check_query`), before anything is
+    :class:`QueryError` when it is not one query (:func:`check_query`), before anything is
     loaded."""
     check_query(sql)
     try:
@@ -112,62 +116,119 @@ def referenced_tables(sql: str) -> set[str]:
 #: The statements SQL over a trace may be: reads of its tables.
 _QUERIES = frozenset({"SELECT", "EXPLAIN"})
 
+#: How long a query may run and how many rows it may return unless told otherwise (the
+#: CLI's ``--timeout`` and ``--max-rows``; 0 or None is no limit).
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_ROWS = 1_000_000
+
 
 def check_query(sql: str) -> None:
-    """:class:`QueryError` unless every statement of ``sql`` is a query (``SELECT``,
-    ``WITH``, ``DESCRIBE``, ``EXPLAIN``...). DuckDB would also run ``COPY ... TO`` — which
-    overwrote the very trace queried when given its path —, ``EXPORT``, ``ATTACH``,
-    ``INSTALL``, ``SET`` (a profiling output file): nothing a user captured is written over
-    by a query, and a result is saved from its output instead."""
+    """:class:`QueryError` unless ``sql`` is exactly one query (``SELECT``, ``WITH``,
+    ``DESCRIBE``, ``EXPLAIN``...), as DuckDB's own parser reads it. This is for the message:
+    what makes a query unable to write or read a file, or change the connection, is
+    :func:`connect` (DuckDB's external access off and its configuration locked before any
+    user text runs): ``EXPLAIN ANALYZE COPY ... TO`` is an ``EXPLAIN`` here, and is refused
+    there."""
+    bad = next((i for i, c in enumerate(sql) if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:  # a lone surrogate (undecodable bytes in argv): DuckDB's TypeError
+        raise QueryError(
+            f"SQL: the query is not valid text: character {bad} is not Unicode "
+            "(bytes that are not UTF-8?)"
+        )
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise QueryError(_one_line(exc)) from exc
-    for statement in statements:
-        kind = statement.type.name
-        if kind not in _QUERIES:
-            raise QueryError(
-                f"SQL: only queries run over a trace (SELECT, WITH, DESCRIBE...), not {kind}: "
-                "a query never writes a file; save a result with "
-                "'explorer sql --format csv TRACE QUERY > FILE', or from the DataFrame "
-                "it returns"
-            )
+    if not statements:
+        raise QueryError("SQL: the query is empty")
+    if len(statements) > 1:
+        raise QueryError(
+            f"SQL: one statement at a time, this is {len(statements)} (separated by ';')"
+        )
+    kind = statements[0].type.name
+    if kind not in _QUERIES:
+        raise QueryError(
+            f"SQL: only queries run over a trace (SELECT, WITH, DESCRIBE...), not {kind}: "
+            "a query never writes a file; save a result with "
+            "'explorer sql --format csv TRACE QUERY > FILE', or from the DataFrame "
+            "it returns"
+        )
 
 
-def connect(tables: Mapping[str, Source]) -> duckdb.DuckDBPyConnection:
+def connect(
+    tables: Mapping[str, Source], *, threads: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection where each of ``tables`` is a table or view: a
     DataFrame or Arrow table is scanned in place, a path (or list of paths, e.g. one per
-    rank) to Parquet files becomes a view over them."""
-    con = duckdb.connect(":memory:")
+    rank) to Parquet files becomes an Arrow dataset over them (scanned in place too, only
+    the columns a query uses). Then, before anything else runs on it, DuckDB's access to
+    files is turned off (``enable_external_access``) and its configuration locked: nothing
+    run on the connection reads or writes a file, loads an extension or changes a setting
+    (``threads``, when given, is set before the lock)."""
+    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
     for name, src in tables.items():
-        if isinstance(src, (pd.DataFrame, pa.Table)):
-            as_text = name in _AS_TEXT and pa.types.is_large_binary(_json_type(src))
-            con.register("_raw_" + name if as_text else name, src)
-            if as_text:
-                con.execute(
-                    f"CREATE VIEW {_ident(name)} AS "
-                    + _AS_TEXT[name].format(_ident("_raw_" + name))
-                )
-            continue
-        paths = [src] if isinstance(src, (str, os.PathLike)) else list(src)
-        files = ", ".join(_quote(os.fspath(p)) for p in paths)
-        scan = f"read_parquet([{files}], union_by_name=true)"
-        select = _AS_TEXT[name].format(scan) if name in _AS_TEXT else f"SELECT * FROM {scan}"
-        con.execute(f"CREATE VIEW {_ident(name)} AS {select}")
+        if not isinstance(src, (pd.DataFrame, pa.Table)):
+            paths = [src] if isinstance(src, (str, os.PathLike)) else list(src)
+            src = _parquet_dataset(paths)
+        as_text = name in _AS_TEXT and pa.types.is_large_binary(_json_type(src))
+        con.register("_raw_" + name if as_text else name, src)
+        if as_text:
+            con.execute(
+                f"CREATE VIEW {_ident(name)} AS " + _AS_TEXT[name].format(_ident("_raw_" + name))
+            )
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con
 
 
-def _json_type(src: pd.DataFrame | pa.Table) -> pa.DataType:
+def _parquet_dataset(paths: Sequence[str | os.PathLike[str]]) -> pads.Dataset:
+    """The Parquet files ``paths`` as one Arrow dataset, their columns by name (a column
+    missing from a file is null there)."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    files = [os.fspath(p) for p in paths]
+    try:
+        schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+        return pads.dataset(files, schema=schema, format="parquet")
+    except MemoryError:
+        raise QueryError(_NO_MEMORY) from None
+    except (OSError, pa.ArrowException) as exc:
+        raise QueryError(f"SQL: a table's Parquet file does not read ({exc})") from exc
+
+
+def _json_type(src: pd.DataFrame | pa.Table | pads.Dataset) -> pa.DataType:
     """The type of an args table's ``json`` column (text when it has none)."""
-    if isinstance(src, pa.Table) and "json" in src.column_names:
+    if not isinstance(src, pd.DataFrame) and "json" in src.schema.names:
         return src.schema.field("json").type
     return pa.large_string()
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """The result of ``sql`` as a DataFrame; :class:`QueryError` when it cannot run, or is
-    not a query (:func:`check_query`)."""
+def run(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    stuck: Callable[[str], object] | None = None,
+) -> pd.DataFrame:
+    """The result of ``sql`` as a DataFrame; :class:`QueryError` when it cannot run, is
+    not one query (:func:`check_query`), runs past ``timeout`` seconds (it is interrupted)
+    or returns more than ``max_rows`` rows (no more than ``max_rows + 1`` are fetched).
+    A ``timeout`` or ``max_rows`` of None or 0 is no limit.
+
+    DuckDB sees an interrupt between chunks of rows only: one expression over a chunk (a
+    ``repeat`` of gigabytes per row) can run on for minutes. When it has not stopped
+    :data:`STUCK_GRACE_S` after the interrupt, ``stuck`` is called (from another thread)
+    with the time limit's message: the CLI ends the process there."""
     check_query(sql)
+    done = threading.Event()
+    watch = None
+    if timeout:
+        watch = threading.Thread(
+            target=_watch, args=(con, timeout, done, stuck), name="sql-timeout", daemon=True
+        )
+        watch.start()
     try:
         rel = con.sql(sql)
         if rel is None:  # a statement that returns nothing
@@ -180,11 +241,54 @@ def run(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
                     for c in rel.columns
                 )
             )
-        return rel.df()
+        if max_rows:
+            rel = rel.limit(max_rows + 1)
+        df = rel.df()
+    except duckdb.InterruptException:
+        raise QueryError(_timed_out(timeout or 0)) from None
+    except duckdb.PermissionException as exc:
+        raise QueryError(
+            "SQL: a query reads only the trace's tables: no file is read or written, no "
+            f"setting changed ({_one_line(exc).removeprefix('SQL: ')})"
+        ) from None
     except duckdb.Error as exc:
         raise QueryError(_one_line(exc)) from exc
     except MemoryError:
         raise QueryError(_NO_MEMORY) from None
+    finally:
+        done.set()
+        if watch is not None:  # and gone: a thread left at exit aborts the process
+            watch.join()
+    if max_rows and len(df) > max_rows:
+        raise QueryError(
+            f"SQL: the result has more than {max_rows} rows (add a LIMIT, or raise the limit "
+            "with --max-rows N, or max_rows=; 0 is none)"
+        )
+    return df
+
+
+#: How long a query may go on after its interrupt before it is taken to be stuck.
+STUCK_GRACE_S = 5.0
+
+
+def _watch(
+    con: duckdb.DuckDBPyConnection,
+    timeout: float,
+    done: threading.Event,
+    stuck: Callable[[str], object] | None,
+) -> None:
+    if done.wait(timeout):
+        return
+    con.interrupt()
+    if not done.wait(STUCK_GRACE_S) and stuck is not None:
+        stuck(_timed_out(timeout))
+
+
+def _timed_out(timeout: float) -> str:
+    return (
+        f"SQL: the query ran past its time limit of {timeout:g} s and was stopped "
+        "(raise it with --timeout SECONDS, or timeout=; 0 is none)"
+    )
 
 
 def _one_line(exc: duckdb.Error) -> str:
@@ -192,10 +296,6 @@ def _one_line(exc: duckdb.Error) -> str:
         ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.strip().startswith("^")
     ]
     return "SQL: " + " ".join(lines)
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def _ident(s: str) -> str:

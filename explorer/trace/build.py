@@ -102,7 +102,7 @@ def build_tables(
     ev.release("flow_rows", "flow_id", "flow_bp", "ph")
     instants = _instants(ev, rel_ns, keys)
     memory = _memory_table(ev, rel_ns, keys, slices, ends, path)
-    counters, tracks = _counters(ev, rel_ns, keys, tracks)
+    counters, tracks = _counters(ev, rel_ns, keys, tracks, warnings)
     _describe(meta, t0_us, ends, warnings, path)
     meta["has_call_stack_args"] = bool(known["has_call_stack"].any())
     _copy_bytes_from_launch(slices, flows, store)
@@ -645,7 +645,11 @@ def _memory_table(
 
 
 def _counters(
-    ev: EventColumns, rel_ns: RelativeTimes, keys: TrackKeys, tracks: pd.DataFrame
+    ev: EventColumns,
+    rel_ns: RelativeTimes,
+    keys: TrackKeys,
+    tracks: pd.DataFrame,
+    warnings: list[str],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Counter events (``ph: C``): one counter track per (process, name, series)."""
     if not ev.counter_args:
@@ -657,15 +661,26 @@ def _counters(
             }
         ), tracks
     rows_key, rows_ts, rows_val = [], [], []
+    too_large = 0
     for i, args in ev.counter_args:
         pid = columns.strings([ev.pids.values[ev.pid[i]]])[0]
         name = ev.name_text(i)
         for series, value in args.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    as_float = float(value)
+                except OverflowError:  # an integer of hundreds of digits: no float holds it
+                    too_large += 1
+                    continue
                 label = name if len(args) == 1 or series == name else f"{name} {series}"
                 rows_key.append((pid, label))
                 rows_ts.append(rel_ns[i])
-                rows_val.append(float(value))
+                rows_val.append(as_float)
+    if too_large:
+        warnings.append(
+            f"{too_large} counter values were integers beyond any float (hundreds of digits) "
+            "and were left out"
+        )
     uniq = sorted(set(rows_key))
     proc_label = dict(zip(tracks["pid"], tracks["process"], strict=False))
     base_id = len(tracks)

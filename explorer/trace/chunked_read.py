@@ -91,8 +91,12 @@ _HEAD = 4 << 20
 _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+#: The start of a boundary at the end of the text read so far (the rest is to come).
+_BOUNDARY_START = re.compile(rb"\}\s*(?:,\s*)?\Z")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
+#: The document's other keys: a number beyond float range is infinite, and the metadata's
+#: checks (:mod:`explorer.trace.metadata_checks`) leave it out with a warning.
+_ANY = msgspec.json.Decoder(float_hook=float)
 
 
 class NeedsCareful(Exception):
@@ -344,14 +348,23 @@ def _event_ranges(text: Text, start: int, close: list[int]) -> Iterator[tuple[in
     """Byte ranges ``[a, b)`` of the text, each whole events of the array (see the module
     docstring); at the end, the offset of the array's ``]`` is put in ``close``."""
     pos = start
+    # Where the next search may start: no boundary starts before it (but the array's
+    # first), since the text before was searched. Searched from pos + CHUNK_BYTES for each
+    # piece read, a long stretch without one (a value of 300 MB) took quadratic time.
+    resume = 0
     while True:
         text.reach(pos + CHUNK_BYTES)
-        m = _BOUNDARY.search(text.buffer, max(pos + CHUNK_BYTES - text.base, 0))
+        lo = max(pos + CHUNK_BYTES - text.base, resume - text.base, 0)
+        m = _BOUNDARY.search(text.buffer, lo)
         if m is not None:
             yield pos, m.start() + 1 + text.base
             pos = m.end() - 1 + text.base
             text.drop_before(pos)
             continue
+        # None here: one may yet start at the last "}" when only its start is here.
+        last = text.buffer.rfind(b"}", lo)
+        open_tail = last >= 0 and _BOUNDARY_START.match(text.buffer, last) is not None
+        resume = text.base + (last if open_tail else len(text.buffer))
         if not text.done and text.more():
             continue
         rest = text.tail(pos)
@@ -528,7 +541,10 @@ def _metadata(prefix: bytes, suffix: bytes) -> dict[str, Any]:
         raise NeedsCareful from None
     if bytes(top.pop("traceEvents")) != b"null":  # a second traceEvents key: the last wins
         raise NeedsCareful
-    return {key: _ANY.decode(raw) for key, raw in top.items()}
+    try:
+        return {key: _ANY.decode(raw) for key, raw in top.items()}
+    except msgspec.DecodeError:  # bytes that are not UTF-8 in a key within: named there
+        raise NeedsCareful from None
 
 
 #: Most text inflated from one piece of gzip at a time.

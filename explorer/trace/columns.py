@@ -28,7 +28,7 @@ def floats(
     """float64 column; None → NaN. A value that is not a number is an error."""
     try:
         return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), np.float64)
     for i, v in enumerate(values):
@@ -37,13 +37,26 @@ def floats(
             continue
         try:
             out[i] = float(v)
+        except OverflowError:  # an integer of hundreds of digits
+            raise TraceError(
+                path,
+                f"{where(i)} has {what} with {len(str(abs(v)))} digits, beyond any number a "
+                "clock or counter holds",
+                "the file is damaged or was not written by a profiler",
+            ) from None
         except (TypeError, ValueError):
             raise TraceError(
                 path,
-                f"{where(i)} has {what} {v!r}, which is not a number",
+                f"{where(i)} has {what} {short(v)}, which is not a number",
                 "the file is damaged or was not written by a profiler",
             ) from None
     return out
+
+
+def short(v: Any, n: int = 40) -> str:
+    """``repr(v)`` cut to about ``n`` characters: a value quoted in a message."""
+    r = repr(v)
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 def ints(

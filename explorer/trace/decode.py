@@ -37,7 +37,9 @@ from explorer.trace.json_position import last_event_end, locate, too_deep
 from explorer.trace.metadata_checks import check_metadata
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
+#: The document's other keys: a number beyond float range is infinite, and the metadata's
+#: checks (:mod:`explorer.trace.metadata_checks`) leave it out with a warning.
+_ANY = msgspec.json.Decoder(float_hook=float)
 _EVENT_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -134,7 +136,7 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
     """
     limit = memory_limit()
     if str(path) == "-":
-        data = sys.stdin.buffer.read(limit + 1)
+        data = _read_stream(sys.stdin.buffer, limit)
         if len(data) > limit:
             raise _too_big(path, limit)
     else:
@@ -149,7 +151,14 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
             if st.st_size > limit:
                 raise _too_big(path, limit)
             with open(path, "rb") as f:
-                data = f.read(limit + 1)
+                # What the file holds, not the whole budget: a read of n bytes reserves n
+                # first, which under an address-space limit fails for a 4 KB file. One
+                # more, to see a file that grew past the limit since its stat.
+                data = f.read(st.st_size + 1)
+                if len(data) > st.st_size:
+                    data += _read_stream(f, limit - len(data))
+                    if len(data) > limit:
+                        raise _too_big(path, limit)
         except OSError as exc:
             raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
     cap = min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data)))
@@ -158,6 +167,22 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
     if data[:4] == ZSTD_MAGIC:
         return _unzstd(path, data, cap)
     return data, []
+
+
+#: Bytes read at a time from a stream whose size is not known (standard input).
+_STREAM_PIECE = 1 << 20
+
+
+def _read_stream(f: Any, limit: int) -> bytes | bytearray:
+    """What ``f`` holds, read a piece at a time until its end or just past ``limit``
+    bytes: memory grows with what arrives, never reserved for the whole budget."""
+    data = bytearray()
+    while len(data) <= limit:
+        piece = f.read(min(_STREAM_PIECE, limit + 1 - len(data)))
+        if not piece:
+            break
+        data += piece
+    return data
 
 
 def read_head(path: Path, size: int = 4096) -> bytes:
@@ -227,7 +252,7 @@ def _zstd_member(view: memoryview, pos: int, out: bytearray, limit: int) -> tupl
 
 
 def _inflate(
-    path: Path, data: bytes, limit: int, kind: str, member: Member, magic: bytes
+    path: Path, data: bytes | bytearray, limit: int, kind: str, member: Member, magic: bytes
 ) -> tuple[bytes | bytearray, list[str]]:
     """Every member of ``data`` inflated, stopping with a clear error past ``limit``; a stream
     cut short (a trace still being written) keeps what decompresses, with a warning."""
@@ -249,11 +274,11 @@ def _inflate(
             return out, []
 
 
-def _gunzip(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+def _gunzip(path: Path, data: bytes | bytearray, limit: int) -> tuple[bytes | bytearray, list[str]]:
     return _inflate(path, data, limit, "gzip", _gzip_member, GZIP_MAGIC)
 
 
-def _unzstd(path: Path, data: bytes, limit: int) -> tuple[bytes | bytearray, list[str]]:
+def _unzstd(path: Path, data: bytes | bytearray, limit: int) -> tuple[bytes | bytearray, list[str]]:
     return _inflate(path, data, limit, "zstd", _zstd_member, ZSTD_MAGIC)
 
 
@@ -286,6 +311,13 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
     decoder follows (about 900 levels), an event field of the wrong type; what can be kept exactly is kept
     with a warning — the complete events before a cut, metadata of the wrong type (ignored).
     """
+    kind = binary_kind(data[:4096])
+    if kind is not None:
+        raise TraceError(
+            path,
+            f"this is {kind}, not a trace",
+            "give the .pt.trace.json that torch.profiler wrote",
+        )
     data = _utf8_text(path, data)
     try:
         doc = _decode_document(path, data)
@@ -298,6 +330,41 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
 
 
 _BOM = b"\xef\xbb\xbf"
+
+#: The first bytes of files that get passed for a trace by mistake, and what they are.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"RIFF", "a RIFF file (WebP image, WAV or AVI)"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (a torch.save checkpoint?)"),
+    (b"\x7fELF", "an ELF executable or library"),
+    (b"BZh", "a bzip2 file (decompress it first)"),
+    (b"\xfd7zXZ\x00", "an xz file (decompress it first)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"PAR1", "a Parquet file"),
+    (b"ARROW1", "an Arrow file"),
+    (b"\x93NUMPY", "a NumPy array file"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"\x80\x02", "a Python pickle"),
+    (b"\x80\x04", "a Python pickle"),
+)
+
+
+def binary_kind(head: bytes | bytearray) -> str | None:
+    """What a file that starts with ``head`` is when it is plainly not JSON text: a known
+    format by its magic bytes, else binary data when it holds a NUL byte (JSON text never
+    does); None otherwise (maybe text)."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if head[257:262] == b"ustar":
+        return "a tar archive"
+    if b"\x00" in head:
+        return "binary data (not JSON text)"
+    return None
 
 
 def _utf8_text(path: Path, data: bytes | bytearray) -> bytes | bytearray:
@@ -345,7 +412,7 @@ def _decode_document(path: Path, data: bytes | bytearray) -> Decoded:
     try:
         top = _TOP.decode(data)
     except msgspec.DecodeError as exc:
-        if "truncated" in str(exc):
+        if _cut_short(exc, data):
             return _recover_truncated_document(path, data)
         if b"NaN" in data or b"Infinity" in data:
             return _decode_generic(path, data)
@@ -386,7 +453,7 @@ def _check_array(
             path, "'traceEvents' is not a list of events", "the file is damaged; re-capture it"
         ) from None
     except msgspec.DecodeError as exc:
-        if "truncated" in str(exc):
+        if _cut_short(exc, events):
             chunks = _recover_events(bytes(events))
             return Decoded(chunks, metadata, [_truncation_warning(len(chunks))])
         if b"NaN" in bytes(events) or b"Infinity" in bytes(events):
@@ -394,6 +461,25 @@ def _check_array(
         raise TraceError(
             path, f"the JSON is malformed ({exc})", "the file is damaged; re-capture it"
         ) from None
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _cut_short(exc: msgspec.DecodeError, data: Any) -> bool:
+    """Whether ``data`` fails to decode because it ends early: msgspec says "truncated",
+    or finds its error at the very end (a cut just after a number's ``.`` or ``e`` is an
+    "invalid number" there)."""
+    if "truncated" in str(exc):
+        return True
+    m = _AT_BYTE.search(str(exc))
+    if m is None:
+        return False
+    view = memoryview(data)
+    end = len(view)
+    while end and view[end - 1] in b" \t\r\n":
+        end -= 1
+    return int(m.group(1)) >= end
 
 
 def _decode_generic(

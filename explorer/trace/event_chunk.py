@@ -421,7 +421,8 @@ def _add_flows(path: object, evs: list[Any], out: ChunkColumns, start: int) -> N
     else:
         check_scalars(path, ids, "id", 0, rows=rows + start)
         out.flow_id, out.flow_text, out.flow_texts = _ids(ids)
-    out.flow_bp = np.equal(np.array(list(map(attrgetter("bp"), fe)), dtype=object), "e")
+    # One flag per event, whatever each bp is (a list of them is no binding point).
+    out.flow_bp = np.fromiter((bp == "e" for bp in map(attrgetter("bp"), fe)), bool, len(fe))
 
 
 def _int64_array(values: list[Any]) -> np.ndarray | None:

@@ -195,7 +195,8 @@ def check_scalars(
     for k, v in enumerate(values):
         wrong = type(v) not in allowed
         if not wrong and numeric_id and type(v) in (int, float):
-            wrong = not (math.isfinite(v) and _INT64[0] <= v <= _INT64[1])
+            # (an int may be too large for a float: compare it before any isfinite)
+            wrong = not (_INT64[0] <= v <= _INT64[1] and (type(v) is int or math.isfinite(v)))
         if wrong:
             i = int(rows[k]) if rows is not None else start + k
             expected = (

@@ -78,21 +78,29 @@ def locate(data: bytes | bytearray | memoryview, offset: int | None = None) -> P
     event = -1
     event_start = 0
     found = end - 1
+    closed_at = None  # where the event array's "]" is, once passed: what follows is metadata
     for start in range(0, end, BLOCK):
         block = buf[start : min(start + BLOCK, end)]
         depth, in_str, carry = _depths(block, depth0, in_str0, prev_bs)
         if events_level is None and start <= array_at < start + len(block):
             events_level = int(depth[array_at - start]) + 1
-        if events_level is not None:
+        if events_level is not None and closed_at is None:
             opens = (block == _BRACE) & ~in_str & (depth == events_level)
+            outside = depth < events_level - 1
             if start <= array_at < start + len(block):
                 opens[: array_at - start + 1] = False
+                outside[: array_at - start + 1] = False
+            shut = np.flatnonzero(outside)
+            if len(shut):
+                closed_at = start + int(shut[0])
+                opens[int(shut[0]) :] = False
             hits = np.flatnonzero(opens)
             if len(hits):
                 event += len(hits)
                 event_start = start + int(hits[-1])
         depth0, in_str0, prev_bs = carry
-    if events_level is None or event < 0 or found < array_at:
+    after = closed_at is not None and found > closed_at
+    if events_level is None or event < 0 or found < array_at or after:
         return Position(found, None, _last_key(data, 0, found, 1))
     return Position(found, event, _last_key(data, event_start, found, events_level))
 

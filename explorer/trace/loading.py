@@ -20,6 +20,7 @@ Directory rules (documented for users in the README):
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -174,6 +175,30 @@ def _parse_file(path: Path, progress: Progress | None, spill_root: Path | None) 
     return build(decoded, path, progress=progress)
 
 
+#: Compressed forms of a trace that sit where its plain name was asked for.
+_COMPRESSED = (".gz", ".zst")
+
+
+def missing_path(p: Path) -> TraceError:
+    """The error for a path that is not there, naming what is there instead: the same trace
+    compressed (``trace.json`` asked, ``trace.json.gz`` there) or not, or a symbolic link
+    that leads nowhere (a dangling one, or a loop)."""
+    if os.path.islink(p):
+        return TraceError(
+            p,
+            "is a symbolic link that leads to no file (it dangles, or links in a loop)",
+            "check where it points",
+        )
+    names = [p.name + ext for ext in _COMPRESSED]
+    if p.suffix in _COMPRESSED:
+        names.append(p.stem)
+        names += [p.stem + ext for ext in _COMPRESSED if ext != p.suffix]
+    there = [p.with_name(n) for n in names if n and p.with_name(n).is_file()]
+    if there:
+        return TraceError(p, "no such file", f"did you mean {there[0]}?")
+    return TraceError(p, "no such file or directory", "check the path")
+
+
 def load_trace(
     path: str | PathLike[str],
     *,
@@ -190,7 +215,7 @@ def load_trace(
     if str(path) == "-":  # standard input: read once, never cached
         return _read_one(p, False, progress, root)
     if not p.exists():
-        raise TraceError(p, "no such file or directory", "check the path")
+        raise missing_path(p)
     et_path = Path(execution_trace) if execution_trace else None
     if p.is_dir():
         files = trace_files(p)

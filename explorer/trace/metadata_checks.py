@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from explorer.trace.columns import short as _short
+
 INT64_MAX = 2**63 - 1
 _RANK_MAX = 2**31 - 1
 
@@ -33,11 +35,6 @@ def _whole(v: Any, lo: int, hi: int) -> int | None:
     if isinstance(v, int) and lo <= v <= hi:
         return v
     return None
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_ints(block: dict[str, Any], keys: tuple[str, ...], where: str, hi: int) -> list[str]:
