@@ -21,10 +21,10 @@ from explorer.job import reduce
 from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files
-from explorer.job.straggler import Straggler, find_straggler, rank_blame
+from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
 from explorer.trace.cache import cache_root
 
-JOB_SCHEMA_VERSION = 2
+JOB_SCHEMA_VERSION = 3
 #: At most this many collectives are listed one by one (most waiting first); totals by
 #: operation always cover all of them.
 MAX_COLLECTIVE_ROWS = 200
@@ -71,7 +71,7 @@ def job_document(
         "world_size": int(world),
         "ranks_present": len(summaries),
         "steps": [int(c) for c in r.matrix.columns],
-        "summary": _summary(blame, total, r.straggler, r.coll, r.unmatched),
+        "summary": _summary(blame, total, r.verdict, r.coll, r.unmatched),
         "ranks": _ranks(
             summaries, blame, r.offsets, r.measured, r.breakdown, r.top_findings, r.comm
         ),
@@ -81,6 +81,7 @@ def job_document(
         },
         "collectives": _collectives(r.coll, r.unmatched),
         "straggler": None if r.straggler is None else r.straggler.to_dict(),
+        "imbalance": r.verdict.imbalance(),
         "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
     }
     if len(summaries) < world:
@@ -117,6 +118,7 @@ class _Reduced:
     coll: pd.DataFrame
     wait: pd.DataFrame
     straggler: Straggler | None
+    verdict: Verdict
     unmatched: int
     breakdown: pd.DataFrame
     top_findings: pd.DataFrame
@@ -134,7 +136,7 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         reduce.register_offsets(con, offsets)
         coll = reduce.matched_collectives(con, world)
         wait = reduce.wait_by_rank_step(con)
-        straggler = find_straggler(con, wait)
+        judged = verdict(con, wait)
         row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
         unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
         breakdown = con.execute(
@@ -153,26 +155,28 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         con.close()
     return _Reduced(
         matrix=matrix, measured=measured, offsets=offsets, coll=coll, wait=wait,
-        straggler=straggler, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
+        straggler=judged.straggler, verdict=judged, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
         comm=comm,
     )  # fmt: skip
 
 
 def _summary(
-    blame: pd.DataFrame, total: float, straggler: Any, coll: pd.DataFrame, unmatched: int
+    blame: pd.DataFrame, total: float, v: Verdict, coll: pd.DataFrame, unmatched: int
 ) -> dict[str, Any]:
     n = len(blame)
-    worst = max(float(blame["late_ns_per_step"].max()), 0.0) if n else 0.0
     mean_step = total / max(float(blame["steps"].mean()), 1.0) if n else 0.0
     return {
-        # the named straggler's cost to the others (0 when none is named), which
-        # '--fail-on straggler>X%' reads; the worst rank's typical lateness even when it
-        # is not singled out (every rank is late now and then) is max_late_share
-        "straggler_share": float(straggler.share) if straggler is not None else 0.0,
-        "max_late_share": worst / mean_step if mean_step > 0 else 0.0,
+        # The named straggler's cost to the others (0 when none is named), which
+        # '--fail-on straggler>X%' reads, and the worst rank's lateness even when it is not
+        # singled out: both medians over the steady-state steps, over the median steady
+        # step (start-up steps, e.g. a first loader start or a compile, are left out).
+        "straggler_share": float(v.straggler.share) if v.straggler is not None else 0.0,
+        "max_late_share": float(v.share) if v.worst_rank is not None else 0.0,
         "mean_step_ns": int(mean_step),
+        "steady_step_ns": int(v.step_ns),
+        "startup_steps": list(v.startup_steps),
         "total_ns": int(total),
-        "straggler_rank": None if straggler is None else int(straggler.rank),
+        "straggler_rank": None if v.straggler is None else int(v.straggler.rank),
         "collective_wait_share": float(blame["wait_ns"].sum()) / (total * n) if total else 0.0,
         "collectives_matched": len(coll),
         "collectives_unmatched": unmatched,

@@ -13,8 +13,11 @@ rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 ``breakdown``    rank, step, device, category, ns           (partitions each step exactly)
 ``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
                  recommendation
+``finding_steps`` rank, kind, step, ns                 (each finding's time, step by step)
 ``collectives``  rank + :data:`explorer.job.collectives.COLLECTIVE_COLUMNS`
 ``by_source``    rank, file, line, function, host_ns, device_ns, stall_ns
+``cause_lines``  rank, category, file, line, function, ns   (the statement where each
+                 breakdown category's time is spent: :func:`~explorer.analysis.cause_lines.category_lines`)
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import pandas as pd
 
 from explorer.analysis.breakdown import breakdown, comm_overlap
 from explorer.analysis.by_source import by_source
+from explorer.analysis.cause_lines import category_lines
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
@@ -38,7 +42,10 @@ from explorer.store import write_trace
 from explorer.trace.loading import load_trace
 from explorer.trace.model import TraceData
 
-RANK_TABLES: tuple[str, ...] = ("steps", "breakdown", "findings", "collectives", "by_source")
+RANK_TABLES: tuple[str, ...] = (
+    "steps", "breakdown", "findings", "finding_steps", "collectives", "by_source",
+    "cause_lines",
+)  # fmt: skip
 
 
 @dataclass
@@ -120,6 +127,19 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "recommendation": pd.Series([f.recommendation for f in fs], dtype=str),
         }
     )
+    per_step = [
+        (f.kind, int(st), int(ns))
+        for f in fs
+        for st, ns in _finding_per_step(f.details.get("per_step_ns"), f.steps, f.time_lost_ns)
+    ]
+    fs_t = pd.DataFrame(
+        {
+            "rank": np.full(len(per_step), rank, np.int64),
+            "kind": pd.Series([k for k, _, _ in per_step], dtype=str),
+            "step": np.array([st for _, st, _ in per_step], np.int64),
+            "ns": np.array([ns for _, _, ns in per_step], np.int64),
+        }
+    )
     coll = rank_collectives(trace)
     coll.insert(0, "rank", np.full(len(coll), rank, np.int64))
     src = by_source(trace)
@@ -134,13 +154,28 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "stall_ns": src["stall_ns"].to_numpy(np.int64),
         }
     )
+    lines = category_lines(trace)
+    lines.insert(0, "rank", np.full(len(lines), rank, np.int64))
     return {
+        "cause_lines": lines,
         "steps": steps_t,
         "breakdown": bd_t,
         "findings": f_t,
+        "finding_steps": fs_t,
         "collectives": coll,
         "by_source": src_t,
     }
+
+
+def _finding_per_step(per_step: Any, steps: list[int], lost: int) -> list[tuple[int, int]]:
+    """A finding's time per step: its own ``per_step_ns`` when the detector gives it,
+    else its time spread evenly over its steps."""
+    if isinstance(per_step, dict) and per_step:
+        return [(int(k), int(v)) for k, v in per_step.items()]
+    if not steps:
+        return []
+    each = int(lost) // len(steps)
+    return [(int(st), each) for st in steps]
 
 
 def analyse_rank(

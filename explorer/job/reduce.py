@@ -203,27 +203,40 @@ def wait_by_rank_step(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 #: table → (the columns a row is identified by, the per-step time compared)
 _COMPARED: dict[str, tuple[tuple[str, ...], str]] = {
     "findings": (("kind",), "time_lost_ns"),
+    "finding_steps": (("kind",), "ns"),
     "breakdown": (("category",), "ns"),
     "by_source": (("file", "line", "function"), "host_ns + device_ns"),
+    "cause_lines": (("category", "file", "line", "function"), "ns"),
 }
 
+#: The compared tables with a step column.
+_STEPPED = frozenset({"finding_steps", "breakdown"})
 
-def excess_over_others(con: duckdb.DuckDBPyConnection, rank: int, table: str) -> pd.DataFrame:
+
+def excess_over_others(
+    con: duckdb.DuckDBPyConnection, rank: int, table: str, steps: list[int] | None = None
+) -> pd.DataFrame:
     """What ``rank`` spends per step beyond the median of the other ranks.
 
-    ``table`` is ``"findings"`` (by kind: time lost), ``"breakdown"`` (by category) or
-    ``"by_source"`` (by line: host + device time). Columns: the table's key columns, then
-    ``rank_ns, others_ns, excess_ns`` (per step; a rank without a row counts 0), largest
-    excess first.
+    ``table`` is ``"findings"`` (by kind: time lost), ``"finding_steps"`` (the same, step
+    by step), ``"breakdown"`` (by category), ``"by_source"`` (by line: host + device time)
+    or ``"cause_lines"`` (by category and statement). ``steps`` keeps those steps only,
+    for the tables that have a step column (the steady-state steps). Columns: the table's
+    key columns, then ``rank_ns, others_ns, excess_ns`` (per step; a rank without a row
+    counts 0), largest excess first.
     """
     keys, value = _COMPARED[table]
     cols = ", ".join(keys)
+    step_filter = ""
+    if steps is not None and table in _STEPPED:
+        step_filter = f" AND step IN ({', '.join(str(int(x)) for x in steps) or 'NULL'})"
     return con.execute(
         f"""
-        WITH n AS (SELECT rank, count(*) AS steps FROM steps GROUP BY rank),
+        WITH n AS (SELECT rank, count(*) AS steps FROM steps WHERE true{step_filter} GROUP BY rank),
         per AS (
             SELECT t.rank, {cols}, sum({value})::DOUBLE / any_value(n.steps) AS ns
-            FROM {table} t JOIN n USING (rank) GROUP BY t.rank, {cols}
+            FROM {table} t JOIN n USING (rank) WHERE true{step_filter.replace("step", "t.step")}
+            GROUP BY t.rank, {cols}
         ),
         full_ AS (
             SELECT n.rank, w.*, coalesce(p.ns, 0) AS ns

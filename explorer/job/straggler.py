@@ -111,29 +111,117 @@ def rank_blame(wait: pd.DataFrame) -> pd.DataFrame:
     return per.merge(own.reset_index(), on="rank", how="left")
 
 
+#: A leading step whose median duration over the ranks is this many times the median step
+#: is start-up (the first loader start, a compile): reported apart, not averaged in.
+STARTUP_FACTOR = 2.0
+#: A straggler is late (by at least MIN_SHARE of the step) in more than this share of the
+#: steady-state steps ...
+MIN_LATE_STEPS = 0.6
+#: ... and its causes explain at least this share of its lateness; otherwise the report says
+#: "imbalance without a consistent straggler".
+MIN_EXPLAINED = 0.5
+#: Finding kinds and the breakdown category their time falls in (so a category's excess is
+#: not counted again beside the finding that explains it).
+KIND_CATEGORY = {
+    "input_stall": "host_bound",
+    "sync_stall": "sync_stall",
+    "compilation": "compile",
+    "memcpy_stall": "data_movement",
+    "launch_bound": "host_bound",
+    "cpu_fallback": "host_bound",
+    "communication": "communication",
+}
+
+
+@dataclass
+class Verdict:
+    """Who, if anyone, holds the job back, on the steady-state basis.
+
+    ``straggler`` is None for a balanced job and for an imbalance no rank explains
+    (``reason`` says which rule failed). ``late_ns`` / ``share`` are the worst rank's
+    median lateness over the steady-state steps and that over the median steady step —
+    the one statistic naming, ranking and ``--fail-on straggler>X%`` read."""
+
+    straggler: Straggler | None
+    steady_steps: list[int]
+    startup_steps: list[int]
+    step_ns: int
+    worst_rank: int | None
+    late_ns: int
+    share: float
+    late_steps: int
+    spread_ns: int  # the ranks' own time per steady step: slowest median minus fastest
+    explained_ns: int
+    reason: str = ""
+
+    def imbalance(self) -> dict[str, Any]:
+        return {
+            "worst_rank": self.worst_rank,
+            "late_ns_per_step": self.late_ns,
+            "share": self.share,
+            "late_steps": self.late_steps,
+            "steady_steps": len(self.steady_steps),
+            "spread_ns_per_step": self.spread_ns,
+            "explained_ns_per_step": self.explained_ns,
+            "reason": self.reason,
+        }
+
+
+def startup_steps(wait: pd.DataFrame) -> list[int]:
+    """The leading steps whose median duration over the ranks is at least
+    :data:`STARTUP_FACTOR` times the median step (at most half the steps)."""
+    per = wait.groupby("step")["dur_ns"].median().sort_index()
+    if len(per) < 3:
+        return []
+    typical = float(per.median())
+    out: list[int] = []
+    for step, dur in per.items():
+        if dur < STARTUP_FACTOR * typical or len(out) >= len(per) // 2:
+            break
+        out.append(int(step))
+    return out
+
+
 def find_straggler(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Straggler | None:
-    """The straggler and why (see the module doc), or None for a balanced job."""
-    blame = rank_blame(wait)
-    n = len(blame)
-    if n < 2:
-        return None
-    typical = blame.set_index("rank")["late_ns_per_step"]
-    typical = typical.sort_values(ascending=False, kind="stable")
+    """The straggler and why (see the module doc), or None."""
+    return verdict(con, wait).straggler
+
+
+def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
+    """The job's verdict (see :class:`Verdict` and the module doc)."""
+    start = startup_steps(wait)
+    steady_wait = wait[~wait["step"].isin(start)]
+    steady = sorted(int(x) for x in steady_wait["step"].unique())
+    busy = rank_busy(steady_wait) if len(steady_wait) else rank_busy(wait)
+    typical = busy.groupby("rank")["late_ns"].median().sort_values(ascending=False, kind="stable")
+    own = busy.groupby("rank")["busy_ns"].median()
+    step_ns = float(steady_wait["dur_ns"].median()) if len(steady_wait) else 0.0
+    empty = Verdict(None, steady, start, int(step_ns), None, 0, 0.0, 0, 0, 0, "one rank")
+    if len(typical) < 2 or step_ns <= 0:
+        return empty
     rank = int(typical.index[0])
-    late = float(typical.iloc[0])
-    step_ns = float(wait["dur_ns"].median())
+    late = max(float(typical.iloc[0]), 0.0)
     runner_up = max(float(typical.iloc[1]), 0.0)
-    if late <= 0 or late < MIN_SHARE * step_ns or late < MIN_LEAD * runner_up:
-        return None
-    others = blame[blame["rank"] != rank]
-    others_wait = float(others["wait_ns"].sum()) / max(float(others["steps"].sum()), 1.0)
-    per_other = min(late, others_wait)  # per other rank, per step
-    mean_step = float(blame["total_ns"].sum()) / max(float(blame["steps"].sum()), 1.0)
-    share = per_other / max(mean_step, 1.0)
-    busy = rank_busy(wait)
     mine = busy[busy["rank"] == rank]
-    step_mean = wait.groupby("step")["dur_ns"].mean()
-    slow = mine["late_ns"].to_numpy() >= MIN_SHARE * step_mean.reindex(mine["step"]).to_numpy()
+    late_mask = mine["late_ns"].to_numpy() >= MIN_SHARE * step_ns
+    others = steady_wait[steady_wait["rank"] != rank]
+    others_wait = float(others.groupby("step")["wait_ns"].mean().median()) if len(others) else 0.0
+    per_other = min(late, others_wait)
+    v = Verdict(
+        None, steady, start, int(step_ns), rank, int(late), late / step_ns,
+        int(late_mask.sum()), int(own.max() - own.min()), 0,
+    )  # fmt: skip
+    if late <= 0 or late < MIN_SHARE * step_ns:
+        v.reason = "no rank is late by much"
+        return v
+    if late < MIN_LEAD * runner_up:
+        v.reason = f"rank {int(typical.index[1])} is nearly as late"
+        return v
+    if late_mask.sum() <= MIN_LATE_STEPS * len(mine):
+        v.reason = (
+            f"rank {rank} is late in {int(late_mask.sum())} of {len(mine)} steady-state steps"
+        )
+        return v
     ops = con.execute(
         "SELECT op, sum(wait_ns) AS w FROM coll_aligned WHERE rank <> ? GROUP BY op "
         "HAVING sum(wait_ns) > 0 ORDER BY w DESC, op",
@@ -141,24 +229,38 @@ def find_straggler(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Stragg
     ).fetchall()
     s = Straggler(
         rank=rank,
-        share=share,
+        share=per_other / step_ns,
         others_wait_ns_per_step=int(per_other),
-        steps=[int(x) for x in mine["step"].to_numpy()[slow]],
+        steps=[int(x) for x in mine["step"].to_numpy()[late_mask]],
         waits_in=[str(o) for o, _ in ops],
     )
-    s.causes = causes(con, rank, s.others_wait_ns_per_step)
-    return s
+    s.causes = causes(con, rank, int(late), steady)
+    v.explained_ns = sum(c.excess_ns_per_step for c in s.causes)
+    if v.explained_ns < MIN_EXPLAINED * late:
+        v.reason = (
+            f"what rank {rank} does beyond the others explains "
+            f"{100 * v.explained_ns / late:.0f}% of its lateness"
+        )
+        return v
+    v.straggler = s
+    v.share = s.share
+    return v
 
 
-def causes(con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int) -> list[Cause]:
-    """What ``rank`` spends beyond the others that accounts for ``extra_ns`` per step."""
+def causes(
+    con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int, steps: list[int] | None = None
+) -> list[Cause]:
+    """What ``rank`` spends beyond the others that accounts for ``extra_ns`` per step
+    (over ``steps``, default all). Each cause has its own line: a finding's own, a
+    category's the statement whose time in that category grew most."""
     floor = MIN_CAUSE * extra_ns
     out: list[Cause] = []
-    found = excess_over_others(con, rank, "findings")
+    found = excess_over_others(con, rank, "finding_steps", steps)
     own = con.execute(
         "SELECT kind, title, file, line, function FROM findings WHERE rank = ?", [rank]
     ).df()
     found = found.merge(own, on="kind", how="left")
+    covered: dict[str, int] = {}
     for row in found.itertuples(index=False):
         if row.kind in NOT_A_CAUSE or row.excess_ns < floor or pd.isna(row.title):
             continue
@@ -169,16 +271,20 @@ def causes(con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int) -> list[Cau
                 str(row.function),
             )
         )  # fmt: skip
+        cat = KIND_CATEGORY.get(str(row.kind), "")
+        covered[cat] = covered.get(cat, 0) + int(row.excess_ns)
     explained = sum(c.excess_ns_per_step for c in out)
     if explained >= (1 - MIN_CAUSE) * extra_ns:
         return out
-    cats = excess_over_others(con, rank, "breakdown")
-    named = NOT_A_CAUSE | {c.what for c in out}  # the sync_stall category is its finding
-    cats = cats[~cats["category"].isin(named) & (cats["excess_ns"] >= floor)]
-    lines = excess_over_others(con, rank, "by_source")
+    cats = excess_over_others(con, rank, "breakdown", steps)
+    cats["excess_ns"] = cats["excess_ns"] - cats["category"].map(covered).fillna(0).astype("int64")
+    cats = cats[~cats["category"].isin(NOT_A_CAUSE) & (cats["excess_ns"] >= floor)]
+    cats = cats.sort_values("excess_ns", ascending=False, kind="stable")
+    lines = excess_over_others(con, rank, "cause_lines")
     lines = lines[(lines["excess_ns"] > 0) & (lines["file"] != "")]
     for row in cats.head(2).itertuples(index=False):
-        where = lines.iloc[0] if len(lines) else None
+        mine = lines[lines["category"] == row.category]
+        where = mine.iloc[0] if len(mine) else None
         out.append(
             Cause(
                 "breakdown", str(row.category),

@@ -34,13 +34,21 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "frame_codes": ("user_frames", "launcher"),
     "slice_sources": ("frame_codes",),
     "by_source": ("frame_codes", "launcher"),
+    "statement_codes": ("frame_codes", "launcher"),
     "steps": ("step_pattern",),
     "attributed_steps": ("steps", "launcher"),
     "reason_timelines": (),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
     "memory_timeline": (),
     "memory_allocations": ("steps", "frame_codes"),
-    "findings": ("steps", "breakdown", "reason_timelines", "slice_sources", "memory_allocations"),
+    "findings": (
+        "steps",
+        "breakdown",
+        "reason_timelines",
+        "slice_sources",
+        "memory_allocations",
+        "statement_codes",
+    ),  # fmt: skip
     "dependency_graph": ("steps", "launcher"),
     "critical_path": ("dependency_graph", "frame_codes"),
 }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from job_runs import run_cli
+from job_runs import ROOT, run_cli
 
 import explorer
 from explorer.job import job_document
@@ -44,7 +44,11 @@ def test_sample_job_names_rank_2_and_its_input_stall(sample_doc: dict, sample_jo
     # the source line is the one the rank's own finding names, in the training script
     file, line, function = stall[0].source_lines[0]
     assert (first["file"], first["line"], first["function"]) == (file, line, function)
-    assert Path(file).name == "make_job_traces.py" and function == "_rank_main"
+    # ... the statement that holds the loading time (the dataset's sleep standing for slow
+    # decoding), not the `with explorer.collect` line torch names the loop's frame by
+    assert Path(file).name == "make_job_traces.py" and function == "__getitem__"
+    script = Path(file) if Path(file).exists() else ROOT / "scripts" / "make_job_traces.py"
+    assert "time.sleep(" in script.read_text().splitlines()[line - 1]
     assert not any(f.kind == "input_stall" for r in (0, 1, 3) for f in own[r])
 
 
@@ -88,7 +92,7 @@ def test_ranks_on_one_host_share_its_clock(sample_doc: dict) -> None:
 def test_every_format_says_the_same(sample_doc: dict) -> None:
     out = {fmt: render(sample_doc, fmt) for fmt in FORMATS}
     assert json.loads(out["json"]) == sample_doc
-    assert sample_doc["schema_version"] == 2
+    assert sample_doc["schema_version"] == 3
     for fmt in ("text", "markdown", "html"):
         assert "rank 2: input stall" in out[fmt]
         assert "Straggler: rank 2" in out[fmt]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
 from explorer.units import fmt_bytes, fmt_ns
 
 #: Rank × step matrix: at most this many step columns (the first ones).
@@ -42,10 +43,18 @@ def headline(doc: dict[str, Any]) -> str:
     """The one sentence a user reads first."""
     s = doc["straggler"]
     if s is None:
+        im = doc.get("imbalance") or {}
+        late_share = doc["summary"]["max_late_share"]
+        if im.get("worst_rank") is not None and late_share >= STRAGGLER_MIN_SHARE:
+            return (
+                "Imbalance without a consistent straggler: the ranks' own time per step "
+                f"spreads {fmt_ns(im['spread_ns_per_step'])}; the latest, rank "
+                f"{im['worst_rank']}, is typically {100 * late_share:.1f}% of a step behind, "
+                f"but {im['reason']}."
+            )
         return (
             "No straggler: no rank holds the others back much more than the rest (the latest "
-            f"is typically {100 * doc['summary']['max_late_share']:.1f}% of a step behind "
-            "the others)."
+            f"is typically {100 * late_share:.1f}% of a step behind the others)."
         )
     others = doc["ranks_present"] - 1
     causes = (
@@ -106,9 +115,16 @@ def _straggler(doc: dict[str, Any]) -> Section:
     if s is None:
         return Section("Straggler", lines=["None: the ranks arrive at their collectives together."])
     steps = ", ".join(str(x) for x in s["steps"]) or "none on its own"
+    start = doc["summary"].get("startup_steps") or []
+    apart = (
+        f" Start-up step{'s' if len(start) > 1 else ''} {', '.join(str(x) for x in start)} "
+        "(first loader start, compile) are left out of these figures."
+        if start
+        else ""
+    )
     sec = Section(
         f"Straggler: rank {s['rank']}",
-        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}."],
+        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"],
         header=["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
         numeric={1, 2, 3},
     )
