@@ -40,6 +40,7 @@ CAUSES: dict[str, str] = {
     "input": "input_stall",  # its DataLoader's dataset sleeps per item (slow decoding)
     "sync": "sync_stall",  # it reads every gradient element back with .item() (host syncs)
     "compute": "compute",  # it runs an extra matmul chain in its forward pass
+    "checkpoint": "host_io",  # it saves a checkpoint with torch.save every step
 }
 
 
@@ -104,6 +105,9 @@ def _rank_main(
         model = DistributedDataParallel(MLP(width, extra))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
+        # the checkpoint: the model plus ~0.5 MB per planned ms (a page-cache write)
+        pad = torch.zeros(int(delay_ms * 128 * 1024)) if slow and cause == "checkpoint" else None
+        ckpt = Path(out) / f"ckpt-rank{rank}.pt"
         dist.barrier()
         with explorer.collect(out, name=f"rank{rank}", sampler_interval_s=None) as c:
             for x, y in loader:
@@ -111,6 +115,8 @@ def _rank_main(
                     loss = loss_fn(model(x), y)
                 with explorer.annotate("backward"):
                     loss.backward()
+                if slow and cause == "checkpoint":
+                    torch.save({"model": model.state_dict(), "pad": pad}, ckpt)
                 if slow and cause == "sync":
                     _log_gradients(
                         model, int(delay_ms * 25)
@@ -119,6 +125,7 @@ def _rank_main(
                 opt.zero_grad(set_to_none=True)
                 c.step()
         dist.barrier()
+        ckpt.unlink(missing_ok=True)
     finally:
         dist.destroy_process_group()
 

@@ -63,6 +63,11 @@ _BUILTIN = re.compile(r"^<built-in (?:method|function) (\w+)")
 _PYFRAME = re.compile(r"^.+\(\d+\): (\w+)$")
 _ATEN = re.compile(r"^\w+::(\w+?)_?$")
 _NEXT = re.compile(r"__next__|DataLoader", re.I)
+#: Host I/O: checkpointing and file writes, as torch's Python tracer names the calls.
+HOST_IO = re.compile(
+    r"serialization\.py\(\d+\): (save|_save)$|^<built-in method (write|flush|dump) of"
+    r"|^<built-in function (fsync|write|dump)>|pickle\.py\(\d+\): dump"
+)
 
 
 def callee_name(name: str) -> str:
@@ -382,7 +387,9 @@ def category_lines(trace: TraceData) -> pd.DataFrame:
     exclusive time, classified as the breakdown classifies them; device slices: their
     duration, at the statement that launched them). Columns ``category, file, line,
     function, ns``, heaviest first. The job compares these across ranks to put a
-    category's excess at its line."""
+    category's excess at its line. Host time inside a checkpoint or file write
+    (:data:`HOST_IO`: ``torch.save``, ``pickle``, a file's ``write``) is category
+    ``host_io`` here, whatever the breakdown calls it."""
     code, stmts = statement_codes(trace)
     n = len(code)
     cols = ["category", "file", "line", "function", "ns"]
@@ -401,6 +408,10 @@ def category_lines(trace: TraceData) -> pd.DataFrame:
         ok = on_dev & (dreason >= 0)
         cat[ok] = cat_index[dreason[ok]]
         w[ok] = trace.slices["dur"].to_numpy(np.int64)[ok]
+    io = trace.name_matches(HOST_IO)
+    io = trace.inherit_down(io, keep=io) & trace.on_host() & (cat >= 0)
+    cats.append("host_io")
+    cat[io] = len(cats) - 1
     keep = (cat >= 0) & (code >= 0) & (w > 0)
     df = pd.DataFrame({"cat": cat[keep], "code": code[keep], "w": w[keep]})
     per = df.groupby(["cat", "code"], sort=False)["w"].sum().reset_index()

@@ -9,18 +9,24 @@ count blames it for waits it did not cause. The straggler is the rank with the m
 of its own — step time outside collective waits (:func:`rank_busy`) — beyond the other
 ranks': that is the time the others spend waiting for it, wherever the wait lands.
 
-Ranks are compared by their typical lateness (the median over steps of their own time
-beyond the median of the other ranks' in that step), so one bad step — a warm-up, a hiccup
-of a busy machine — does not make a straggler. The straggler is named when its lateness is
-at least :data:`MIN_SHARE` of the median step time and :data:`MIN_LEAD` times the
-runner-up's; a balanced job (whose ranks are each late now and then) names nobody. What it
-costs the others is the lesser of its lateness and what they measurably wait per step.
+Ranks are compared on the steady state: leading start-up steps (:func:`startup_steps`: a
+first loader start, a compile) are reported apart, and a rank's lateness is the median over
+the other steps of its own time beyond the median of the other ranks' in that step, so one
+bad step — a hiccup of a busy machine — does not make a straggler. The same median, over
+the median steady step, names, ranks and feeds ``--fail-on straggler>X%``. A rank is named
+(:func:`verdict`) when that lateness is at least :data:`MIN_SHARE` of the step and
+:data:`MIN_LEAD` times the runner-up's, when it is late in most steady-state steps
+(:data:`MIN_LATE_STEPS`), and when its causes explain at least :data:`MIN_EXPLAINED` of its
+lateness; otherwise the report says "imbalance without a consistent straggler", with the
+spread and the rule that failed. (With two ranks each one's lateness is minus the other's,
+so the runner-up's is never positive and the other rules decide.)
 
-Why: the straggler's own time per step is compared with the median of the other ranks —
-finding by finding (``input_stall``, ``sync_stall``...), and category by category of the
-breakdown — and the excess that accounts for the others' wait is reported with the
-source line responsible (the finding's own line, or for a breakdown category the line whose
-time grew most).
+Why: the straggler's own time per steady step is compared with the median of the other
+ranks — finding by finding (``input_stall``, ``sync_stall``...), then category by category
+of the breakdown, less what those findings already explain — and each cause is reported at
+its own line: a finding's own, a category's the statement whose time in that category grew
+most (:func:`explorer.analysis.cause_lines.category_lines`). A category whose excess is
+mostly checkpointing or file writes is reported as ``host_io``.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ MIN_LATE_STEPS = 0.6
 #: ... and its causes explain at least this share of its lateness; otherwise the report says
 #: "imbalance without a consistent straggler".
 MIN_EXPLAINED = 0.5
+HOST_IO_TITLE = "checkpointing / host I/O (torch.save, file writes) above the other ranks"
 #: Finding kinds and the breakdown category their time falls in (so a category's excess is
 #: not counted again beside the finding that explains it).
 KIND_CATEGORY = {
@@ -282,13 +289,21 @@ def causes(
     cats = cats.sort_values("excess_ns", ascending=False, kind="stable")
     lines = excess_over_others(con, rank, "cause_lines")
     lines = lines[(lines["excess_ns"] > 0) & (lines["file"] != "")]
+    io = lines[lines["category"] == "host_io"]
     for row in cats.head(2).itertuples(index=False):
         mine = lines[lines["category"] == row.category]
+        what, title = (
+            str(row.category),
+            f"{row.category.replace('_', ' ')} time above the other ranks",
+        )
+        if len(io) and int(io["excess_ns"].sum()) >= MIN_EXPLAINED * int(row.excess_ns):
+            # most of the category's excess is checkpointing or file writes: say so
+            what, title, mine = "host_io", HOST_IO_TITLE, io
+            io = io.iloc[0:0]
         where = mine.iloc[0] if len(mine) else None
         out.append(
             Cause(
-                "breakdown", str(row.category),
-                f"{row.category.replace('_', ' ')} time above the other ranks",
+                "breakdown", what, title,
                 int(row.excess_ns), int(row.rank_ns), int(row.others_ns),
                 "" if where is None else str(where["file"]),
                 -1 if where is None else int(where["line"]),
