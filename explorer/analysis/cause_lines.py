@@ -145,7 +145,9 @@ def _function(fn: ast.AST, first: int | None = None) -> _Function:
 
     for stmt in body:
         visit(stmt, stmt.lineno)
-    start = first if first is not None else getattr(fn, "lineno", 1)
+    # a decorated function's code starts at its first decorator (co_firstlineno)
+    decorators = [d.lineno for d in getattr(fn, "decorator_list", [])]
+    start = first if first is not None else min([getattr(fn, "lineno", 1), *decorators])
     last = max([start, *names], default=start)
     last = max(last, getattr(fn, "end_lineno", last) or last)
     return _Function(

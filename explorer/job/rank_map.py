@@ -14,6 +14,8 @@ rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 ``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
                  recommendation
 ``finding_steps`` rank, kind, step, ns                 (each finding's time, step by step)
+``op_shapes``    rank, op, shape, numel, count, ns  (the input shapes of its heaviest
+                 operators: :func:`op_shapes`, for "this rank's batch is 3x the others'")
 ``collectives``  rank + :data:`explorer.job.collectives.COLLECTIVE_COLUMNS`
 ``by_source``    rank, file, line, function, host_ns, device_ns, stall_ns
 ``cause_lines``  rank, category, file, line, function, ns   (the statement where each
@@ -44,7 +46,7 @@ from explorer.trace.model import TraceData
 
 RANK_TABLES: tuple[str, ...] = (
     "steps", "breakdown", "findings", "finding_steps", "collectives", "by_source",
-    "cause_lines",
+    "cause_lines", "op_shapes",
 )  # fmt: skip
 
 
@@ -156,7 +158,10 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
     )
     lines = category_lines(trace)
     lines.insert(0, "rank", np.full(len(lines), rank, np.int64))
+    shapes = op_shapes(trace)
+    shapes.insert(0, "rank", np.full(len(shapes), rank, np.int64))
     return {
+        "op_shapes": shapes,
         "cause_lines": lines,
         "steps": steps_t,
         "breakdown": bd_t,
@@ -165,6 +170,50 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
         "collectives": coll,
         "by_source": src_t,
     }
+
+
+#: The heaviest operators whose input shapes are compared across ranks, and at most this
+#: many calls of each (their args are decoded one by one).
+SHAPE_OPS = 12
+SHAPE_CALLS = 400
+
+
+def op_shapes(trace: TraceData) -> pd.DataFrame:
+    """Per outermost host operator (the :data:`SHAPE_OPS` heaviest by time) and the shape
+    of its first tensor input (``Input Dims``, recorded with ``record_shapes``): calls,
+    time and the shape's element count. Empty when the trace has no shapes."""
+    cols = ["op", "shape", "numel", "count", "ns"]
+    s = trace.slices
+    kind = s["kind"].to_numpy()
+    parent = s["parent"].to_numpy(np.int64)
+    is_op = (kind == "cpu_op") & trace.on_host()
+    in_op = np.zeros(len(s), bool)
+    has = parent >= 0
+    in_op[has] = is_op[parent[has]]
+    ids = np.flatnonzero(is_op & ~in_op)
+    if len(ids) == 0:
+        return pd.DataFrame({c: [] for c in cols})
+    names = s["name"].astype(str).to_numpy()[ids]
+    dur = s["dur"].to_numpy(np.int64)[ids]
+    heavy = pd.Series(dur).groupby(names).sum().sort_values(ascending=False).head(SHAPE_OPS)
+    rows = []
+    for op in heavy.index:
+        mine = ids[names == op][:SHAPE_CALLS]
+        for i, dims in zip(mine, trace.arg_column("Input Dims", mine), strict=True):
+            shape = next(
+                (d for d in dims or [] if isinstance(d, list) and d and
+                 all(isinstance(x, int) for x in d)),
+                None,
+            )  # fmt: skip
+            if shape is not None:
+                rows.append((str(op), str(shape), int(np.prod(shape)), int(s["dur"].iat[i])))
+    if not rows:
+        return pd.DataFrame({c: [] for c in cols})
+    df = pd.DataFrame(rows, columns=["op", "shape", "numel", "ns"])
+    out = df.groupby(["op", "shape", "numel"], sort=False).agg(
+        count=("ns", "size"), ns=("ns", "sum")
+    )
+    return out.reset_index()[cols].astype({"numel": np.int64, "count": np.int64, "ns": np.int64})
 
 
 def _finding_per_step(per_step: Any, steps: list[int], lost: int) -> list[tuple[int, int]]:

@@ -310,4 +310,80 @@ def causes(
                 "" if where is None else str(where["function"]),
             )
         )  # fmt: skip
+    uneven = uneven_work(con, rank)
+    if uneven is not None:
+        for c in out:
+            if c.what == "compute":  # the extra compute is the extra work
+                c.what, c.title = "uneven_work", uneven
+                break
+        else:
+            comp = excess_over_others(con, rank, "breakdown", steps)
+            comp = comp[comp["category"] == "compute"]
+            if len(comp) and int(comp["excess_ns"].iloc[0]) > 0:
+                row = comp.iloc[0]
+                mine = lines[lines["category"] == "compute"]
+                where = mine.iloc[0] if len(mine) else None
+                out.append(
+                    Cause(
+                        "breakdown", "uneven_work", uneven, int(row["excess_ns"]),
+                        int(row["rank_ns"]), int(row["others_ns"]),
+                        "" if where is None else str(where["file"]),
+                        -1 if where is None else int(where["line"]),
+                        "" if where is None else str(where["function"]),
+                    )
+                )  # fmt: skip
     return out
+
+
+#: A rank's operators take inputs at least this many times larger than the others' to be
+#: "uneven work".
+UNEVEN_RATIO = 1.5
+
+
+def uneven_work(con: duckdb.DuckDBPyConnection, rank: int) -> str | None:
+    """``"rank 2's batch is 3× the others' (input shape [96, …] vs [32, …] in
+    aten::linear)"`` when ``rank``'s heaviest operator that every other rank runs with one
+    same input shape runs on ``rank`` about as often with an input :data:`UNEVEN_RATIO`
+    times larger; else None."""
+    rows = con.execute(
+        """
+        WITH dom AS (
+            SELECT rank, op, arg_max(shape, count) AS shape, arg_max(numel, count) AS numel,
+                   sum(ns) AS ns, sum(count) AS calls
+            FROM op_shapes GROUP BY rank, op
+        ),
+        others AS (
+            SELECT op, min(shape) AS shape, min(numel) AS numel, median(calls) AS calls,
+                   count(DISTINCT shape) AS kinds, count(*) AS n
+            FROM dom WHERE rank <> $1 GROUP BY op
+        )
+        SELECT m.op, m.shape, m.numel, o.shape, o.numel
+        FROM dom m JOIN others o USING (op)
+        WHERE m.rank = $1 AND o.kinds = 1 AND o.numel > 0
+              AND m.numel >= $2 * o.numel
+              -- the same ops, as often: more calls of an op is more work, not bigger work
+              AND m.calls BETWEEN o.calls / $2 AND o.calls * $2
+              AND o.n = (SELECT count(DISTINCT rank) FROM steps) - 1
+        ORDER BY m.ns DESC, m.op LIMIT 1
+        """,
+        [int(rank), UNEVEN_RATIO],
+    ).fetchall()
+    if not rows:
+        return None
+    op, mine, n_mine, theirs, n_theirs = rows[0]
+    ratio = float(n_mine) / float(n_theirs)
+    a, b = _dims(str(mine)), _dims(str(theirs))
+    batch = len(a) == len(b) > 1 and a[1:] == b[1:] and a[0] != b[0]
+    what = "batch" if batch else "input"
+
+    def short(d: list[int]) -> str:
+        return f"[{d[0]}, …]" if batch else str(d)
+
+    return (
+        f"rank {rank}'s {what} is {ratio:.3g}× the others' (input shape {short(a)} vs "
+        f"{short(b)} in {op})"
+    )
+
+
+def _dims(text: str) -> list[int]:
+    return [int(x) for x in text.strip("[]").split(",") if x.strip().lstrip("-").isdigit()]

@@ -28,21 +28,25 @@ PLANTED = {
     "input": ("input_stall", "time.sleep(self.delay_s)"),
     "compute": ("compute", "z = torch.tanh(z @ self.work)"),
     "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)'),
+    "batch": ("uneven_work", "h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)"),
 }
 
 
 def _job(out: Path, cause: str, world: int) -> tuple[dict, dict]:
     rank = random.Random().randrange(world)  # the assertion messages say which
+    delay = "60" if cause == "batch" else "100"  # batch: 30 samples a step vs 90, ~1 ms each
     info = run_ddp_job(
         out, "--world", str(world), "--slow-rank", str(rank), "--cause", cause,
-        "--delay-ms", "100", "--steps", "5",
+        "--delay-ms", delay, "--steps", "5",
     )  # fmt: skip
     r = run_cli("report", str(out), "--store", str(out / "store"), "--format", "json")
     assert r.returncode == 0, r.stderr
     return info, json.loads(r.stdout)
 
 
-@pytest.mark.parametrize(("cause", "world"), [("input", 3), ("compute", 2), ("checkpoint", 2)])
+@pytest.mark.parametrize(
+    ("cause", "world"), [("input", 3), ("compute", 2), ("checkpoint", 2), ("batch", 2)]
+)
 def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: int) -> None:
     info, doc = _job(tmp_path, cause, world)
     case = f"{cause} planted on rank {info['slow_rank']} of {world}"
@@ -56,5 +60,8 @@ def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: i
     # the cause explains most of the lateness it is named for, on the steady-state basis
     assert c["excess_ns_per_step"] >= 0.5 * doc["imbalance"]["late_ns_per_step"], case
     assert doc["summary"]["straggler_share"] == doc["imbalance"]["share"] > 0.15, case
+    if cause == "batch":  # the same ops, with 3x the samples: said with the shapes
+        assert c["title"].startswith(f"rank {info['slow_rank']}'s batch is 3× the others'"), c
+        assert "[90, …] vs [30, …]" in c["title"], c
     collect = _line_of("with explorer.collect(")
     assert all(x["line"] != collect for x in s["causes"]), (case, s["causes"])
