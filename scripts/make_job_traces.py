@@ -42,6 +42,7 @@ CAUSES: dict[str, str] = {
     "compute": "compute",  # it runs an extra matmul chain in its forward pass
     "checkpoint": "host_io",  # it saves a checkpoint with torch.save every step
     "batch": "uneven_work",  # its batches are 3x the others' (every rank's work is per sample)
+    "comm": "communication",  # it and the next rank all_reduce extra tensors in a 2-rank group
 }
 
 
@@ -126,6 +127,10 @@ def _rank_main(
         # the checkpoint: the model plus ~0.5 MB per planned ms (a page-cache write)
         pad = torch.zeros(int(delay_ms * 128 * 1024)) if slow and cause == "checkpoint" else None
         ckpt = Path(out) / f"ckpt-rank{rank}.pt"
+        # the extra collectives: every rank creates the pair's group (new_group is collective)
+        pair = sorted({slow_rank, (slow_rank + 1) % world}) if cause == "comm" else []
+        group = dist.new_group(pair) if len(pair) == 2 else None
+        extra_comm = torch.ones(1 << 20) if rank in pair else None
         dist.barrier()
         with explorer.collect(out, name=f"rank{rank}", sampler_interval_s=None) as c:
             for x, y in loader:
@@ -135,6 +140,9 @@ def _rank_main(
                     loss.backward()
                 if slow and cause == "checkpoint":
                     torch.save({"model": model.state_dict(), "pad": pad}, ckpt)
+                if group is not None and extra_comm is not None:
+                    for _ in range(max(1, round(delay_ms / 10))):  # ~10 ms per 4 MB here
+                        dist.all_reduce(extra_comm, group=group)
                 if slow and cause == "sync":
                     _log_gradients(
                         model, int(delay_ms * 25)

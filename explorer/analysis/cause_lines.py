@@ -92,6 +92,7 @@ class _Function:
     names: tuple[tuple[int, frozenset[str]], ...]
     #: lines of ``with ...collect(...)`` statements, and the first ``for`` inside each
     collect_loops: tuple[tuple[int, int], ...]
+    name: str = ""
 
 
 @lru_cache(maxsize=64)
@@ -151,8 +152,9 @@ def _function(fn: ast.AST, first: int | None = None) -> _Function:
     last = max([start, *names], default=start)
     last = max(last, getattr(fn, "end_lineno", last) or last)
     return _Function(
-        start, last, tuple((k, frozenset(v)) for k, v in sorted(names.items())), tuple(loops)
-    )
+        start, last, tuple((k, frozenset(v)) for k, v in sorted(names.items())), tuple(loops),
+        str(getattr(fn, "name", "<module>")),
+    )  # fmt: skip
 
 
 def _is_collect(node: ast.With | ast.AsyncWith) -> bool:
@@ -166,13 +168,16 @@ def _is_collect(node: ast.With | ast.AsyncWith) -> bool:
     return False
 
 
-def source_file(path: str) -> str | None:
+def source_file(path: str, near: str = "") -> str | None:
     """Where the source of a traced file is readable here: the recorded path, else — a
-    trace captured on another machine or checkout — the same file under the current
-    directory (its last three, two or one path components), else None."""
+    trace captured on another machine or checkout — a file of that name beside the trace
+    (``near``: the trace's directory), else the same file under the current directory (its
+    last three, two or one path components), else None."""
     if os.path.isfile(path):
         return path
     parts = [p for p in re.split(r"[\\/]", path) if p]
+    if near and parts and os.path.isfile(os.path.join(near, parts[-1])):
+        return os.path.join(near, parts[-1])
     for k in (3, 2, 1):
         if len(parts) >= k:
             here = os.path.join(os.getcwd(), *parts[-k:])
@@ -181,8 +186,8 @@ def source_file(path: str) -> str | None:
     return None
 
 
-def _function_at(recorded: str, line: int) -> _Function | None:
-    path = source_file(recorded)
+def _function_at(recorded: str, line: int, function: str, near: str) -> _Function | None:
+    path = source_file(recorded, near)
     if path is None:
         return None
     try:
@@ -193,15 +198,20 @@ def _function_at(recorded: str, line: int) -> _Function | None:
     for fn in _parsed(path, mtime):
         if fn.first <= line <= fn.last and (best is None or fn.first >= best.first):
             best = fn  # the innermost function holding the line
+    if best is None or (function and best.name != function):
+        return None  # the file changed since the trace was taken: its lines are not these
     return best
 
 
-def statement_line(path: str, line: int, callees: list[tuple[str, float]]) -> int:
-    """The line of the statement of the function at ``path:line`` that calls what
-    ``callees`` (names, heaviest first) name; ``line`` when none matches or the source
-    cannot be read. A frame at a ``with explorer.collect(...)`` line moves to the loop
-    inside it."""
-    fn = _function_at(path, line)
+def statement_line(
+    path: str, line: int, callees: list[tuple[str, float]], function: str = "", near: str = ""
+) -> int:
+    """The line of the statement of the function ``function`` at ``path:line`` that calls
+    what ``callees`` (names, heaviest first) name; ``line`` when none matches, the source
+    cannot be read (see :func:`source_file`; ``near`` is the trace's directory) or no
+    longer has that function there. A frame at a ``with explorer.collect(...)`` line
+    moves to the loop inside it."""
+    fn = _function_at(path, line, function, near)
     if fn is None:
         return line
     for name, _ in callees:
@@ -264,14 +274,18 @@ def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     new_line = frames["line"].to_numpy(np.int64).copy()
     refined: dict[tuple[int, str], int] = {}
     files = frames["file"].astype(str).to_numpy()
+    funcs = frames["function"].astype(str).to_numpy()
+    near = os.path.dirname(trace.path)
     for c, grp in weights.groupby("code", sort=False):
         for name in grp["name"]:
             refined[(int(c), str(name))] = statement_line(
-                files[int(c)], int(new_line[int(c)]), [(str(name), 0.0)]
+                files[int(c)], int(new_line[int(c)]), [(str(name), 0.0)], funcs[int(c)], near
             )
     # The frame's own line, when nothing under it names a statement: a collect line moves
     # to its loop.
-    fallback = [statement_line(files[c], int(new_line[c]), []) for c in range(len(frames))]
+    fallback = [
+        statement_line(files[c], int(new_line[c]), [], funcs[c], near) for c in range(len(frames))
+    ]
     line_of = np.array(fallback, np.int64)[np.clip(code, 0, None)]
     line_of[code < 0] = -1
     if len(rows):

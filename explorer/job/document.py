@@ -82,7 +82,8 @@ def job_document(
         "collectives": _collectives(r.coll, r.unmatched),
         "straggler": None if r.straggler is None else r.straggler.to_dict(),
         "imbalance": r.verdict.imbalance(),
-        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
+        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)]
+        + r.ambiguous,
     }
     if len(summaries) < world:
         doc["warnings"].append(
@@ -120,6 +121,7 @@ class _Reduced:
     straggler: Straggler | None
     verdict: Verdict
     unmatched: int
+    ambiguous: list[str]
     breakdown: pd.DataFrame
     top_findings: pd.DataFrame
     comm: pd.DataFrame
@@ -139,6 +141,7 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         judged = verdict(con, wait)
         row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
         unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
+        ambiguous = reduce.ambiguous_matches(con)
         breakdown = con.execute(
             "SELECT rank, category, sum(ns)::BIGINT AS ns FROM breakdown GROUP BY rank, category"
         ).df()
@@ -155,7 +158,7 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         con.close()
     return _Reduced(
         matrix=matrix, measured=measured, offsets=offsets, coll=coll, wait=wait,
-        straggler=judged.straggler, verdict=judged, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
+        straggler=judged.straggler, verdict=judged, unmatched=unmatched, ambiguous=ambiguous, breakdown=breakdown, top_findings=top_findings,
         comm=comm,
     )  # fmt: skip
 

@@ -7,7 +7,11 @@ small DataFrame (ranks × steps, or one row per matched collective).
 
 Collective matching: a collective is the same operation on every rank when it has the same
 process group and sequence number; where the trace has no sequence numbers, the same
-process group, operation and position among that rank's operations of that kind.
+process group, operation and position among that rank's operations of that kind. The
+process group comes from the trace's args, or for gloo from the run-loop thread that ran
+it (:func:`explorer.job.collectives.gloo_thread_groups`), so a subgroup's collectives match
+among its members only. Pairs that disagree in operation or size are a warning
+(:func:`ambiguous_matches`), never a silent pairing.
 
 Clock alignment (ranks on one machine share its clock: see :func:`host_offsets`): a
 collective finishes at (nearly) the same instant on every rank that took
@@ -62,6 +66,30 @@ CREATE OR REPLACE TEMP TABLE coll_matched AS
 SELECT c.*, count(*) OVER (PARTITION BY pg, key) AS n_ranks
 FROM coll_keyed c;
 """
+
+
+def ambiguous_matches(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """A warning when collectives were paired that disagree — different operations or
+    sizes on different ranks under one key (matched by position where the trace has no
+    sequence numbers): their waits may be wrong. Empty when every pairing agrees."""
+    row = con.execute(
+        """
+        SELECT count(*), min(pg || ' ' || key) FROM (
+            SELECT pg, key FROM coll_matched WHERE n_ranks > 1 GROUP BY pg, key
+            HAVING count(DISTINCT op) > 1
+                OR count(DISTINCT bytes) FILTER (WHERE bytes > 0) > 1
+        )
+        """
+    ).fetchone()
+    if row is None or not int(row[0]):
+        return []
+    n = int(row[0])
+    pg, _, key = str(row[1]).partition(" ")
+    return [
+        f"{n} matched collective{'s' if n != 1 else ''} disagree across ranks in operation "
+        f"or size (first: group {pg or '(unnamed)'}, {key}): matched by position, their "
+        "waits may be wrong"
+    ]
 
 
 #: Collectives every rank leaves together (a broadcast's root may leave before the others
@@ -151,7 +179,8 @@ def matched_collectives(con: duckdb.DuckDBPyConnection, world_size: int) -> pd.D
             SELECT pg, key, any_value(op) AS op, min(name) AS name,
                    min(step) FILTER (WHERE step >= 0) AS step,
                    count(*) AS ranks, max(bytes) AS bytes,
-                   greatest(max(group_size), ?) AS group_size,
+                   CASE WHEN max(group_size) > 0 THEN max(group_size) ELSE ? END
+                       AS group_size,
                    min(a_start) AS start_ns, max(last_start) - min(first_start) AS skew_ns,
                    avg(dur_ns)::BIGINT AS dur_ns, avg(wait_ns)::BIGINT AS wait_ns,
                    (avg(dur_ns)::BIGINT - avg(wait_ns)::BIGINT) AS transfer_ns,

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.job.reduce import excess_over_others
+from explorer.units import fmt_ns
 
 #: The others must lose at least this share of their step time waiting for one rank.
 MIN_SHARE = 0.15
@@ -222,7 +223,10 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
         v.reason = "no rank is late by much"
         return v
     if late < MIN_LEAD * runner_up:
-        v.reason = f"rank {int(typical.index[1])} is nearly as late"
+        second = int(typical.index[1])
+        v.reason = subgroup_reason(con, [rank, second], len(steady) or 1) or (
+            f"rank {second} is nearly as late"
+        )
         return v
     if late_mask.sum() <= MIN_LATE_STEPS * len(mine):
         v.reason = (
@@ -252,6 +256,39 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
     v.straggler = s
     v.share = s.share
     return v
+
+
+def subgroup_reason(con: duckdb.DuckDBPyConnection, ranks: list[int], steps: int) -> str:
+    """When ``ranks`` are late alike because they run collectives of a smaller group the
+    other ranks are not in: "ranks 1 and 2 are late alike: each spends 52 ms per step in
+    5 allreduces per step of their 2-rank group (pg 1), which the other ranks are not in";
+    else "". (Communication is otherwise no cause: the straggler waits least.)"""
+    rows = con.execute(
+        """
+        WITH members AS (
+            SELECT pg, count(DISTINCT rank) AS n FROM coll_matched GROUP BY pg
+        ), world AS (SELECT count(DISTINCT rank) AS n FROM steps)
+        SELECT c.pg, any_value(c.op) AS op, count(*) AS calls,
+               sum(c.dur_ns) AS ns, list(DISTINCT c.rank ORDER BY c.rank) AS ranks
+        FROM coll_matched c JOIN members m USING (pg)
+        WHERE m.n < (SELECT n FROM world) AND c.rank IN (SELECT unnest($1::BIGINT[]))
+        GROUP BY c.pg ORDER BY ns DESC LIMIT 1
+        """,
+        [[int(r) for r in ranks]],
+    ).fetchall()
+    if not rows:
+        return ""
+    pg, op, calls, ns, members = rows[0]
+    if sorted(int(r) for r in members) != sorted(ranks):
+        return ""
+    a, b = sorted(ranks)
+    per = float(ns) / len(ranks) / steps
+    n = calls / len(ranks) / steps
+    return (
+        f"ranks {a} and {b} are late alike: each spends {fmt_ns(per)} per step in "
+        f"{n:.3g} {op}{'s' if n != 1 else ''} per step of their {len(ranks)}-rank group "
+        f"(pg {pg}), which the other ranks are not in"
+    )
 
 
 def causes(

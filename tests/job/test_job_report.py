@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from job_runs import ROOT, run_cli
+from job_runs import run_cli
 
 import explorer
 from explorer.job import job_document
@@ -47,7 +47,8 @@ def test_sample_job_names_rank_2_and_its_input_stall(sample_doc: dict, sample_jo
     # ... the statement that holds the loading time (the dataset's sleep standing for slow
     # decoding), not the `with explorer.collect` line torch names the loop's frame by
     assert Path(file).name == "make_job_traces.py" and function == "__getitem__"
-    script = Path(file) if Path(file).exists() else ROOT / "scripts" / "make_job_traces.py"
+    # (read from the copy of the capturing script kept beside the traces)
+    script = sample_job / "make_job_traces.py"
     assert "time.sleep(" in script.read_text().splitlines()[line - 1]
     assert not any(f.kind == "input_stall" for r in (0, 1, 3) for f in own[r])
 

@@ -163,18 +163,19 @@ def _ranks(doc: dict[str, Any]) -> Section:
             "Clock offset: how much each rank's clock was shifted to align collective ends "
             "(ranks on one machine share its clock and are shifted together).",
         ],
-        header=["rank", "step time", "waits in collectives", "late / step",
+        header=["rank", "step time", "waits / step", "late / step",
                 "clock offset", "compute", "communication", "comm hidden", "top finding"],
         numeric={1, 2, 3, 4, 5, 6, 7},
     )  # fmt: skip
     ranks = sorted(doc["ranks"], key=lambda r: -r["late_ns_per_step"])[:MAX_RANK_ROWS]
     for r in sorted(ranks, key=lambda r: r["rank"]):
         total = max(r["total_ns"], 1)
+        n = max(r["steps"], 1)  # per step: a sum over steps is no step time
         bd = r["breakdown"]
         top = r["top_findings"][0] if r["top_findings"] else None
         sec.rows.append(
-            [str(r["rank"]), fmt_ns(r["total_ns"]),
-             f"{fmt_ns(r['wait_ns'])} ({100 * r['wait_ns'] / total:.0f}%)",
+            [str(r["rank"]), fmt_ns(r["total_ns"] / n),
+             f"{fmt_ns(r['wait_ns'] / n)} ({100 * r['wait_ns'] / total:.0f}%)",
              fmt_ns(max(r["late_ns_per_step"], 0)), fmt_ns(r["clock_offset_ns"]),
              f"{100 * bd.get('compute', 0) / total:.0f}%",
              f"{100 * bd.get('communication', 0) / total:.0f}%",
