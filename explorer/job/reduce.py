@@ -1,8 +1,8 @@
 """The reduce step: cross-rank joins in DuckDB over the tables the workers stored.
 
 Nothing here loads a trace. Each function takes a DuckDB connection on which
-:func:`open_job_tables` made one view per rank table (``steps``, ``breakdown``,
-``findings``, ``collectives``, ``by_source``) over the ranks' Parquet files, and returns a
+:func:`open_job_tables` made one view per rank table
+(:data:`~explorer.job.rank_map.RANK_TABLES`) over the ranks' Parquet files, and returns a
 small DataFrame (ranks × steps, or one row per matched collective).
 
 Collective matching: a collective is the same operation on every rank when it has the same

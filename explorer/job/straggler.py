@@ -65,6 +65,13 @@ class Cause:
     file: str = ""
     line: int = -1
     function: str = ""
+    #: A finding's next line, for context (an input stall's loop beside its slow read)
+    context_file: str = ""
+    context_line: int = -1
+    context_function: str = ""
+    #: A category's excess spread over many lines alike (no line holds half of it): said,
+    #: but it explains none of the lateness
+    spread: bool = False
 
 
 @dataclass
@@ -127,6 +134,9 @@ MIN_LATE_STEPS = 0.6
 #: ... and its causes explain at least this share of its lateness; otherwise the report says
 #: "imbalance without a consistent straggler".
 MIN_EXPLAINED = 0.5
+#: A category's excess is at a line when that line holds at least this share of it.
+CONCENTRATED = 0.5
+SPREAD_NOTE = ", spread over many lines alike (a busier or slower machine?)"
 HOST_IO_TITLE = "checkpointing / host I/O (torch.save, file writes) above the other ranks"
 #: Finding kinds and the breakdown category their time falls in (so a category's excess is
 #: not counted again beside the finding that explains it).
@@ -246,7 +256,7 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
         waits_in=[str(o) for o, _ in ops],
     )
     s.causes = causes(con, rank, int(late), steady)
-    v.explained_ns = sum(c.excess_ns_per_step for c in s.causes)
+    v.explained_ns = sum(c.excess_ns_per_step for c in s.causes if not c.spread)
     if v.explained_ns < MIN_EXPLAINED * late:
         v.reason = (
             f"what rank {rank} does beyond the others explains "
@@ -301,7 +311,9 @@ def causes(
     out: list[Cause] = []
     found = excess_over_others(con, rank, "finding_steps", steps)
     own = con.execute(
-        "SELECT kind, title, file, line, function FROM findings WHERE rank = ?", [rank]
+        "SELECT kind, title, file, line, function, context_file, context_line, "
+        "context_function FROM findings WHERE rank = ?",
+        [rank],
     ).df()
     found = found.merge(own, on="kind", how="left")
     covered: dict[str, int] = {}
@@ -312,7 +324,8 @@ def causes(
             Cause(
                 "finding", str(row.kind), str(row.title), int(row.excess_ns),
                 int(row.rank_ns), int(row.others_ns), str(row.file), int(row.line),
-                str(row.function),
+                str(row.function), str(row.context_file), int(row.context_line),
+                str(row.context_function),
             )
         )  # fmt: skip
         cat = KIND_CATEGORY.get(str(row.kind), "")
@@ -338,20 +351,27 @@ def causes(
             what, title, mine = "host_io", HOST_IO_TITLE, io
             io = io.iloc[0:0]
         where = mine.iloc[0] if len(mine) else None
+        # Time that grew everywhere alike (every line a little slower: a busier or slower
+        # machine) is said so, and explains no lateness: a cause has a place.
+        spread = what != "host_io" and (
+            where is None
+            or float(where["excess_ns"]) < CONCENTRATED * float(mine["excess_ns"].sum())
+        )
         out.append(
             Cause(
-                "breakdown", what, title,
+                "breakdown", what, title + (SPREAD_NOTE if spread else ""),
                 int(row.excess_ns), int(row.rank_ns), int(row.others_ns),
                 "" if where is None else str(where["file"]),
                 -1 if where is None else int(where["line"]),
                 "" if where is None else str(where["function"]),
+                spread=spread,
             )
         )  # fmt: skip
     uneven = uneven_work(con, rank)
     if uneven is not None:
         for c in out:
             if c.what == "compute":  # the extra compute is the extra work
-                c.what, c.title = "uneven_work", uneven
+                c.what, c.title, c.spread = "uneven_work", uneven, False
                 break
         else:
             comp = excess_over_others(con, rank, "breakdown", steps)

@@ -32,11 +32,18 @@ class Section:
 
 
 def where(c: dict[str, Any]) -> str:
-    """``file.py:24 (fn)`` for a cause or finding with a source line, else ``""``."""
+    """``file.py:24 (fn)`` for a cause or finding with a source line, else ``""``; a
+    cause's context line follows (``file.py:24 (fn), from :107 (main)``)."""
     if not c.get("file") or int(c.get("line", -1)) < 0:
         return ""
     fn = f" ({c['function']})" if c.get("function") else ""
-    return f"{Path(c['file']).name}:{c['line']}{fn}"
+    out = f"{Path(c['file']).name}:{c['line']}{fn}"
+    if c.get("context_file") and int(c.get("context_line", -1)) >= 0:
+        same = c["context_file"] == c["file"]
+        name = "" if same else Path(c["context_file"]).name
+        cfn = f" ({c['context_function']})" if c.get("context_function") else ""
+        out += f", from {name}:{c['context_line']}{cfn}"
+    return out
 
 
 def headline(doc: dict[str, Any]) -> str:
