@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.errors import UsageError
+from explorer.errors import ExplorerError, UsageError
 from explorer.job import reduce
 from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
@@ -57,7 +57,13 @@ def job_document(
         files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
         step_pattern=step_pattern, progress=progress, check_cancel=check_cancel,
     )  # fmt: skip
-    world = max([s.world_size for s in summaries] + [len(summaries)])
+    # A corrupt, empty or foreign rank file does not sink the job: it is left out, and
+    # the report says so first.
+    bad = [s for s in summaries if s.error]
+    summaries = [s for s in summaries if not s.error]
+    if not summaries:
+        raise ExplorerError(bad[0].error)
+    world = max([s.world_size for s in summaries] + [len(summaries) + len(bad)])
     r = _reduce_ranks(summaries, world)
     blame = rank_blame(r.wait)
     total = float(blame["total_ns"].mean()) if len(blame) else 0.0
@@ -82,7 +88,10 @@ def job_document(
         "collectives": _collectives(r.coll, r.unmatched),
         "straggler": None if r.straggler is None else r.straggler.to_dict(),
         "imbalance": r.verdict.imbalance(),
-        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)]
+        "warnings": [
+            f"rank {s.rank} is left out: {s.error} — the job is analysed without it" for s in bad
+        ]
+        + [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)]
         + r.ambiguous,
     }
     if len(summaries) < world:

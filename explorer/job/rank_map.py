@@ -70,6 +70,9 @@ class RankSummary:
     #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
     #: Carried as text: Dask would have to pickle the exception itself.
     error: str = ""
+    #: The error is this rank's trace (corrupt, empty, not a trace): the job is analysed
+    #: without it. Otherwise (the store cannot be written) the job stops.
+    unreadable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,8 +245,20 @@ def analyse_rank(
     t0 = time.perf_counter()
     try:
         return _analyse(source, rank, Path(store), use_cache, step_pattern, t0)
-    except ExplorerError as exc:
-        return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc))
+    except CannotStore as exc:  # the store, not the rank: the job cannot go on
+        return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc.error))
+    except ExplorerError as exc:  # this rank's trace: the job goes on without it
+        return RankSummary(
+            rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc), unreadable=True
+        )
+
+
+class CannotStore(Exception):
+    """The rank's tables could not be written (a full disk...): carries the user's error."""
+
+    def __init__(self, error: ExplorerError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _analyse(
@@ -256,7 +271,7 @@ def _analyse(
     try:
         out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
     except OSError as exc:  # a full disk, a store on a read-only mount
-        raise cannot_write(rank_dir(store, rank), exc) from None
+        raise CannotStore(cannot_write(rank_dir(store, rank), exc)) from None
     meta = trace.metadata
     info = meta.get("distributedInfo")
     dist: dict[str, Any] = info if isinstance(info, dict) else {}

@@ -247,3 +247,24 @@ def test_a_rank_cut_short_is_said_beside_the_verdict(sample_job: Path, tmp_path:
         assert doc["warnings"][0] in summary, fmt
     clean = render(job_document(str(sample_job), store=tmp_path / "store2", workers=2), "text")
     assert "under Warnings" not in clean  # the sample job itself has no warnings
+
+
+def test_a_corrupt_rank_is_left_out_and_said_first(sample_job: Path, tmp_path: Path) -> None:
+    """One unreadable rank file does not sink the job: the other ranks are analysed (the
+    straggler is still rank 2) and the first warning says which rank was left out."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(4):
+        shutil.copy(sample_job / f"rank{r}.pt.trace.json.gz", run)
+    (run / "rank3.pt.trace.json.gz").write_bytes(b"\x1f\x8b not gzip at all")
+    r = run_cli("report", str(run), "--store", str(tmp_path / "store"), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ranks_present"] == 3 and doc["world_size"] == 4
+    assert doc["warnings"][0].startswith("rank 3 is left out: "), doc["warnings"]
+    assert "rank3.pt.trace.json.gz" in doc["warnings"][0]
+    assert doc["straggler"] is not None and doc["straggler"]["rank"] == 2
+    text = run_cli("report", str(run), "--store", str(tmp_path / "store"))
+    assert "the first: rank 3 is left out" in text.stdout
