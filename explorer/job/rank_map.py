@@ -12,7 +12,8 @@ rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 ``steps``        rank, step, start_ns, end_ns, dur_ns
 ``breakdown``    rank, step, device, category, ns           (partitions each step exactly)
 ``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
-                 context_file, context_line, context_function (its next line), recommendation
+                 context_file, context_line, context_function (its next line in another function),
+                 recommendation
 ``finding_steps`` rank, kind, step, ns                 (each finding's time, step by step)
 ``op_shapes``    rank, op, shape, numel, count, ns  (the input shapes of its heaviest
                  operators: :func:`op_shapes`, for "this rank's batch is 3x the others'")
@@ -118,8 +119,19 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
     )
     fs = findings(trace)
     top = [f.source_lines[0] if f.source_lines else ("", -1, "") for f in fs]
-    # the next line, for context (an input stall's loop line beside its slow read)
-    nxt = [f.source_lines[1] if len(f.source_lines) > 1 else ("", -1, "") for f in fs]
+    # the next line in another function, for context (an input stall's loop line beside
+    # its slow read)
+    nxt = [
+        next(
+            (
+                x
+                for x in f.source_lines[1:]
+                if (x[0], x[2]) != (f.source_lines[0][0], f.source_lines[0][2])
+            ),
+            ("", -1, ""),
+        )
+        for f in fs
+    ]
     f_t = pd.DataFrame(
         {
             "rank": np.full(len(fs), rank, np.int64),
