@@ -40,6 +40,9 @@ CAUSES: dict[str, str] = {
     "input": "input_stall",  # its DataLoader's dataset sleeps per item (slow decoding)
     "sync": "sync_stall",  # it reads every gradient element back with .item() (host syncs)
     "compute": "compute",  # it runs an extra matmul chain in its forward pass
+    "checkpoint": "host_io",  # it saves a checkpoint with torch.save every step
+    "batch": "uneven_work",  # its batches are 3x the others' (every rank's work is per sample)
+    "comm": "communication",  # it and the next rank all_reduce extra tensors in a 2-rank group
 }
 
 
@@ -62,13 +65,18 @@ class SyntheticBatches(Dataset):
 
 
 class MLP(nn.Module):
-    def __init__(self, width: int, extra_compute: int) -> None:
+    def __init__(self, width: int, extra_compute: int, per_sample: int = 0) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(width, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
         )
         self.extra_compute = extra_compute
         self.register_buffer("work", torch.randn(256, 256) / 16, persistent=False)
+        # per-sample work (the "batch" cause): a wide layer each sample goes through
+        self.per_sample = per_sample
+        if per_sample:
+            self.register_buffer("proj", torch.randn(width, per_sample) / 12, persistent=False)
+            self.register_buffer("big", torch.randn(per_sample, per_sample) / 45, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.extra_compute:  # the slowed rank's extra work: 256×256 matmuls, ~3 ms each
@@ -76,7 +84,15 @@ class MLP(nn.Module):
                 z = self.work
                 for _ in range(self.extra_compute):
                     z = torch.tanh(z @ self.work)
+        if self.per_sample:
+            x = self.sample_work(x)
         return self.net(x)
+
+    @torch.no_grad()
+    def sample_work(self, x: torch.Tensor) -> torch.Tensor:
+        """Work per sample: each one goes through a wide layer, ~1 ms on one core."""
+        h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)
+        return x + 1e-3 * torch.tanh(h @ self.big).mean(1, keepdim=True)
 
 
 def _rank_main(
@@ -97,13 +113,24 @@ def _rank_main(
         torch.manual_seed(0)
         width, batch = 128, 16
         slow = rank == slow_rank
+        per_sample = 2048 if cause == "batch" else 0
+        if per_sample:  # ~1 ms a sample on one core: the slowed rank's 3x batch costs more
+            batch = max(1, round(delay_ms / 2))
+            batch = 3 * batch if slow else batch
         per_item = (input_ms + (delay_ms if slow and cause == "input" else 0.0)) / 1000 / batch
         data = SyntheticBatches(batch * steps, width, per_item, seed=rank)
         loader = DataLoader(data, batch_size=batch, num_workers=0)
         extra = max(1, round(delay_ms / 3)) if slow and cause == "compute" else 0
-        model = DistributedDataParallel(MLP(width, extra))
+        model = DistributedDataParallel(MLP(width, extra, per_sample))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
+        # the checkpoint: the model plus ~0.5 MB per planned ms (a page-cache write)
+        pad = torch.zeros(int(delay_ms * 128 * 1024)) if slow and cause == "checkpoint" else None
+        ckpt = Path(out) / f"ckpt-rank{rank}.pt"
+        # the extra collectives: every rank creates the pair's group (new_group is collective)
+        pair = sorted({slow_rank, (slow_rank + 1) % world}) if cause == "comm" else []
+        group = dist.new_group(pair) if len(pair) == 2 else None
+        extra_comm = torch.ones(1 << 20) if rank in pair else None
         dist.barrier()
         with explorer.collect(out, name=f"rank{rank}", sampler_interval_s=None) as c:
             for x, y in loader:
@@ -111,6 +138,11 @@ def _rank_main(
                     loss = loss_fn(model(x), y)
                 with explorer.annotate("backward"):
                     loss.backward()
+                if slow and cause == "checkpoint":
+                    torch.save({"model": model.state_dict(), "pad": pad}, ckpt)
+                if group is not None and extra_comm is not None:
+                    for _ in range(max(1, round(delay_ms / 10))):  # ~10 ms per 4 MB here
+                        dist.all_reduce(extra_comm, group=group)
                 if slow and cause == "sync":
                     _log_gradients(
                         model, int(delay_ms * 25)
@@ -119,6 +151,7 @@ def _rank_main(
                 opt.zero_grad(set_to_none=True)
                 c.step()
         dist.barrier()
+        ckpt.unlink(missing_ok=True)
     finally:
         dist.destroy_process_group()
 

@@ -105,11 +105,28 @@ def _exclusive_host_ns(
     nf: int,
 ) -> np.ndarray:
     """Per frame code, host time during which a slice of that line was the deepest running
-    on its thread. One sweep over all host tracks (shifted apart in time), one pass per
-    nesting depth to find which slice of that depth holds each segment."""
+    on its thread (:func:`exclusive_ns` summed by line)."""
+    own = exclusive_ns(trace, host, starts, ends)
+    ok = (own > 0) & (code >= 0)
+    return np.bincount(code[ok], weights=own[ok], minlength=nf).astype(np.int64)
+
+
+def exclusive_ns(
+    trace: TraceData,
+    mask: np.ndarray,
+    starts: np.ndarray | None = None,
+    ends: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per slice (all ids; 0 outside ``mask``): the time it was the deepest slice of
+    ``mask`` running on its thread. Nested slices are never counted twice, so over one
+    thread the values sum to the time some slice of ``mask`` runs. One sweep over all
+    tracks (shifted apart in time), one pass per nesting depth to find which slice of
+    that depth holds each segment."""
     s = trace.slices
-    ids = np.flatnonzero(host)
-    out = np.zeros(nf, np.int64)
+    if starts is None or ends is None:
+        starts, ends = _times(trace)
+    ids = np.flatnonzero(mask)
+    out = np.zeros(len(s), np.int64)
     if len(ids) == 0:
         return out
     ts = starts[ids]
@@ -128,8 +145,7 @@ def _exclusive_host_ns(
         at_d = np.flatnonzero(depth == d)
         order = at_d[np.argsort(a[at_d], kind="stable")]
         k = np.searchsorted(a[order], bounds[mine], side="right") - 1
-        owner = ids[order[np.clip(k, 0, None)]]
-        c = code[owner]
-        ok = (k >= 0) & (c >= 0)
-        out += np.bincount(c[ok], weights=seg_len[mine][ok], minlength=nf).astype(np.int64)
+        ok = k >= 0
+        owner = ids[order[k[ok]]]
+        np.add.at(out, owner, seg_len[mine][ok])
     return out

@@ -11,7 +11,9 @@ are "the collective" depends on what the trace has, in this order:
 
 Size, process group and sequence number come from the slice's args where the profiler
 wrote them (``record_param_comms``-style ``In msg nelems`` + ``dtype``, or ``Input Dims`` +
-``Input type``; ``Process Group Name``; ``Seq``); unknown values are -1 / ``""``.
+``Input type``; ``Process Group Name``; ``Seq``); unknown values are -1 / ``""``. Gloo's
+execution ranges carry no group: the group is the one whose run-loop thread ran the range
+(:func:`gloo_thread_groups`, from ``distributedInfo.pg_config``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,69 @@ def _bytes_of(args: dict[str, Any]) -> int:
     return total or -1
 
 
+def member_groups(trace: TraceData) -> list[tuple[str, int]]:
+    """The process groups this rank belongs to, in creation order, as ``(name, size)``,
+    from the trace's ``distributedInfo.pg_config`` (empty when it has none)."""
+    found = trace.metadata.get("distributedInfo")
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
+    config = info.get("pg_config")
+    if not isinstance(config, list):
+        return []
+    rank = trace.rank if trace.rank >= 0 else int(info.get("rank", -1))
+    out = []
+    for g in config:
+        if not isinstance(g, dict):
+            continue
+        ranks = g.get("ranks")
+        if isinstance(ranks, list) and rank in ranks:
+            out.append((str(g.get("pg_name", "")), int(g.get("pg_size", len(ranks)))))
+    return out
+
+
+def gloo_thread_groups(trace: TraceData, tracks: np.ndarray) -> list[tuple[str, int]] | None:
+    """For gloo execution ranges on ``tracks``: the ``(group name, size)`` of each.
+
+    Gloo gives every process group its own run-loop threads (two by default), started as
+    the group is created. So the rank's gloo threads, in thread-id order, fall to its
+    groups in creation order (:func:`_group_starts`). None when that cannot be told (no
+    ``pg_config``, another backend): the caller then matches without groups."""
+    groups = member_groups(trace)
+    if not groups or len(tracks) == 0:
+        return None
+    t = trace.tracks.set_index("id")
+    used = sorted(set(int(x) for x in tracks))
+    # (the threads are gloo's because they ran gloo's ranges: the profiler names some of
+    # them "python")
+    tids = pd.to_numeric(t.loc[used, "tid"], errors="coerce")
+    if tids.isna().any() or len(used) < len(groups):
+        return None
+    tids = tids.sort_values(kind="stable")
+    order = tids.index.to_list()
+    cut = _group_starts(tids.to_numpy(np.int64), len(groups))
+    if cut is None:
+        return None
+    index = np.searchsorted(cut, np.arange(len(order)), side="right") - 1
+    group_of = {int(tr): groups[int(k)] for tr, k in zip(order, index, strict=True)}
+    return [group_of[int(x)] for x in tracks]
+
+
+def _group_starts(tids: np.ndarray, n: int) -> np.ndarray | None:
+    """Where each of ``n`` groups' threads start among sorted thread ids: a group's
+    threads are started together, so they are consecutive ids, and the next group's come
+    after a gap (other threads started meanwhile) — the ``n - 1`` gaps wider than 2 —
+    else, with as many threads per group, an even split. None when neither holds (a
+    thread that ran nothing in the trace, groups made back to back)."""
+    if n == 1:
+        return np.array([0])
+    gaps = np.diff(tids)
+    wide = np.flatnonzero(gaps > 2)
+    if len(wide) == n - 1:
+        return np.concatenate([[0], wide + 1])
+    if len(tids) % n == 0:
+        return np.arange(0, len(tids), len(tids) // n)
+    return None
+
+
 def rank_collectives(trace: TraceData) -> pd.DataFrame:
     """One row per collective this rank ran, in start order (columns: ``COLLECTIVE_COLUMNS``).
 
@@ -124,6 +189,12 @@ def rank_collectives(trace: TraceData) -> pd.DataFrame:
     pg = [str(a.get("Process Group Name", a.get("pg_name", "")) or "") for a in args]
     seq = [a.get("Seq", a.get("seq_id", -1)) for a in args]
     group = [a.get("Group size", -1) for a in args]
+    gloo = len(names) > 0 and all(n.startswith("gloo:") for n in names)
+    by_thread = gloo_thread_groups(trace, s["track"].to_numpy()[ids]) if gloo else None
+    if by_thread is not None:  # gloo's run-loop threads say which group ran each one
+        pg = [p or name for p, (name, _) in zip(pg, by_thread, strict=True)]
+        group = [g if isinstance(g, int) and g > 0 else size
+                 for g, (_, size) in zip(group, by_thread, strict=True)]  # fmt: skip
     step = slice_steps(trace)[ids]
     return pd.DataFrame(
         {

@@ -16,15 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.errors import UsageError
+from explorer.errors import ExplorerError, UsageError
 from explorer.job import reduce
 from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files
-from explorer.job.straggler import Straggler, find_straggler, rank_blame
+from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
 from explorer.trace.cache import cache_root
 
-JOB_SCHEMA_VERSION = 2
+JOB_SCHEMA_VERSION = 3
 #: At most this many collectives are listed one by one (most waiting first); totals by
 #: operation always cover all of them.
 MAX_COLLECTIVE_ROWS = 200
@@ -57,7 +57,13 @@ def job_document(
         files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
         step_pattern=step_pattern, progress=progress, check_cancel=check_cancel,
     )  # fmt: skip
-    world = max([s.world_size for s in summaries] + [len(summaries)])
+    # A corrupt, empty or foreign rank file does not sink the job: it is left out, and
+    # the report says so first.
+    bad = [s for s in summaries if s.error]
+    summaries = [s for s in summaries if not s.error]
+    if not summaries:
+        raise ExplorerError(bad[0].error)
+    world = max([s.world_size for s in summaries] + [len(summaries) + len(bad)])
     r = _reduce_ranks(summaries, world)
     blame = rank_blame(r.wait)
     total = float(blame["total_ns"].mean()) if len(blame) else 0.0
@@ -72,7 +78,7 @@ def job_document(
         "world_size": int(world),
         "ranks_present": len(summaries),
         "steps": [int(c) for c in r.matrix.columns],
-        "summary": _summary(blame, total, r.straggler, r.coll, r.unmatched),
+        "summary": _summary(blame, total, r.verdict, r.coll, r.unmatched),
         "ranks": _ranks(
             summaries, blame, r.offsets, r.measured, r.breakdown, r.top_findings, r.comm
         ),
@@ -82,7 +88,12 @@ def job_document(
         },
         "collectives": _collectives(r.coll, r.unmatched),
         "straggler": None if r.straggler is None else r.straggler.to_dict(),
-        "warnings": [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)],
+        "imbalance": r.verdict.imbalance(),
+        "warnings": [
+            f"rank {s.rank} is left out: {s.error} — the job is analysed without it" for s in bad
+        ]
+        + [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)]
+        + r.ambiguous,
     }
     if len(summaries) < world:
         doc["warnings"].append(
@@ -118,7 +129,9 @@ class _Reduced:
     coll: pd.DataFrame
     wait: pd.DataFrame
     straggler: Straggler | None
+    verdict: Verdict
     unmatched: int
+    ambiguous: list[str]
     breakdown: pd.DataFrame
     top_findings: pd.DataFrame
     comm: pd.DataFrame
@@ -135,9 +148,10 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         reduce.register_offsets(con, offsets)
         coll = reduce.matched_collectives(con, world)
         wait = reduce.wait_by_rank_step(con)
-        straggler = find_straggler(con, wait)
+        judged = verdict(con, wait)
         row = con.execute("SELECT count(*) FROM coll_matched WHERE n_ranks < 2").fetchone()
         unmatched = int(row[0]) if row is not None else 0  # count(*) always gives a row
+        ambiguous = reduce.ambiguous_matches(con)
         breakdown = con.execute(
             "SELECT rank, category, sum(ns)::BIGINT AS ns FROM breakdown GROUP BY rank, category"
         ).df()
@@ -154,26 +168,28 @@ def _reduce_ranks(summaries: list[RankSummary], world: int) -> _Reduced:
         con.close()
     return _Reduced(
         matrix=matrix, measured=measured, offsets=offsets, coll=coll, wait=wait,
-        straggler=straggler, unmatched=unmatched, breakdown=breakdown, top_findings=top_findings,
+        straggler=judged.straggler, verdict=judged, unmatched=unmatched, ambiguous=ambiguous, breakdown=breakdown, top_findings=top_findings,
         comm=comm,
     )  # fmt: skip
 
 
 def _summary(
-    blame: pd.DataFrame, total: float, straggler: Any, coll: pd.DataFrame, unmatched: int
+    blame: pd.DataFrame, total: float, v: Verdict, coll: pd.DataFrame, unmatched: int
 ) -> dict[str, Any]:
     n = len(blame)
-    worst = max(float(blame["late_ns_per_step"].max()), 0.0) if n else 0.0
     mean_step = total / max(float(blame["steps"].mean()), 1.0) if n else 0.0
     return {
-        # the named straggler's cost to the others (0 when none is named), which
-        # '--fail-on straggler>X%' reads; the worst rank's typical lateness even when it
-        # is not singled out (every rank is late now and then) is max_late_share
-        "straggler_share": float(straggler.share) if straggler is not None else 0.0,
-        "max_late_share": worst / mean_step if mean_step > 0 else 0.0,
+        # The named straggler's cost to the others (0 when none is named), which
+        # '--fail-on straggler>X%' reads, and the worst rank's lateness even when it is not
+        # singled out: both medians over the steady-state steps, over the median steady
+        # step (start-up steps, e.g. a first loader start or a compile, are left out).
+        "straggler_share": float(v.straggler.share) if v.straggler is not None else 0.0,
+        "max_late_share": float(v.share) if v.worst_rank is not None else 0.0,
         "mean_step_ns": int(mean_step),
+        "steady_step_ns": int(v.step_ns),
+        "startup_steps": list(v.startup_steps),
         "total_ns": int(total),
-        "straggler_rank": None if straggler is None else int(straggler.rank),
+        "straggler_rank": None if v.straggler is None else int(v.straggler.rank),
         "collective_wait_share": float(blame["wait_ns"].sum()) / (total * n) if total else 0.0,
         "collectives_matched": len(coll),
         "collectives_unmatched": unmatched,

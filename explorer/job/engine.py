@@ -141,7 +141,7 @@ def map_ranks(
                 time.sleep(POLL_S)
                 continue
             summary: RankSummary = next(finished).result()
-            if summary.error:
+            if summary.error and not summary.unreadable:
                 for other in futures:
                     other.cancel()
                 raise ExplorerError(summary.error)  # already names the file

@@ -12,9 +12,15 @@ rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 ``steps``        rank, step, start_ns, end_ns, dur_ns
 ``breakdown``    rank, step, device, category, ns           (partitions each step exactly)
 ``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
+                 context_file, context_line, context_function (its next line in another function),
                  recommendation
+``finding_steps`` rank, kind, step, ns                 (each finding's time, step by step)
+``op_shapes``    rank, op, shape, numel, count, ns  (the input shapes of its heaviest
+                 operators: :func:`op_shapes`, for "this rank's batch is 3x the others'")
 ``collectives``  rank + :data:`explorer.job.collectives.COLLECTIVE_COLUMNS`
 ``by_source``    rank, file, line, function, host_ns, device_ns, stall_ns
+``cause_lines``  rank, category, file, line, function, ns   (the statement where each
+                 breakdown category's time is spent: :func:`~explorer.analysis.cause_lines.category_lines`)
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pandas as pd
 
 from explorer.analysis.breakdown import breakdown, comm_overlap
 from explorer.analysis.by_source import by_source
+from explorer.analysis.cause_lines import category_lines
 from explorer.analysis.device_naming import device_naming
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
@@ -39,7 +46,10 @@ from explorer.store import write_trace
 from explorer.trace.loading import load_trace
 from explorer.trace.model import TraceData
 
-RANK_TABLES: tuple[str, ...] = ("steps", "breakdown", "findings", "collectives", "by_source")
+RANK_TABLES: tuple[str, ...] = (
+    "steps", "breakdown", "findings", "finding_steps", "collectives", "by_source",
+    "cause_lines", "op_shapes",
+)  # fmt: skip
 
 
 @dataclass
@@ -66,6 +76,9 @@ class RankSummary:
     #: The one-line message of an :class:`ExplorerError` (an unreadable trace...), else "".
     #: Carried as text: Dask would have to pickle the exception itself.
     error: str = ""
+    #: The error is this rank's trace (corrupt, empty, not a trace): the job is analysed
+    #: without it. Otherwise (the store cannot be written) the job stops.
+    unreadable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +124,19 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
     )
     fs = findings(trace)
     top = [f.source_lines[0] if f.source_lines else ("", -1, "") for f in fs]
+    # the next line in another function, for context (an input stall's loop line beside
+    # its slow read)
+    nxt = [
+        next(
+            (
+                x
+                for x in f.source_lines[1:]
+                if (x[0], x[2]) != (f.source_lines[0][0], f.source_lines[0][2])
+            ),
+            ("", -1, ""),
+        )
+        for f in fs
+    ]
     f_t = pd.DataFrame(
         {
             "rank": np.full(len(fs), rank, np.int64),
@@ -122,7 +148,23 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "file": pd.Series([str(t[0]) for t in top], dtype=str),
             "line": np.array([int(t[1]) for t in top], np.int64),
             "function": pd.Series([str(t[2]) for t in top], dtype=str),
+            "context_file": pd.Series([str(t[0]) for t in nxt], dtype=str),
+            "context_line": np.array([int(t[1]) for t in nxt], np.int64),
+            "context_function": pd.Series([str(t[2]) for t in nxt], dtype=str),
             "recommendation": pd.Series([f.recommendation for f in fs], dtype=str),
+        }
+    )
+    per_step = [
+        (f.kind, int(st), int(ns))
+        for f in fs
+        for st, ns in _finding_per_step(f.details.get("per_step_ns"), f.steps, f.time_lost_ns)
+    ]
+    fs_t = pd.DataFrame(
+        {
+            "rank": np.full(len(per_step), rank, np.int64),
+            "kind": pd.Series([k for k, _, _ in per_step], dtype=str),
+            "step": np.array([st for _, st, _ in per_step], np.int64),
+            "ns": np.array([ns for _, _, ns in per_step], np.int64),
         }
     )
     coll = rank_collectives(trace)
@@ -139,13 +181,75 @@ def rank_tables(trace: TraceData, rank: int) -> dict[str, pd.DataFrame]:
             "stall_ns": src["stall_ns"].to_numpy(np.int64),
         }
     )
+    lines = category_lines(trace)
+    lines.insert(0, "rank", np.full(len(lines), rank, np.int64))
+    shapes = op_shapes(trace)
+    shapes.insert(0, "rank", np.full(len(shapes), rank, np.int64))
     return {
+        "op_shapes": shapes,
+        "cause_lines": lines,
         "steps": steps_t,
         "breakdown": bd_t,
         "findings": f_t,
+        "finding_steps": fs_t,
         "collectives": coll,
         "by_source": src_t,
     }
+
+
+#: The heaviest operators whose input shapes are compared across ranks, and at most this
+#: many calls of each (their args are decoded one by one).
+SHAPE_OPS = 12
+SHAPE_CALLS = 400
+
+
+def op_shapes(trace: TraceData) -> pd.DataFrame:
+    """Per outermost host operator (the :data:`SHAPE_OPS` heaviest by time) and the shape
+    of its first tensor input (``Input Dims``, recorded with ``record_shapes``): calls,
+    time and the shape's element count. Empty when the trace has no shapes."""
+    cols = ["op", "shape", "numel", "count", "ns"]
+    s = trace.slices
+    kind = s["kind"].to_numpy()
+    parent = s["parent"].to_numpy(np.int64)
+    is_op = (kind == "cpu_op") & trace.on_host()
+    in_op = np.zeros(len(s), bool)
+    has = parent >= 0
+    in_op[has] = is_op[parent[has]]
+    ids = np.flatnonzero(is_op & ~in_op)
+    if len(ids) == 0:
+        return pd.DataFrame({c: [] for c in cols})
+    names = s["name"].astype(str).to_numpy()[ids]
+    dur = s["dur"].to_numpy(np.int64)[ids]
+    heavy = pd.Series(dur).groupby(names).sum().sort_values(ascending=False).head(SHAPE_OPS)
+    rows = []
+    for op in heavy.index:
+        mine = ids[names == op][:SHAPE_CALLS]
+        for i, dims in zip(mine, trace.arg_column("Input Dims", mine), strict=True):
+            shape = next(
+                (d for d in dims or [] if isinstance(d, list) and d and
+                 all(isinstance(x, int) for x in d)),
+                None,
+            )  # fmt: skip
+            if shape is not None:
+                rows.append((str(op), str(shape), int(np.prod(shape)), int(s["dur"].iat[i])))
+    if not rows:
+        return pd.DataFrame({c: [] for c in cols})
+    df = pd.DataFrame(rows, columns=["op", "shape", "numel", "ns"])
+    out = df.groupby(["op", "shape", "numel"], sort=False).agg(
+        count=("ns", "size"), ns=("ns", "sum")
+    )
+    return out.reset_index()[cols].astype({"numel": np.int64, "count": np.int64, "ns": np.int64})
+
+
+def _finding_per_step(per_step: Any, steps: list[int], lost: int) -> list[tuple[int, int]]:
+    """A finding's time per step: its own ``per_step_ns`` when the detector gives it,
+    else its time spread evenly over its steps."""
+    if isinstance(per_step, dict) and per_step:
+        return [(int(k), int(v)) for k, v in per_step.items()]
+    if not steps:
+        return []
+    each = int(lost) // len(steps)
+    return [(int(st), each) for st in steps]
 
 
 def analyse_rank(
@@ -158,8 +262,20 @@ def analyse_rank(
     t0 = time.perf_counter()
     try:
         return _analyse(source, rank, Path(store), use_cache, step_pattern, t0)
-    except ExplorerError as exc:
-        return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc))
+    except CannotStore as exc:  # the store, not the rank: the job cannot go on
+        return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc.error))
+    except ExplorerError as exc:  # this rank's trace: the job goes on without it
+        return RankSummary(
+            rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc), unreadable=True
+        )
+
+
+class CannotStore(Exception):
+    """The rank's tables could not be written (a full disk...): carries the user's error."""
+
+    def __init__(self, error: ExplorerError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _analyse(
@@ -172,7 +288,7 @@ def _analyse(
     try:
         out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)
     except OSError as exc:  # a full disk, a store on a read-only mount
-        raise cannot_write(rank_dir(store, rank), exc) from None
+        raise CannotStore(cannot_write(rank_dir(store, rank), exc)) from None
     meta = trace.metadata
     info = meta.get("distributedInfo")
     dist: dict[str, Any] = info if isinstance(info, dict) else {}

@@ -1,13 +1,17 @@
 """The reduce step: cross-rank joins in DuckDB over the tables the workers stored.
 
 Nothing here loads a trace. Each function takes a DuckDB connection on which
-:func:`open_job_tables` made one view per rank table (``steps``, ``breakdown``,
-``findings``, ``collectives``, ``by_source``) over the ranks' Parquet files, and returns a
+:func:`open_job_tables` made one view per rank table
+(:data:`~explorer.job.rank_map.RANK_TABLES`) over the ranks' Parquet files, and returns a
 small DataFrame (ranks × steps, or one row per matched collective).
 
 Collective matching: a collective is the same operation on every rank when it has the same
 process group and sequence number; where the trace has no sequence numbers, the same
-process group, operation and position among that rank's operations of that kind.
+process group, operation and position among that rank's operations of that kind. The
+process group comes from the trace's args, or for gloo from the run-loop thread that ran
+it (:func:`explorer.job.collectives.gloo_thread_groups`), so a subgroup's collectives match
+among its members only. Pairs that disagree in operation or size are a warning
+(:func:`ambiguous_matches`), never a silent pairing.
 
 Clock alignment (ranks on one machine share its clock: see :func:`host_offsets`): a
 collective finishes at (nearly) the same instant on every rank that took
@@ -61,6 +65,30 @@ CREATE OR REPLACE TEMP TABLE coll_matched AS
 SELECT c.*, count(*) OVER (PARTITION BY pg, key) AS n_ranks
 FROM coll_keyed c;
 """
+
+
+def ambiguous_matches(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """A warning when collectives were paired that disagree — different operations or
+    sizes on different ranks under one key (matched by position where the trace has no
+    sequence numbers): their waits may be wrong. Empty when every pairing agrees."""
+    row = con.execute(
+        """
+        SELECT count(*), min(pg || ' ' || key) FROM (
+            SELECT pg, key FROM coll_matched WHERE n_ranks > 1 GROUP BY pg, key
+            HAVING count(DISTINCT op) > 1
+                OR count(DISTINCT bytes) FILTER (WHERE bytes > 0) > 1
+        )
+        """
+    ).fetchone()
+    if row is None or not int(row[0]):
+        return []
+    n = int(row[0])
+    pg, _, key = str(row[1]).partition(" ")
+    return [
+        f"{n} matched collective{'s' if n != 1 else ''} disagree across ranks in operation "
+        f"or size (first: group {pg or '(unnamed)'}, {key}): matched by position, their "
+        "waits may be wrong"
+    ]
 
 
 #: Collectives every rank leaves together (a broadcast's root may leave before the others
@@ -150,7 +178,8 @@ def matched_collectives(con: duckdb.DuckDBPyConnection, world_size: int) -> pd.D
             SELECT pg, key, any_value(op) AS op, min(name) AS name,
                    min(step) FILTER (WHERE step >= 0) AS step,
                    count(*) AS ranks, max(bytes) AS bytes,
-                   greatest(max(group_size), ?) AS group_size,
+                   CASE WHEN max(group_size) > 0 THEN max(group_size) ELSE ? END
+                       AS group_size,
                    min(a_start) AS start_ns, max(last_start) - min(first_start) AS skew_ns,
                    avg(dur_ns)::BIGINT AS dur_ns, avg(wait_ns)::BIGINT AS wait_ns,
                    (avg(dur_ns)::BIGINT - avg(wait_ns)::BIGINT) AS transfer_ns,
@@ -202,27 +231,40 @@ def wait_by_rank_step(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 #: table → (the columns a row is identified by, the per-step time compared)
 _COMPARED: dict[str, tuple[tuple[str, ...], str]] = {
     "findings": (("kind",), "time_lost_ns"),
+    "finding_steps": (("kind",), "ns"),
     "breakdown": (("category",), "ns"),
     "by_source": (("file", "line", "function"), "host_ns + device_ns"),
+    "cause_lines": (("category", "file", "line", "function"), "ns"),
 }
 
+#: The compared tables with a step column.
+_STEPPED = frozenset({"finding_steps", "breakdown"})
 
-def excess_over_others(con: duckdb.DuckDBPyConnection, rank: int, table: str) -> pd.DataFrame:
+
+def excess_over_others(
+    con: duckdb.DuckDBPyConnection, rank: int, table: str, steps: list[int] | None = None
+) -> pd.DataFrame:
     """What ``rank`` spends per step beyond the median of the other ranks.
 
-    ``table`` is ``"findings"`` (by kind: time lost), ``"breakdown"`` (by category) or
-    ``"by_source"`` (by line: host + device time). Columns: the table's key columns, then
-    ``rank_ns, others_ns, excess_ns`` (per step; a rank without a row counts 0), largest
-    excess first.
+    ``table`` is ``"findings"`` (by kind: time lost), ``"finding_steps"`` (the same, step
+    by step), ``"breakdown"`` (by category), ``"by_source"`` (by line: host + device time)
+    or ``"cause_lines"`` (by category and statement). ``steps`` keeps those steps only,
+    for the tables that have a step column (the steady-state steps). Columns: the table's
+    key columns, then ``rank_ns, others_ns, excess_ns`` (per step; a rank without a row
+    counts 0), largest excess first.
     """
     keys, value = _COMPARED[table]
     cols = ", ".join(keys)
+    step_filter = ""
+    if steps is not None and table in _STEPPED:
+        step_filter = f" AND step IN ({', '.join(str(int(x)) for x in steps) or 'NULL'})"
     return con.execute(
         f"""
-        WITH n AS (SELECT rank, count(*) AS steps FROM steps GROUP BY rank),
+        WITH n AS (SELECT rank, count(*) AS steps FROM steps WHERE true{step_filter} GROUP BY rank),
         per AS (
             SELECT t.rank, {cols}, sum({value})::DOUBLE / any_value(n.steps) AS ns
-            FROM {table} t JOIN n USING (rank) GROUP BY t.rank, {cols}
+            FROM {table} t JOIN n USING (rank) WHERE true{step_filter.replace("step", "t.step")}
+            GROUP BY t.rank, {cols}
         ),
         full_ AS (
             SELECT n.rank, w.*, coalesce(p.ns, 0) AS ns

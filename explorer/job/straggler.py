@@ -9,18 +9,24 @@ count blames it for waits it did not cause. The straggler is the rank with the m
 of its own — step time outside collective waits (:func:`rank_busy`) — beyond the other
 ranks': that is the time the others spend waiting for it, wherever the wait lands.
 
-Ranks are compared by their typical lateness (the median over steps of their own time
-beyond the median of the other ranks' in that step), so one bad step — a warm-up, a hiccup
-of a busy machine — does not make a straggler. The straggler is named when its lateness is
-at least :data:`MIN_SHARE` of the median step time and :data:`MIN_LEAD` times the
-runner-up's; a balanced job (whose ranks are each late now and then) names nobody. What it
-costs the others is the lesser of its lateness and what they measurably wait per step.
+Ranks are compared on the steady state: leading start-up steps (:func:`startup_steps`: a
+first loader start, a compile) are reported apart, and a rank's lateness is the median over
+the other steps of its own time beyond the median of the other ranks' in that step, so one
+bad step — a hiccup of a busy machine — does not make a straggler. The same median, over
+the median steady step, names, ranks and feeds ``--fail-on straggler>X%``. A rank is named
+(:func:`verdict`) when that lateness is at least :data:`MIN_SHARE` of the step and
+:data:`MIN_LEAD` times the runner-up's, when it is late in most steady-state steps
+(:data:`MIN_LATE_STEPS`), and when its causes explain at least :data:`MIN_EXPLAINED` of its
+lateness; otherwise the report says "imbalance without a consistent straggler", with the
+spread and the rule that failed. (With two ranks each one's lateness is minus the other's,
+so the runner-up's is never positive and the other rules decide.)
 
-Why: the straggler's own time per step is compared with the median of the other ranks —
-finding by finding (``input_stall``, ``sync_stall``...), and category by category of the
-breakdown — and the excess that accounts for the others' wait is reported with the
-source line responsible (the finding's own line, or for a breakdown category the line whose
-time grew most).
+Why: the straggler's own time per steady step is compared with the median of the other
+ranks — finding by finding (``input_stall``, ``sync_stall``...), then category by category
+of the breakdown, less what those findings already explain — and each cause is reported at
+its own line: a finding's own, a category's the statement whose time in that category grew
+most (:func:`explorer.analysis.cause_lines.category_lines`). A category whose excess is
+mostly checkpointing or file writes is reported as ``host_io``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.job.reduce import excess_over_others
+from explorer.units import fmt_ns
 
 #: The others must lose at least this share of their step time waiting for one rank.
 MIN_SHARE = 0.15
@@ -58,6 +65,13 @@ class Cause:
     file: str = ""
     line: int = -1
     function: str = ""
+    #: A finding's next line, for context (an input stall's loop beside its slow read)
+    context_file: str = ""
+    context_line: int = -1
+    context_function: str = ""
+    #: A category's excess spread over many lines alike (no line holds half of it): said,
+    #: but it explains none of the lateness
+    spread: bool = False
 
 
 @dataclass
@@ -111,29 +125,124 @@ def rank_blame(wait: pd.DataFrame) -> pd.DataFrame:
     return per.merge(own.reset_index(), on="rank", how="left")
 
 
+#: A leading step whose median duration over the ranks is this many times the median step
+#: is start-up (the first loader start, a compile): reported apart, not averaged in.
+STARTUP_FACTOR = 2.0
+#: A straggler is late (by at least MIN_SHARE of the step) in more than this share of the
+#: steady-state steps ...
+MIN_LATE_STEPS = 0.6
+#: ... and its causes explain at least this share of its lateness; otherwise the report says
+#: "imbalance without a consistent straggler".
+MIN_EXPLAINED = 0.5
+#: A category's excess is at a line when that line holds at least this share of it.
+CONCENTRATED = 0.5
+SPREAD_NOTE = ", spread over many lines alike (a busier or slower machine?)"
+HOST_IO_TITLE = "checkpointing / host I/O (torch.save, file writes) above the other ranks"
+#: Finding kinds and the breakdown category their time falls in (so a category's excess is
+#: not counted again beside the finding that explains it).
+KIND_CATEGORY = {
+    "input_stall": "host_bound",
+    "sync_stall": "sync_stall",
+    "compilation": "compile",
+    "memcpy_stall": "data_movement",
+    "launch_bound": "host_bound",
+    "cpu_fallback": "host_bound",
+    "communication": "communication",
+}
+
+
+@dataclass
+class Verdict:
+    """Who, if anyone, holds the job back, on the steady-state basis.
+
+    ``straggler`` is None for a balanced job and for an imbalance no rank explains
+    (``reason`` says which rule failed). ``late_ns`` / ``share`` are the worst rank's
+    median lateness over the steady-state steps and that over the median steady step —
+    the one statistic naming, ranking and ``--fail-on straggler>X%`` read."""
+
+    straggler: Straggler | None
+    steady_steps: list[int]
+    startup_steps: list[int]
+    step_ns: int
+    worst_rank: int | None
+    late_ns: int
+    share: float
+    late_steps: int
+    spread_ns: int  # the ranks' own time per steady step: slowest median minus fastest
+    explained_ns: int
+    reason: str = ""
+
+    def imbalance(self) -> dict[str, Any]:
+        return {
+            "worst_rank": self.worst_rank,
+            "late_ns_per_step": self.late_ns,
+            "share": self.share,
+            "late_steps": self.late_steps,
+            "steady_steps": len(self.steady_steps),
+            "spread_ns_per_step": self.spread_ns,
+            "explained_ns_per_step": self.explained_ns,
+            "reason": self.reason,
+        }
+
+
+def startup_steps(wait: pd.DataFrame) -> list[int]:
+    """The leading steps whose median duration over the ranks is at least
+    :data:`STARTUP_FACTOR` times the median step (at most half the steps)."""
+    per = wait.groupby("step")["dur_ns"].median().sort_index()
+    if len(per) < 3:
+        return []
+    typical = float(per.median())
+    out: list[int] = []
+    for step, dur in per.items():
+        if dur < STARTUP_FACTOR * typical or len(out) >= len(per) // 2:
+            break
+        out.append(int(step))
+    return out
+
+
 def find_straggler(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Straggler | None:
-    """The straggler and why (see the module doc), or None for a balanced job."""
-    blame = rank_blame(wait)
-    n = len(blame)
-    if n < 2:
-        return None
-    typical = blame.set_index("rank")["late_ns_per_step"]
-    typical = typical.sort_values(ascending=False, kind="stable")
+    """The straggler and why (see the module doc), or None."""
+    return verdict(con, wait).straggler
+
+
+def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
+    """The job's verdict (see :class:`Verdict` and the module doc)."""
+    start = startup_steps(wait)
+    steady_wait = wait[~wait["step"].isin(start)]
+    steady = sorted(int(x) for x in steady_wait["step"].unique())
+    busy = rank_busy(steady_wait) if len(steady_wait) else rank_busy(wait)
+    typical = busy.groupby("rank")["late_ns"].median().sort_values(ascending=False, kind="stable")
+    own = busy.groupby("rank")["busy_ns"].median()
+    step_ns = float(steady_wait["dur_ns"].median()) if len(steady_wait) else 0.0
+    empty = Verdict(None, steady, start, int(step_ns), None, 0, 0.0, 0, 0, 0, "one rank")
+    if len(typical) < 2 or step_ns <= 0:
+        return empty
     rank = int(typical.index[0])
-    late = float(typical.iloc[0])
-    step_ns = float(wait["dur_ns"].median())
+    late = max(float(typical.iloc[0]), 0.0)
     runner_up = max(float(typical.iloc[1]), 0.0)
-    if late <= 0 or late < MIN_SHARE * step_ns or late < MIN_LEAD * runner_up:
-        return None
-    others = blame[blame["rank"] != rank]
-    others_wait = float(others["wait_ns"].sum()) / max(float(others["steps"].sum()), 1.0)
-    per_other = min(late, others_wait)  # per other rank, per step
-    mean_step = float(blame["total_ns"].sum()) / max(float(blame["steps"].sum()), 1.0)
-    share = per_other / max(mean_step, 1.0)
-    busy = rank_busy(wait)
     mine = busy[busy["rank"] == rank]
-    step_mean = wait.groupby("step")["dur_ns"].mean()
-    slow = mine["late_ns"].to_numpy() >= MIN_SHARE * step_mean.reindex(mine["step"]).to_numpy()
+    late_mask = mine["late_ns"].to_numpy() >= MIN_SHARE * step_ns
+    others = steady_wait[steady_wait["rank"] != rank]
+    others_wait = float(others.groupby("step")["wait_ns"].mean().median()) if len(others) else 0.0
+    per_other = min(late, others_wait)
+    v = Verdict(
+        None, steady, start, int(step_ns), rank, int(late), late / step_ns,
+        int(late_mask.sum()), int(own.max() - own.min()), 0,
+    )  # fmt: skip
+    if late <= 0 or late < MIN_SHARE * step_ns:
+        v.reason = "no rank is late by much"
+        return v
+    if late < MIN_LEAD * runner_up:
+        second = int(typical.index[1])
+        v.reason = subgroup_reason(con, [rank, second], len(steady) or 1) or (
+            f"rank {second} is nearly as late"
+        )
+        return v
+    if late_mask.sum() <= MIN_LATE_STEPS * len(mine):
+        v.reason = (
+            f"rank {rank} is late in {int(late_mask.sum())} of {len(mine)} steady-state steps"
+        )
+        return v
     ops = con.execute(
         "SELECT op, sum(wait_ns) AS w FROM coll_aligned WHERE rank <> ? GROUP BY op "
         "HAVING sum(wait_ns) > 0 ORDER BY w DESC, op",
@@ -141,24 +250,73 @@ def find_straggler(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Stragg
     ).fetchall()
     s = Straggler(
         rank=rank,
-        share=share,
+        share=per_other / step_ns,
         others_wait_ns_per_step=int(per_other),
-        steps=[int(x) for x in mine["step"].to_numpy()[slow]],
+        steps=[int(x) for x in mine["step"].to_numpy()[late_mask]],
         waits_in=[str(o) for o, _ in ops],
     )
-    s.causes = causes(con, rank, s.others_wait_ns_per_step)
-    return s
+    s.causes = causes(con, rank, int(late), steady)
+    v.explained_ns = sum(c.excess_ns_per_step for c in s.causes if not c.spread)
+    if v.explained_ns < MIN_EXPLAINED * late:
+        v.reason = (
+            f"what rank {rank} does beyond the others explains "
+            f"{100 * v.explained_ns / late:.0f}% of its lateness"
+        )
+        return v
+    v.straggler = s
+    v.share = s.share
+    return v
 
 
-def causes(con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int) -> list[Cause]:
-    """What ``rank`` spends beyond the others that accounts for ``extra_ns`` per step."""
+def subgroup_reason(con: duckdb.DuckDBPyConnection, ranks: list[int], steps: int) -> str:
+    """When ``ranks`` are late alike because they run collectives of a smaller group the
+    other ranks are not in: "ranks 1 and 2 are late alike: each spends 52 ms per step in
+    5 allreduces per step of their 2-rank group (pg 1), which the other ranks are not in";
+    else "". (Communication is otherwise no cause: the straggler waits least.)"""
+    rows = con.execute(
+        """
+        WITH members AS (
+            SELECT pg, count(DISTINCT rank) AS n FROM coll_matched GROUP BY pg
+        ), world AS (SELECT count(DISTINCT rank) AS n FROM steps)
+        SELECT c.pg, any_value(c.op) AS op, count(*) AS calls,
+               sum(c.dur_ns) AS ns, list(DISTINCT c.rank ORDER BY c.rank) AS ranks
+        FROM coll_matched c JOIN members m USING (pg)
+        WHERE m.n < (SELECT n FROM world) AND c.rank IN (SELECT unnest($1::BIGINT[]))
+        GROUP BY c.pg ORDER BY ns DESC LIMIT 1
+        """,
+        [[int(r) for r in ranks]],
+    ).fetchall()
+    if not rows:
+        return ""
+    pg, op, calls, ns, members = rows[0]
+    if sorted(int(r) for r in members) != sorted(ranks):
+        return ""
+    a, b = sorted(ranks)
+    per = float(ns) / len(ranks) / steps
+    n = calls / len(ranks) / steps
+    return (
+        f"ranks {a} and {b} are late alike: each spends {fmt_ns(per)} per step in "
+        f"{n:.3g} {op}{'s' if n != 1 else ''} per step of their {len(ranks)}-rank group "
+        f"(pg {pg}), which the other ranks are not in"
+    )
+
+
+def causes(
+    con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int, steps: list[int] | None = None
+) -> list[Cause]:
+    """What ``rank`` spends beyond the others that accounts for ``extra_ns`` per step
+    (over ``steps``, default all). Each cause has its own line: a finding's own, a
+    category's the statement whose time in that category grew most."""
     floor = MIN_CAUSE * extra_ns
     out: list[Cause] = []
-    found = excess_over_others(con, rank, "findings")
+    found = excess_over_others(con, rank, "finding_steps", steps)
     own = con.execute(
-        "SELECT kind, title, file, line, function FROM findings WHERE rank = ?", [rank]
+        "SELECT kind, title, file, line, function, context_file, context_line, "
+        "context_function FROM findings WHERE rank = ?",
+        [rank],
     ).df()
     found = found.merge(own, on="kind", how="left")
+    covered: dict[str, int] = {}
     for row in found.itertuples(index=False):
         if row.kind in NOT_A_CAUSE or row.excess_ns < floor or pd.isna(row.title):
             continue
@@ -166,27 +324,123 @@ def causes(con: duckdb.DuckDBPyConnection, rank: int, extra_ns: int) -> list[Cau
             Cause(
                 "finding", str(row.kind), str(row.title), int(row.excess_ns),
                 int(row.rank_ns), int(row.others_ns), str(row.file), int(row.line),
-                str(row.function),
+                str(row.function), str(row.context_file), int(row.context_line),
+                str(row.context_function),
             )
         )  # fmt: skip
+        cat = KIND_CATEGORY.get(str(row.kind), "")
+        covered[cat] = covered.get(cat, 0) + int(row.excess_ns)
     explained = sum(c.excess_ns_per_step for c in out)
     if explained >= (1 - MIN_CAUSE) * extra_ns:
         return out
-    cats = excess_over_others(con, rank, "breakdown")
-    named = NOT_A_CAUSE | {c.what for c in out}  # the sync_stall category is its finding
-    cats = cats[~cats["category"].isin(named) & (cats["excess_ns"] >= floor)]
-    lines = excess_over_others(con, rank, "by_source")
+    cats = excess_over_others(con, rank, "breakdown", steps)
+    cats["excess_ns"] = cats["excess_ns"] - cats["category"].map(covered).fillna(0).astype("int64")
+    cats = cats[~cats["category"].isin(NOT_A_CAUSE) & (cats["excess_ns"] >= floor)]
+    cats = cats.sort_values("excess_ns", ascending=False, kind="stable")
+    lines = excess_over_others(con, rank, "cause_lines")
     lines = lines[(lines["excess_ns"] > 0) & (lines["file"] != "")]
+    io = lines[lines["category"] == "host_io"]
     for row in cats.head(2).itertuples(index=False):
-        where = lines.iloc[0] if len(lines) else None
+        mine = lines[lines["category"] == row.category]
+        what, title = (
+            str(row.category),
+            f"{row.category.replace('_', ' ')} time above the other ranks",
+        )
+        if len(io) and int(io["excess_ns"].sum()) >= MIN_EXPLAINED * int(row.excess_ns):
+            # most of the category's excess is checkpointing or file writes: say so
+            what, title, mine = "host_io", HOST_IO_TITLE, io
+            io = io.iloc[0:0]
+        where = mine.iloc[0] if len(mine) else None
+        # Time that grew everywhere alike (every line a little slower: a busier or slower
+        # machine) is said so, and explains no lateness: a cause has a place.
+        spread = what != "host_io" and (
+            where is None
+            or float(where["excess_ns"]) < CONCENTRATED * float(mine["excess_ns"].sum())
+        )
         out.append(
             Cause(
-                "breakdown", str(row.category),
-                f"{row.category.replace('_', ' ')} time above the other ranks",
+                "breakdown", what, title + (SPREAD_NOTE if spread else ""),
                 int(row.excess_ns), int(row.rank_ns), int(row.others_ns),
                 "" if where is None else str(where["file"]),
                 -1 if where is None else int(where["line"]),
                 "" if where is None else str(where["function"]),
+                spread=spread,
             )
         )  # fmt: skip
+    uneven = uneven_work(con, rank)
+    if uneven is not None:
+        for c in out:
+            if c.what == "compute":  # the extra compute is the extra work
+                c.what, c.title, c.spread = "uneven_work", uneven, False
+                break
+        else:
+            comp = excess_over_others(con, rank, "breakdown", steps)
+            comp = comp[comp["category"] == "compute"]
+            if len(comp) and int(comp["excess_ns"].iloc[0]) > 0:
+                row = comp.iloc[0]
+                mine = lines[lines["category"] == "compute"]
+                where = mine.iloc[0] if len(mine) else None
+                out.append(
+                    Cause(
+                        "breakdown", "uneven_work", uneven, int(row["excess_ns"]),
+                        int(row["rank_ns"]), int(row["others_ns"]),
+                        "" if where is None else str(where["file"]),
+                        -1 if where is None else int(where["line"]),
+                        "" if where is None else str(where["function"]),
+                    )
+                )  # fmt: skip
     return out
+
+
+#: A rank's operators take inputs at least this many times larger than the others' to be
+#: "uneven work".
+UNEVEN_RATIO = 1.5
+
+
+def uneven_work(con: duckdb.DuckDBPyConnection, rank: int) -> str | None:
+    """``"rank 2's batch is 3× the others' (input shape [96, …] vs [32, …] in
+    aten::linear)"`` when ``rank``'s heaviest operator that every other rank runs with one
+    same input shape runs on ``rank`` about as often with an input :data:`UNEVEN_RATIO`
+    times larger; else None."""
+    rows = con.execute(
+        """
+        WITH dom AS (
+            SELECT rank, op, arg_max(shape, count) AS shape, arg_max(numel, count) AS numel,
+                   sum(ns) AS ns, sum(count) AS calls
+            FROM op_shapes GROUP BY rank, op
+        ),
+        others AS (
+            SELECT op, min(shape) AS shape, min(numel) AS numel, median(calls) AS calls,
+                   count(DISTINCT shape) AS kinds, count(*) AS n
+            FROM dom WHERE rank <> $1 GROUP BY op
+        )
+        SELECT m.op, m.shape, m.numel, o.shape, o.numel
+        FROM dom m JOIN others o USING (op)
+        WHERE m.rank = $1 AND o.kinds = 1 AND o.numel > 0
+              AND m.numel >= $2 * o.numel
+              -- the same ops, as often: more calls of an op is more work, not bigger work
+              AND m.calls BETWEEN o.calls / $2 AND o.calls * $2
+              AND o.n = (SELECT count(DISTINCT rank) FROM steps) - 1
+        ORDER BY m.ns DESC, m.op LIMIT 1
+        """,
+        [int(rank), UNEVEN_RATIO],
+    ).fetchall()
+    if not rows:
+        return None
+    op, mine, n_mine, theirs, n_theirs = rows[0]
+    ratio = float(n_mine) / float(n_theirs)
+    a, b = _dims(str(mine)), _dims(str(theirs))
+    batch = len(a) == len(b) > 1 and a[1:] == b[1:] and a[0] != b[0]
+    what = "batch" if batch else "input"
+
+    def short(d: list[int]) -> str:
+        return f"[{d[0]}, …]" if batch else str(d)
+
+    return (
+        f"rank {rank}'s {what} is {ratio:.3g}× the others' (input shape {short(a)} vs "
+        f"{short(b)} in {op})"
+    )
+
+
+def _dims(text: str) -> list[int]:
+    return [int(x) for x in text.strip("[]").split(",") if x.strip().lstrip("-").isdigit()]

@@ -1,8 +1,10 @@
 """The rank × step heatmap: one row per rank, one column per step, colour = time.
 
 A table model over a :class:`~explorer.ui.job_model.Heatmap`: each cell shows its time and
-is coloured on one scale for the whole matrix (pale: the shortest, deep red: the longest),
-so a slow rank reads as a dark row and a slow step as a dark column. The straggler's row
+is coloured on one scale for the whole matrix, from zero (pale) to the longest (deep red),
+so a slow rank reads as a dark row and a slow step as a dark column — and 130 ms beside
+142 ms look nearly alike, as they are (a scale from the shortest would paint them white
+and deep red). The straggler's row
 header says so and is drawn in red. Rows are selected whole; :class:`HeatmapView` emits the
 selected ranks.
 """
@@ -27,7 +29,7 @@ from PyQt6.QtWidgets import (
 from explorer.ui.job_model import Heatmap
 from explorer.units import fmt_ns
 
-#: The colour scale's ends: the shortest and the longest time in the matrix.
+#: The colour scale's ends: zero and the longest time in the matrix.
 LOW = (255, 247, 236)
 HIGH = (179, 0, 0)
 STRAGGLER_RED = "#b00000"
@@ -55,7 +57,7 @@ class HeatmapModel(QAbstractTableModel):
         self.map = heatmap
         self.straggler = straggler
         finite = heatmap.values[np.isfinite(heatmap.values)]
-        self._lo = float(finite.min()) if len(finite) else 0.0
+        self._lo = min(float(finite.min()), 0.0) if len(finite) else 0.0
         self._hi = float(finite.max()) if len(finite) else 0.0
         self.endResetModel()
 

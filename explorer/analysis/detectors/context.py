@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.attribution import top_lines
 from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, ReasonTimeline, timelines
+from explorer.analysis.cause_lines import cause_lines
 from explorer.analysis.finding import Finding
 from explorer.analysis.steps import attributed_steps
 from explorer.trace.columns import category_values
@@ -226,7 +226,7 @@ class Context:
             steps=[int(s) for s, v in zip(self.steps["step"], m.per_step, strict=True) if v > 0],
             ranges=[(int(a), int(b)) for a, b in ranges],
             evidence=evidence,
-            source_lines=top_lines(self.trace, ids, ov),
+            source_lines=cause_lines(self.trace, ids, ov),
             explanation=explanation,
             recommendation=recommendation,
             device=m.device,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.analysis.cause_lines import cause_lines
 from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
 from explorer.analysis.finding import Finding
@@ -56,8 +57,6 @@ def detect(ctx: Context) -> list[Finding]:
         dur = ctx.end[ids] - ctx.ts[ids]
         order = np.argsort(-dur, kind="stable")[:MAX_EVIDENCE]
         f.evidence = [int(i) for i in ids[order]]
-    from explorer.analysis.attribution import top_lines
-
     ids = np.flatnonzero(sync & in_steps)
-    f.source_lines = top_lines(ctx.trace, ids, ctx.end[ids] - ctx.ts[ids])
+    f.source_lines = cause_lines(ctx.trace, ids, ctx.end[ids] - ctx.ts[ids])
     return [f]

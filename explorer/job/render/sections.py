@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
 from explorer.units import fmt_bytes, fmt_ns
 
 #: Rank × step matrix: at most this many step columns (the first ones).
@@ -31,21 +32,36 @@ class Section:
 
 
 def where(c: dict[str, Any]) -> str:
-    """``file.py:24 (fn)`` for a cause or finding with a source line, else ``""``."""
+    """``file.py:24 (fn)`` for a cause or finding with a source line, else ``""``; a
+    cause's context line follows (``file.py:24 (fn), from :107 (main)``)."""
     if not c.get("file") or int(c.get("line", -1)) < 0:
         return ""
     fn = f" ({c['function']})" if c.get("function") else ""
-    return f"{Path(c['file']).name}:{c['line']}{fn}"
+    out = f"{Path(c['file']).name}:{c['line']}{fn}"
+    if c.get("context_file") and int(c.get("context_line", -1)) >= 0:
+        same = c["context_file"] == c["file"]
+        name = "" if same else Path(c["context_file"]).name
+        cfn = f" ({c['context_function']})" if c.get("context_function") else ""
+        out += f", from {name}:{c['context_line']}{cfn}"
+    return out
 
 
 def headline(doc: dict[str, Any]) -> str:
     """The one sentence a user reads first."""
     s = doc["straggler"]
     if s is None:
+        im = doc.get("imbalance") or {}
+        late_share = doc["summary"]["max_late_share"]
+        if im.get("worst_rank") is not None and late_share >= STRAGGLER_MIN_SHARE:
+            return (
+                "Imbalance without a consistent straggler: the ranks' own time per step "
+                f"spreads {fmt_ns(im['spread_ns_per_step'])}; the latest, rank "
+                f"{im['worst_rank']}, is typically {100 * late_share:.1f}% of a step behind, "
+                f"but {im['reason']}."
+            )
         return (
             "No straggler: no rank holds the others back much more than the rest (the latest "
-            f"is typically {100 * doc['summary']['max_late_share']:.1f}% of a step behind "
-            "the others)."
+            f"is typically {100 * late_share:.1f}% of a step behind the others)."
         )
     others = doc["ranks_present"] - 1
     causes = (
@@ -109,9 +125,16 @@ def _straggler(doc: dict[str, Any]) -> Section:
     if s is None:
         return Section("Straggler", lines=["None: the ranks arrive at their collectives together."])
     steps = ", ".join(str(x) for x in s["steps"]) or "none on its own"
+    start = doc["summary"].get("startup_steps") or []
+    apart = (
+        f" Start-up step{'s' if len(start) > 1 else ''} {', '.join(str(x) for x in start)} "
+        "(first loader start, compile) are left out of these figures."
+        if start
+        else ""
+    )
     sec = Section(
         f"Straggler: rank {s['rank']}",
-        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}."],
+        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"],
         header=["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
         numeric={1, 2, 3},
     )
@@ -150,18 +173,19 @@ def _ranks(doc: dict[str, Any]) -> Section:
             "Clock offset: how much each rank's clock was shifted to align collective ends "
             "(ranks on one machine share its clock and are shifted together).",
         ],
-        header=["rank", "step time", "waits in collectives", "late / step",
+        header=["rank", "step time", "waits / step", "late / step",
                 "clock offset", "compute", "communication", "comm hidden", "top finding"],
         numeric={1, 2, 3, 4, 5, 6, 7},
     )  # fmt: skip
     ranks = sorted(doc["ranks"], key=lambda r: -r["late_ns_per_step"])[:MAX_RANK_ROWS]
     for r in sorted(ranks, key=lambda r: r["rank"]):
         total = max(r["total_ns"], 1)
+        n = max(r["steps"], 1)  # per step: a sum over steps is no step time
         bd = r["breakdown"]
         top = r["top_findings"][0] if r["top_findings"] else None
         sec.rows.append(
-            [str(r["rank"]), fmt_ns(r["total_ns"]),
-             f"{fmt_ns(r['wait_ns'])} ({100 * r['wait_ns'] / total:.0f}%)",
+            [str(r["rank"]), fmt_ns(r["total_ns"] / n),
+             f"{fmt_ns(r['wait_ns'] / n)} ({100 * r['wait_ns'] / total:.0f}%)",
              fmt_ns(max(r["late_ns_per_step"], 0)), fmt_ns(r["clock_offset_ns"]),
              f"{100 * bd.get('compute', 0) / total:.0f}%",
              f"{100 * bd.get('communication', 0) / total:.0f}%",

@@ -1,0 +1,67 @@
+"""Each planted cause of a real job is named with its kind at its own line: the statement
+where that rank's extra time goes, never the ``with explorer.collect(...)`` line.
+
+Real ``torch.distributed`` jobs (gloo, CPU, 2-3 processes, each rank under
+``explorer.collect``) from ``scripts/make_job_traces.py``, one cause planted on a random
+rank, 100 ms a step: far above what a busy 2-core machine does to one process.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from job_runs import SCRIPT, run_cli, run_ddp_job
+
+SOURCE = SCRIPT.read_text().splitlines()
+
+
+def _line_of(text: str) -> int:
+    (n,) = [i for i, t in enumerate(SOURCE, 1) if text in t]
+    return n
+
+
+#: cause -> (the kind the report must name, the statement it must point at)
+PLANTED = {
+    "input": ("input_stall", "time.sleep(self.delay_s)"),
+    "compute": ("compute", "z = torch.tanh(z @ self.work)"),
+    "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)'),
+    "batch": ("uneven_work", "h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)"),
+}
+
+
+def _job(out: Path, cause: str, world: int) -> tuple[dict, dict]:
+    rank = random.Random().randrange(world)  # the assertion messages say which
+    delay = "60" if cause == "batch" else "100"  # batch: 30 samples a step vs 90, ~1 ms each
+    info = run_ddp_job(
+        out, "--world", str(world), "--slow-rank", str(rank), "--cause", cause,
+        "--delay-ms", delay, "--steps", "5",
+    )  # fmt: skip
+    r = run_cli("report", str(out), "--store", str(out / "store"), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return info, json.loads(r.stdout)
+
+
+@pytest.mark.parametrize(
+    ("cause", "world"), [("input", 3), ("compute", 2), ("checkpoint", 2), ("batch", 2)]
+)
+def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: int) -> None:
+    info, doc = _job(tmp_path, cause, world)
+    case = f"{cause} planted on rank {info['slow_rank']} of {world}"
+    s = doc["straggler"]
+    assert s is not None and s["rank"] == info["slow_rank"], (case, doc["imbalance"])
+    kind, statement = PLANTED[cause]
+    found = {c["what"]: c for c in s["causes"]}
+    assert kind in found, (case, s["causes"])
+    c = found[kind]
+    assert Path(c["file"]).name == SCRIPT.name and c["line"] == _line_of(statement), (case, c)
+    # the cause explains most of the lateness it is named for, on the steady-state basis
+    assert c["excess_ns_per_step"] >= 0.5 * doc["imbalance"]["late_ns_per_step"], case
+    assert doc["summary"]["straggler_share"] == doc["imbalance"]["share"] > 0.15, case
+    if cause == "batch":  # the same ops, with 3x the samples: said with the shapes
+        assert c["title"].startswith(f"rank {info['slow_rank']}'s batch is 3× the others'"), c
+        assert "[90, …] vs [30, …]" in c["title"], c
+    collect = _line_of("with explorer.collect(")
+    assert all(x["line"] != collect for x in s["causes"]), (case, s["causes"])
