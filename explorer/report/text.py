@@ -58,9 +58,10 @@ def render(doc: dict[str, Any], color: bool = False, critical_path: str | None =
         )  # fmt: skip
     if h.test_backend:
         out.append(c(f"*** TEST BACKEND — {h.test_backend} ***", 196, True))
-    out += [c(h.title, bold=True), h.summary, *h.step_notes]
+    out += [c(h.title, bold=True), h.summary]
     if h.device:
         out.append(h.device)
+    out += h.step_notes
     if h.window:
         out.append(c(h.window + ".", 208, True))
     out += [c(f"warning: {w}", 208) for w in h.warnings]
