@@ -102,7 +102,7 @@ def test_report_renders_in_every_format(path: Path, traces: dict) -> None:
     text = render(t, "text")
     assert "Where the step time went" in text
     doc = json.loads(render(t, "json"))
-    assert doc["schema_version"] == 3 and doc["synthetic"] is False
+    assert doc["schema_version"] == 2 and doc["synthetic"] is False
     for s in doc["steps"]:
         for cats in s["breakdown"].values():
             assert sum(cats.values()) == s["dur_ns"]
