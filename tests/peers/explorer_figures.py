@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.breakdown import DEVICE_REASONS, device_slice_reasons, timelines
-from explorer.analysis.operators import operator_stats
+from explorer.analysis.operators import _children_time, operator_stats
 from explorer.analysis.steps import select_steps
 from explorer.trace.columns import category_values
 from explorer.trace_api import Trace
+from tests.peers.peers import INPUT_ANNOTATION, RUNTIME_CATEGORIES
 
 #: The breakdown's device reasons that are the device busy (the rest is the device idle,
 #: split by what the host does).
@@ -58,6 +59,55 @@ def step_breakdown(trace: Trace) -> pd.DataFrame:
     return bd.pivot_table(
         index=["step", "device"], columns="category", values="ns", aggfunc="sum", observed=False
     ).reset_index()
+
+
+#: The annotations the TensorBoard plugin leaves out of its op tree unless named like a
+#: collective (``create_operator_node``) or the input pipeline.
+TB_ANNOTATION_CATEGORIES = ("user_annotation", "gpu_user_annotation")
+#: The event categories the plugin reads (its ``EventTypeMap``, and the runtime categories
+#: that ``peers.run_tb`` gives it under its old name); it ignores every other one.
+TB_KNOWN_CATEGORIES = (
+    ("trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy", "memset")
+    + ("gpu_memset", "python", "memory", "python_function")
+    + TB_ANNOTATION_CATEGORIES
+    + tuple(RUNTIME_CATEGORIES)
+)
+TB_COLLECTIVE_NAMES = tuple(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+
+
+def tb_unnested_self(trace: Trace) -> pd.Series:
+    """Per host op name, the time (ns) that the plugin's self time holds and Explorer's does
+    not: the time inside its calls of the slices the plugin builds no op-tree node of (a
+    ``record_function`` annotation not named like a collective or the input pipeline; a
+    category it does not read, as Explorer's own ``explorer_compile`` spans), less the
+    plugin's ops and runtime calls inside them. The plugin's self time is a call's time
+    less its nearest op-tree descendants'; Explorer's is its time less its direct
+    children's, and it gives those slices' own time to their rows."""
+    s = trace.slices
+    cat = category_values(s["cat"]).astype(str)
+    name = category_values(s["name"]).astype(str)
+    parent = s["parent"].to_numpy(np.int64)
+    dur = s["dur"].to_numpy(np.int64)
+    transparent = np.isin(cat, TB_ANNOTATION_CATEGORIES) | ~np.isin(cat, TB_KNOWN_CATEGORIES)
+    node = ~transparent | np.isin(name, TB_COLLECTIVE_NAMES)
+    node |= pd.Series(name).str.startswith(INPUT_ANNOTATION).to_numpy(bool)
+    has = parent >= 0
+    ts = s["ts"].to_numpy(np.int64)
+    direct = _children_time(parent, np.ones(len(s), bool), ts, ts + dur)  # what self subtracts
+    up = np.full(len(s), -1, np.int64)  # each node's nearest enclosing node
+    for i in np.flatnonzero(node & has):
+        p = parent[i]
+        while p >= 0 and not node[p]:
+            p = parent[p]
+        up[i] = p
+    nearest = np.bincount(up[up >= 0], weights=dur[up >= 0], minlength=len(s))
+    gained = (direct - nearest).astype(np.int64)
+    keep = node & (gained != 0)
+    return pd.Series(gained[keep], index=name[keep]).groupby(level=0).sum()
 
 
 def step_reasons(trace: Trace, label: str) -> pd.DataFrame:
