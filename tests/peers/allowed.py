@@ -163,15 +163,18 @@ ALLOWED += (
 
 ALLOWED += (
     Allowed(
-        "tb.operators.annotation_self",
+        "tb.operators.op_tree_self",
         ALL,
-        "The plugin builds no op-tree node of a user_annotation (unless named like a "
-        "collective), so the time of a record_function annotation inside an op "
-        "stays in the op's self time (bytecode_tracing 577.9 µs on "
-        "cpu_compile_graph_break, of which 186.5 µs are its bytecode_tracing_data "
-        "annotations; also Explorer's own explorer_compile spans, a category it does not "
-        "read). Explorer's annotation is a row of its own whose self time holds it, so host "
-        "self times partition host time once. Compared as Explorer's self time plus the time "
-        "of those slices inside the op less the plugin's ops and runtime calls inside them.",
+        "The plugin's self time is a call's time less its op-tree children, and its op tree "
+        "is not the nesting: (1) it builds no node of a user_annotation (unless named like a "
+        "collective) nor of a category it does not read, so their time inside an op stays in "
+        "the op's self time (bytecode_tracing 577.9 µs on cpu_compile_graph_break, 186.5 µs "
+        "of it in its bytecode_tracing_data annotations); (2) it ties a runtime call to the "
+        "first op with its External id, wherever that is (nccl_parser_config: a 2393.6 µs "
+        "cudaStreamGetPriority inside aten::cudnn_batch_norm_backward carries an id no op "
+        "has; record_param_comms also loses the launches inside its nccl:* annotations). "
+        "Explorer's self time is the call's time less its direct children (annotations and "
+        "runtime calls are rows of their own), so host self times partition host time once. "
+        "Compared as Explorer's self time plus the time the plugin's tree moves.",
     ),
 )

@@ -79,14 +79,16 @@ TB_COLLECTIVE_NAMES = tuple(
 )
 
 
-def tb_unnested_self(trace: Trace) -> pd.Series:
+def tb_op_tree_self_moves(trace: Trace) -> pd.Series:
     """Per host op name, the time (ns) that the plugin's self time holds and Explorer's does
     not: the time inside its calls of the slices the plugin builds no op-tree node of (a
     ``record_function`` annotation not named like a collective or the input pipeline; a
     category it does not read, as Explorer's own ``explorer_compile`` spans), less the
     plugin's ops and runtime calls inside them. The plugin's self time is a call's time
     less its nearest op-tree descendants'; Explorer's is its time less its direct
-    children's, and it gives those slices' own time to their rows."""
+    children's, and it gives those slices' own time to their rows. Runtime calls are
+    moved as the plugin ties them: to the first op (in time) with their External id,
+    wherever it lies, or to no op."""
     s = trace.slices
     cat = category_values(s["cat"]).astype(str)
     name = category_values(s["name"]).astype(str)
@@ -104,7 +106,20 @@ def tb_unnested_self(trace: Trace) -> pd.Series:
         while p >= 0 and not node[p]:
             p = parent[p]
         up[i] = p
-    nearest = np.bincount(up[up >= 0], weights=dur[up >= 0], minlength=len(s))
+    runtime = category_values(s["kind"]).astype(str) == "runtime"
+    # The plugin ties a runtime call to the first op (in time) with its External id,
+    # wherever it lies, instead of to the op it is nested in (id 0 or no such op: none).
+    eid = s["external_id"].to_numpy(np.int64)
+    owners = np.flatnonzero(node & ~runtime & (eid > 0) & (trace.data.sides() != 1))
+    owners = owners[np.argsort(ts[owners], kind="stable")]
+    first = pd.Series(owners).groupby(eid[owners]).first()
+    rts = np.flatnonzero(runtime)
+    owner = first.reindex(eid[rts]).to_numpy()
+    tied = ~np.isnan(owner)
+    up[rts] = -1
+    up[rts[tied]] = owner[tied].astype(np.int64)
+    op = up >= 0
+    nearest = np.bincount(up[op], weights=dur[op], minlength=len(s))
     gained = (direct - nearest).astype(np.int64)
     keep = node & (gained != 0)
     return pd.Series(gained[keep], index=name[keep]).groupby(level=0).sum()

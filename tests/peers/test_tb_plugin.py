@@ -134,7 +134,7 @@ def test_operator_table(trace_path: Path, peers: Cache) -> None:
     recursive = _recursive_names(trace) if allowed("tb.operators.recursive_total", "*") else set()
     negative_ok = allowed("tb.operators.negative_self", "*") is not None
     unlinked = allowed("tb.operators.device_and_self", trace_id(trace_path)) is not None
-    unnested = allowed("tb.operators.annotation_self", "*") is not None
+    unnested = allowed("tb.operators.op_tree_self", "*") is not None
     ops = ef.operators(trace)
     ops = (
         ops[ops["side"] == "host"]
@@ -147,7 +147,8 @@ def test_operator_table(trace_path: Path, peers: Cache) -> None:
         )
     )
     if unnested:
-        ops["self_ns"] += ef.tb_unnested_self(trace).reindex(ops.index, fill_value=0)
+        gained = ef.tb_op_tree_self_moves(trace)
+        ops["self_ns"] += gained.reindex(ops.index, fill_value=0)
     bad = []
     for name, op in tb.ops.items():
         if name not in ops.index:
