@@ -151,7 +151,10 @@ def _without_whole_flow(trace, path: Path) -> dict[str, int]:
     runtime call with its correlation id is there (the 5 memsets of the normalization-layer
     trace). TraceLens counts only whole flows (its README); Explorer links by correlation.
     Each name is charged once per launch, as the Operators table counts a name's time once."""
-    starts = {e.get("id") for e in raw_events(path) if e.get("ph") == "s"}
+    # An ac2g flow's start: a fwdbwd flow may share its id (the first memset's id 6 here).
+    starts = {
+        e.get("id") for e in raw_events(path) if e.get("ph") == "s" and e.get("cat") == "ac2g"
+    }
     s = trace.slices
     f = trace.flows[trace.flows["type"] == "launch"]
     names = s["name"].astype(str).to_numpy()
