@@ -53,6 +53,32 @@ def step_windows(trace: Trace) -> pd.DataFrame:
     return st.reset_index(drop=True)
 
 
+def reason_inside(trace: Trace, label: str, reason: str, spans: np.ndarray) -> int:
+    """ns of breakdown ``reason`` on ``label`` inside the union of ``spans`` (rows of
+    [start, end), file clock)."""
+    if not len(spans):
+        return 0
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    merged = [list(spans[0])]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    m = np.array(merged, np.int64) - file_clock(trace)
+    return int(timelines(trace.data)[label].reason_ns(reason, m[:, 0], m[:, 1]).sum())
+
+
+def named_spans(trace: Trace, names: tuple[str, ...], start: int, end: int) -> np.ndarray:
+    """[start, end) (file clock) of the slices named ``names``, clipped to [start, end)."""
+    s = trace.slices
+    keep = np.isin(category_values(s["name"]).astype(str), names)
+    a = s["ts"].to_numpy(np.int64)[keep] + file_clock(trace)
+    b = a + s["dur"].to_numpy(np.int64)[keep]
+    a, b = np.maximum(a, start), np.minimum(b, end)
+    return np.stack([a, b], axis=1)[b > a]
+
+
 def step_breakdown(trace: Trace) -> pd.DataFrame:
     """``trace.breakdown()`` wide: one row per (step, device), one column per category."""
     bd = trace.breakdown()

@@ -99,6 +99,19 @@ def test_step_costs(trace_path: Path, peers: Cache) -> None:
         figures.append(("Kernel+Communication", "kernels", ("kernel", "communication")))
     if allowed("tb.dataloader", trace_id(trace_path)) is None:
         figures.append(("DataLoader", "input", ("dataloader",)))
+    if allowed("tb.communication_wrappers", trace_id(trace_path)) and not ef.device_labels(trace):
+        # Compared inside the plugin's collectives (its gloo:*/nccl:* spans) only.
+        mine["communication"] = [
+            ef.reason_inside(
+                trace,
+                "host",
+                "host_comm",
+                ef.named_spans(trace, ef.TB_COLLECTIVE_NAMES, int(w["start"]), int(w["end"])),
+            )
+            if step in set(ours["step"])
+            else 0
+            for step, w in ef.step_windows(trace).set_index("step").reindex(mine.index).iterrows()
+        ]
     bad = []
     for i in range(min(len(ours), len(theirs))):
         step = int(ours["step"].iloc[i])
