@@ -70,9 +70,10 @@ def reason_inside(trace: Trace, label: str, reason: str, spans: np.ndarray) -> i
 
 
 def named_spans(trace: Trace, names: tuple[str, ...], start: int, end: int) -> np.ndarray:
-    """[start, end) (file clock) of the slices named ``names``, clipped to [start, end)."""
+    """[start, end) (file clock) of the slices whose names start with one of ``names``,
+    clipped to [start, end)."""
     s = trace.slices
-    keep = np.isin(category_values(s["name"]).astype(str), names)
+    keep = pd.Series(category_values(s["name"]).astype(str)).str.startswith(names).to_numpy(bool)
     a = s["ts"].to_numpy(np.int64)[keep] + file_clock(trace)
     b = a + s["dur"].to_numpy(np.int64)[keep]
     a, b = np.maximum(a, start), np.minimum(b, end)
