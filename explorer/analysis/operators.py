@@ -61,7 +61,8 @@ def operator_stats(
     counts half its time, and counts once); without one the whole trace is used.
 
     - ``count`` = calls: a call that is the only child of a call of the same name is part
-      of it (``aten::div`` whose one child is an ``aten::div``: one call, as
+      of it, Python frames and runtime calls between them aside (``aten::div`` whose one
+      child is an ``aten::div``, or whose backend's frames hold one: one call, as
       ``torch.autograd.profiler``'s ``_remove_dup_nodes`` and the TensorBoard plugin merge
       them); every other slice is a call.
     - ``total_ns`` = the time the name was running on each track, summed over tracks: a
@@ -120,13 +121,31 @@ def operator_stats(
 
 def _merged_calls(trace: TraceData, keys: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Per slice: is it the only child (runtime calls aside) of a slice with its key? Such
-    a call is its parent's, counted once."""
+    a call is its parent's, counted once. Python frames and runtime calls between them are
+    looked through, as the op tree of ``torch.autograd.profiler`` and the TensorBoard
+    plugin (which holds neither) does: an op whose backend runs it from Python inside its
+    runtime call (``aten::relu`` -> the backend's frames -> ``nrtExecute`` -> ``aten::relu``,
+    the neuron test backend's fallback) is one call."""
     kind = trace.slices["kind"].astype(str).to_numpy()
-    has = parent >= 0
-    kids = np.bincount(parent[has & ~np.isin(kind, ["runtime", "sync"])], minlength=len(keys))
+    between = np.isin(kind, ["python", "runtime"])
+    up = _caller(parent, between)
+    has = (up >= 0) & ~between
+    kids = np.bincount(up[has & (kind != "sync")], minlength=len(keys))
     out = np.zeros(len(keys), bool)
-    out[has] = (keys[parent[has]] == keys[has]) & (kids[parent[has]] == 1)
+    out[has] = (keys[up[has]] == keys[has]) & (kids[up[has]] == 1)
     return out
+
+
+def _caller(parent: np.ndarray, between: np.ndarray) -> np.ndarray:
+    """Per slice, its nearest enclosing slice that is not ``between`` (-1: none)."""
+    up = parent.copy()
+    todo = np.flatnonzero(up >= 0)
+    todo = todo[between[up[todo]]]
+    while len(todo):
+        up[todo] = parent[up[todo]]
+        todo = todo[up[todo] >= 0]
+        todo = todo[between[up[todo]]]
+    return up
 
 
 def _window(

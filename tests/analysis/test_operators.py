@@ -21,6 +21,8 @@ from tests.conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
 SMALL = [
     SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz",
     SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz",
+    # its backend runs ops from Python inside its runtime call (aten::relu in aten::relu)
+    SAMPLE_TRACES / "neuron_cnn.pt.trace.json.gz",
     *[p for p in shared_trace_files() if p.stat().st_size < 400_000],
 ]
 
@@ -78,6 +80,16 @@ def brute_stats(trace, lo: int | None = None, hi: int | None = None) -> dict:
     for j in range(n):
         if parent[j] >= 0:
             kids_of[parent[j]].append(j)
+    caller = []  # each slice's nearest enclosing slice not a Python frame or runtime call
+    for j in range(n):
+        p = parent[j]
+        while p >= 0 and kinds[p] in ("python", "runtime"):
+            p = parent[p]
+        caller.append(p)
+    calls_under: dict = defaultdict(int)
+    for j in range(n):
+        if kinds[j] not in ("python", "runtime", "sync"):
+            calls_under[caller[j]] += 1
     for i in range(n):
         if not inside(i):
             continue
@@ -86,9 +98,9 @@ def brute_stats(trace, lo: int | None = None, hi: int | None = None) -> dict:
         spans[k, track[i]].append((a, b))
         self_ns[k] += (b - a) - merged_length([clip(c) for c in children[i]])
         # a call that is the only child (runtime calls aside) of a call of its name is
-        # part of that call
-        p = parent[i]
-        only = p >= 0 and sum(kinds[c] not in ("runtime", "sync") for c in kids_of[p]) == 1
+        # part of that call; Python frames and runtime calls between them are looked through
+        p = caller[i]
+        only = p >= 0 and kinds[i] not in ("python", "runtime") and calls_under[p] == 1
         count[k] += 0 if only and key(p) == k else 1
         anc, nested = parent[i], False
         while anc >= 0:
@@ -166,6 +178,8 @@ def test_op_nested_in_itself_counts_once(tmp_path: Path) -> None:
 #: Traces with ops nested in ops of the same name (aten::div inside aten::div).
 NESTED_SAME_NAME = [
     SAMPLE_TRACES / "cpu_compile_graph_break.pt.trace.json.gz",
+    # its backend runs ops from Python inside its runtime call (aten::relu in aten::relu)
+    SAMPLE_TRACES / "neuron_cnn.pt.trace.json.gz",
     SHARED_TRACES / "timeline_analysis__sampled_rank-0.json.gz",
     SHARED_TRACES / "nccl_parser_config__nccl_data.json.gz",
 ]
@@ -176,7 +190,9 @@ def test_calls_and_totals_agree_with_the_tensorboard_plugin(path: Path) -> None:
     """The TensorBoard plugin's operator table (torch_tb_profiler, run on the trace) is the
     oracle: per host op name, the calls and the total host time. aten::div nested in
     aten::div counted 36 calls on timeline_analysis__sampled_rank-0 where the plugin
-    counts 28 (18 for 9 on nccl_parser_config__nccl_data, 6 for 3 on the compile sample)."""
+    counts 28 (18 for 9 on nccl_parser_config__nccl_data, 6 for 3 on the compile sample);
+    on neuron_cnn, whose backend runs aten::relu from Python inside its nrtExecute call,
+    16 aten::relu calls where the plugin counts 8."""
     if not path.exists():
         pytest.skip(f"{path} is absent (../shared is not part of a user's clone)")
     data = pytest.importorskip("torch_tb_profiler.profiler.data")
@@ -194,7 +210,7 @@ def test_calls_and_totals_agree_with_the_tensorboard_plugin(path: Path) -> None:
             if names[p] == name:
                 self_nested.add(name)
             p = parent[p]
-    assert "aten::div" in theirs
+    assert self_nested & theirs.keys()  # the trace has what this test is about
     compared = 0
     for name, op in theirs.items():
         if name not in ours.index or name.startswith("ProfilerStep#"):

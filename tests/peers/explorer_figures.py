@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis.breakdown import DEVICE_REASONS, device_slice_reasons, timelines
-from explorer.analysis.operators import operator_stats
+from explorer.analysis.operators import _children_time, operator_stats
 from explorer.analysis.steps import select_steps
 from explorer.trace.columns import category_values
 from explorer.trace_api import Trace
+from tests.peers.peers import INPUT_ANNOTATION, RUNTIME_CATEGORIES
 
 #: The breakdown's device reasons that are the device busy (the rest is the device idle,
 #: split by what the host does).
@@ -52,12 +53,103 @@ def step_windows(trace: Trace) -> pd.DataFrame:
     return st.reset_index(drop=True)
 
 
+def reason_inside(trace: Trace, label: str, reason: str, spans: np.ndarray) -> int:
+    """ns of breakdown ``reason`` on ``label`` inside the union of ``spans`` (rows of
+    [start, end), file clock)."""
+    if not len(spans):
+        return 0
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    merged = [list(spans[0])]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    m = np.array(merged, np.int64) - file_clock(trace)
+    return int(timelines(trace.data)[label].reason_ns(reason, m[:, 0], m[:, 1]).sum())
+
+
+def named_spans(trace: Trace, names: tuple[str, ...], start: int, end: int) -> np.ndarray:
+    """[start, end) (file clock) of the slices whose names start with one of ``names``,
+    clipped to [start, end)."""
+    s = trace.slices
+    keep = pd.Series(category_values(s["name"]).astype(str)).str.startswith(names).to_numpy(bool)
+    a = s["ts"].to_numpy(np.int64)[keep] + file_clock(trace)
+    b = a + s["dur"].to_numpy(np.int64)[keep]
+    a, b = np.maximum(a, start), np.minimum(b, end)
+    return np.stack([a, b], axis=1)[b > a]
+
+
 def step_breakdown(trace: Trace) -> pd.DataFrame:
     """``trace.breakdown()`` wide: one row per (step, device), one column per category."""
     bd = trace.breakdown()
     return bd.pivot_table(
         index=["step", "device"], columns="category", values="ns", aggfunc="sum", observed=False
     ).reset_index()
+
+
+#: The annotations the TensorBoard plugin leaves out of its op tree unless named like a
+#: collective (``create_operator_node``) or the input pipeline.
+TB_ANNOTATION_CATEGORIES = ("user_annotation", "gpu_user_annotation")
+#: The event categories the plugin reads (its ``EventTypeMap``, and the runtime categories
+#: that ``peers.run_tb`` gives it under its old name); it ignores every other one.
+TB_KNOWN_CATEGORIES = (
+    ("trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy", "memset")
+    + ("gpu_memset", "python", "memory", "python_function")
+    + TB_ANNOTATION_CATEGORIES
+    + tuple(RUNTIME_CATEGORIES)
+)
+TB_COLLECTIVE_NAMES = tuple(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+
+
+def tb_op_tree_self_moves(trace: Trace) -> pd.Series:
+    """Per host op name, the time (ns) that the plugin's self time holds and Explorer's does
+    not: the time inside its calls of the slices the plugin builds no op-tree node of (a
+    ``record_function`` annotation not named like a collective or the input pipeline; a
+    category it does not read, as Explorer's own ``explorer_compile`` spans), less the
+    plugin's ops and runtime calls inside them. The plugin's self time is a call's time
+    less its nearest op-tree descendants'; Explorer's is its time less its direct
+    children's, and it gives those slices' own time to their rows. Runtime calls are
+    moved as the plugin ties them: to the first op (in time) with their External id,
+    wherever it lies, or to no op."""
+    s = trace.slices
+    cat = category_values(s["cat"]).astype(str)
+    name = category_values(s["name"]).astype(str)
+    parent = s["parent"].to_numpy(np.int64)
+    dur = s["dur"].to_numpy(np.int64)
+    transparent = np.isin(cat, TB_ANNOTATION_CATEGORIES) | ~np.isin(cat, TB_KNOWN_CATEGORIES)
+    node = ~transparent | np.isin(name, TB_COLLECTIVE_NAMES)
+    node |= pd.Series(name).str.startswith(INPUT_ANNOTATION).to_numpy(bool)
+    has = parent >= 0
+    ts = s["ts"].to_numpy(np.int64)
+    direct = _children_time(parent, np.ones(len(s), bool), ts, ts + dur)  # what self subtracts
+    up = np.full(len(s), -1, np.int64)  # each node's nearest enclosing node
+    for i in np.flatnonzero(node & has):
+        p = parent[i]
+        while p >= 0 and not node[p]:
+            p = parent[p]
+        up[i] = p
+    runtime = category_values(s["kind"]).astype(str) == "runtime"
+    # The plugin ties a runtime call to the first op (in time) with its External id,
+    # wherever it lies, instead of to the op it is nested in (id 0 or no such op: none).
+    eid = s["external_id"].to_numpy(np.int64)
+    owners = np.flatnonzero(node & ~runtime & (eid > 0) & (trace.data.sides() != 1))
+    owners = owners[np.argsort(ts[owners], kind="stable")]
+    first = pd.Series(owners).groupby(eid[owners]).first()
+    rts = np.flatnonzero(runtime)
+    owner = first.reindex(eid[rts]).to_numpy()
+    tied = ~np.isnan(owner)
+    up[rts] = -1
+    up[rts[tied]] = owner[tied].astype(np.int64)
+    op = up >= 0
+    nearest = np.bincount(up[op], weights=dur[op], minlength=len(s))
+    gained = (direct - nearest).astype(np.int64)
+    keep = node & (gained != 0)
+    return pd.Series(gained[keep], index=name[keep]).groupby(level=0).sum()
 
 
 def step_reasons(trace: Trace, label: str) -> pd.DataFrame:

@@ -30,6 +30,7 @@ import pytest
 from tests.peers import explorer_figures as ef
 from tests.peers.allowed import allowed
 from tests.peers.conftest import Cache, trace_id, trace_params
+from tests.peers.peers import INPUT_ANNOTATION
 from tests.peers.test_hta import close, us
 
 
@@ -101,8 +102,15 @@ def test_step_costs(trace_path: Path, peers: Cache) -> None:
     else:
         mine["kernels"] = mine["compute"] + mine["communication"]
         figures.append(("Kernel+Communication", "kernels", ("kernel", "communication")))
-    if allowed("tb.dataloader", trace_id(trace_path)) is None:
-        figures.append(("DataLoader", "input", ("dataloader",)))
+    figures.append(("DataLoader", "input", ("dataloader",)))
+    if allowed("tb.dataloader", trace_id(trace_path)):
+        # Compared inside the plugin's input spans (enumerate(DataLoader)#...) only.
+        mine["input"] = _inside_each_step(trace, ours, mine, "host_input", INPUT_ANNOTATION)
+    if allowed("tb.communication_wrappers", trace_id(trace_path)):
+        # Compared inside the plugin's collectives (its gloo:*/nccl:* spans) only.
+        mine["communication"] = _inside_each_step(
+            trace, ours, mine, "host_comm", ef.TB_COLLECTIVE_NAMES
+        )
     bad = []
     for i in range(min(len(ours), len(theirs))):
         step = int(ours["step"].iloc[i])
@@ -113,6 +121,27 @@ def test_step_costs(trace_path: Path, peers: Cache) -> None:
             if not close(value, peer):
                 bad.append(f"step {step} {label}: Explorer {us(value)} vs the plugin {us(peer)}")
     assert not bad, "; ".join(bad[:8]) + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
+
+
+def _inside_each_step(
+    trace, ours: pd.DataFrame, mine: pd.DataFrame, reason: str, names: tuple[str, ...]
+) -> list[int]:
+    """Per step of ``mine``: ns of the breakdown's ``reason`` inside the slices whose names
+    start with one of ``names``, in Explorer's window of the step (0 for a partial step)."""
+    windows = ef.step_windows(trace).set_index("step").reindex(mine.index)
+    whole = set(ours["step"])
+    labels = ef.device_labels(trace) or ["host"]  # as _explorer_step_figures sums them
+    return [
+        sum(
+            ef.reason_inside(
+                trace, label, reason, ef.named_spans(trace, names, int(w["start"]), int(w["end"]))
+            )
+            for label in labels
+        )
+        if step in whole
+        else 0
+        for step, w in windows.iterrows()
+    ]
 
 
 def _recursive_names(trace) -> set[str]:
@@ -138,6 +167,7 @@ def test_operator_table(trace_path: Path, peers: Cache) -> None:
     recursive = _recursive_names(trace) if allowed("tb.operators.recursive_total", "*") else set()
     negative_ok = allowed("tb.operators.negative_self", "*") is not None
     unlinked = allowed("tb.operators.device_and_self", trace_id(trace_path)) is not None
+    unnested = allowed("tb.operators.op_tree_self", "*") is not None
     ops = ef.operators(trace)
     ops = (
         ops[ops["side"] == "host"]
@@ -149,6 +179,9 @@ def test_operator_table(trace_path: Path, peers: Cache) -> None:
             device_ns=("device_ns", "sum"),
         )
     )
+    if unnested:
+        gained = ef.tb_op_tree_self_moves(trace)
+        ops["self_ns"] += gained.reindex(ops.index, fill_value=0)
     bad = []
     for name, op in tb.ops.items():
         if name not in ops.index:
