@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from explorer.analysis.critical_path import CriticalPath
     from explorer.analysis.dependency_graph import DependencyGraph
     from explorer.analysis.finding import Finding
+    from explorer.plot import TracePlots
 
 
 class _ModelMember(Generic[T]):
@@ -87,6 +88,14 @@ class Trace:
         if name.startswith("_") or name == "data":  # ``data`` unset: not a trace yet
             raise AttributeError(name)
         return getattr(self.data, name)
+
+    @property
+    def plot(self) -> TracePlots:
+        """The trace's figures (``trace.plot.breakdown()``, ``.memory()``,
+        ``.critical_path()``): matplotlib figures a notebook shows inline."""
+        from explorer.plot import TracePlots
+
+        return TracePlots(self.data)
 
     # -- analyses ------------------------------------------------------------------------
     def steps(self, pattern: str | None = None) -> pd.DataFrame:
