@@ -28,12 +28,20 @@ MISSING = (
 )
 
 
-def require_matplotlib() -> None:
-    """Raise one clear line when matplotlib is missing (it is an optional extra)."""
+def matplotlib_available() -> bool:
+    """Whether the plots can be drawn here (the rich displays leave their charts out, and
+    say why, when not)."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ExplorerError(MISSING) from None
+        return False
+    return True
+
+
+def require_matplotlib() -> None:
+    """Raise one clear line when matplotlib is missing (it is an optional extra)."""
+    if not matplotlib_available():
+        raise ExplorerError(MISSING)
 
 
 class TracePlots:
@@ -94,4 +102,4 @@ class JobPlots:
         return heatmap_figure(self._doc)
 
 
-__all__ = ["MISSING", "JobPlots", "TracePlots", "require_matplotlib"]
+__all__ = ["MISSING", "JobPlots", "TracePlots", "matplotlib_available", "require_matplotlib"]

@@ -35,7 +35,7 @@ def figure_svg(fig: _MplFigure) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "explorer"}):
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg") :]
+    return text[text.index("<svg") :].strip()
 
 
 def time_unit(ns: float) -> tuple[float, str]:
