@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.analysis.critical_path import CriticalPath
-from explorer.palette import CRITICAL_PATH_COLORS, CRITICAL_PATH_LABELS, UNKNOWN
+from explorer.palette import CRITICAL_PATH_COLORS, CRITICAL_PATH_LABELS, KIND_COLORS, UNKNOWN
 from explorer.plot.figure import Figure, new_figure, time_unit
 from explorer.units import fmt_ns
 
@@ -19,7 +19,8 @@ NAME_CHARS = 48
 
 def critical_path_figure(cp: CriticalPath) -> Figure:
     """One horizontal bar of the path's categories (nonzero ones, in path order) and a
-    bar per top op (time it holds on the path)."""
+    bar per top op (time it holds on the path), coloured by the op's kind as on the
+    viewer's timeline."""
     ops = cp.top_ops.head(TOP_OPS)
     fig = new_figure(10.0, 2.2 + 0.32 * max(len(ops), 1))
     top, bottom = fig.subplots(2, 1, height_ratios=[1, max(len(ops), 1) * 0.6 + 0.6])
@@ -50,8 +51,8 @@ def critical_path_figure(cp: CriticalPath) -> Figure:
     names = [
         n if len(n) <= NAME_CHARS else n[: NAME_CHARS - 1] + "…" for n in ops["name"].astype(str)
     ]
-    bottom.barh(y, ops["ns"].to_numpy(np.int64) / o_scale, color=CRITICAL_PATH_COLORS["device_compute"],
-                gid="top_ops")  # fmt: skip
+    colors = [KIND_COLORS.get(str(k), UNKNOWN) for k in ops["kind"]]  # the op's kind's colour
+    bottom.barh(y, ops["ns"].to_numpy(np.int64) / o_scale, color=colors, gid="top_ops")
     bottom.set_yticks(y)
     bottom.set_yticklabels(names, fontsize=8)
     bottom.invert_yaxis()

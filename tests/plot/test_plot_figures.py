@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 
 import explorer
 from explorer.analysis.breakdown import CATEGORIES
 from explorer.analysis.steps import step_times
 from explorer.job import job_document
-from explorer.palette import CATEGORY_LABELS
+from explorer.palette import CATEGORY_LABELS, KIND_COLORS
 from explorer.plot import MISSING
 from explorer.plot.figure import Figure, byte_unit, time_unit
 from explorer.plot.memory import NO_MEMORY
@@ -138,6 +139,10 @@ def test_critical_path_bar_is_the_reports_composition() -> None:
     names = [t.get_text() for t in ops.get_yticklabels()]
     assert names == [o["name"] for o in cp["top_ops"][:10]]
     assert names[0] == "<built-in function sleep>"  # the loader's sleep holds the path
+    # Each op's bar has its kind's colour (the timeline's): the sleep is Python, the rest ops.
+    colors = [to_hex(p.get_facecolor()) for p in ops.patches]
+    assert colors == [KIND_COLORS[o["kind"]] for o in cp["top_ops"][:10]]
+    assert colors[0] == KIND_COLORS["python"] != colors[1]
     assert fig.get_suptitle().startswith(f"Critical path of {cp['scope']}")
 
 
@@ -158,6 +163,10 @@ def test_job_heatmap_is_the_job_reports_step_matrix(tmp_path: Path) -> None:
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[ranks.index(straggler)] == f"rank {straggler} (straggler)"
     assert sum("straggler" in x for x in labels) == 1
+    # A rank that lacks a step (a rank file cut short) is a blank cell, not a zero.
+    doc["step_matrix"][str(ranks[0])][-1] = None
+    cells = np.ma.getmaskarray(JobPlots(doc).heatmap().axes[0].get_images()[0].get_array())
+    assert cells.sum() == 1 and cells[0, -1]
 
 
 def test_a_figure_shows_itself_in_ipython() -> None:
