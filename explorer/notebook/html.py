@@ -38,9 +38,9 @@ def _chart(draw: Callable[[], Any], what: str) -> str:
     """The figure ``draw()`` makes as inline SVG, or a note when matplotlib is missing."""
     if not matplotlib_available():
         return f"<p class='note'>(No {escape(what)} chart: {escape(MISSING)}.)</p>"
-    from explorer.plot.figure import figure_svg
+    from explorer.plot.figure import figure_html
 
-    return f"<div class='chart' data-chart='{escape(what)}'>{figure_svg(draw())}</div>"
+    return f"<div class='chart' data-chart='{escape(what)}'>{figure_html(draw())}</div>"
 
 
 def _where(line: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ backend to choose: a figure made in a loop is freed like any object) and with a
 
 from __future__ import annotations
 
+import base64
 import io
 
 import matplotlib
@@ -36,6 +37,21 @@ def figure_svg(fig: _MplFigure) -> str:
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.index("<svg") :].strip()
+
+
+#: An inline SVG larger than this (a bar per step over thousands of steps) is embedded as
+#: a PNG instead: a notebook page stays light and the picture is the same.
+MAX_SVG_CHARS = 400_000
+
+
+def figure_html(fig: Figure) -> str:
+    """``fig`` inline in HTML: its SVG (text stays text), or a PNG data URI when the SVG
+    would exceed :data:`MAX_SVG_CHARS`. Nothing to fetch either way."""
+    svg = figure_svg(fig)
+    if len(svg) <= MAX_SVG_CHARS:
+        return svg
+    png = base64.b64encode(fig._repr_png_()).decode("ascii")
+    return f"<img alt='chart' src='data:image/png;base64,{png}'>"
 
 
 def time_unit(ns: float) -> tuple[float, str]:

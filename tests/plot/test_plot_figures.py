@@ -7,6 +7,7 @@ report API) or the job report document: a chart that drifts from the report fail
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -193,3 +194,17 @@ def test_without_matplotlib_a_plot_says_what_to_install() -> None:
     ).stdout  # fmt: skip
     assert out.strip() == MISSING
     assert "pip install 'explorer[notebook]'" in MISSING
+
+
+def test_a_chart_too_big_for_inline_svg_is_embedded_as_png(monkeypatch: pytest.MonkeyPatch) -> None:
+    from explorer.plot import figure
+
+    fig = explorer.load(SLOW_LOADER).plot.breakdown()
+    svg = figure.figure_html(fig)
+    assert svg.startswith("<svg") and "Step time by category" in svg
+    monkeypatch.setattr(figure, "MAX_SVG_CHARS", len(svg) - 1)
+    img = figure.figure_html(fig)
+    prefix = "<img alt='chart' src='data:image/png;base64,"
+    assert img.startswith(prefix)
+    png = base64.b64decode(img[len(prefix) : img.index("'", len(prefix))])
+    assert png == fig._repr_png_()
