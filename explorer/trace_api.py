@@ -13,6 +13,7 @@ methods are thin: each calls the pure function in ``explorer.analysis`` that doe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pandas as pd
@@ -126,9 +127,10 @@ class Trace:
 
     def findings(self) -> Findings:
         """Ranked findings (what costs time, why, which line, what to do)."""
-        from explorer.analysis.findings import findings
+        from explorer.analysis.findings import findings, no_finding_sentence
 
-        return Findings(findings(self.data))
+        found = findings(self.data)
+        return Findings(found, none="" if found else no_finding_sentence(self.data))
 
     def report(self, step: int | None = None, top: int = 10) -> Report:
         """The report (``explorer report``): ``str(report)`` is its text, ``.document`` its
@@ -177,12 +179,17 @@ class Trace:
 
 class Findings(list["Finding"]):
     """``trace.findings()``: the ranked :class:`~explorer.analysis.finding.Finding` list,
-    which a notebook shows with each finding's time lost, steps, lines and fix."""
+    which a notebook shows with each finding's time lost, steps, lines and fix (``none``:
+    the sentence shown when the list is empty, which says what was looked for)."""
+
+    def __init__(self, found: Iterable[Finding] = (), none: str = "") -> None:
+        super().__init__(found)
+        self.none = none
 
     def _repr_html_(self) -> str:
         from explorer.notebook import findings_html
 
-        return findings_html([f.to_dict() for f in self])
+        return findings_html([f.to_dict() for f in self], none=self.none)
 
 
 class Report:

@@ -180,3 +180,22 @@ def test_the_displayed_chart_draws_the_breakdown_the_analysis_returns() -> None:
         want.astype({"category": str}),
     )
     assert list(steps["step"]) == list(trace.steps()["step"])
+
+
+def test_no_findings_say_what_was_looked_for() -> None:
+    trace = explorer.load(CNN)
+    found = trace.findings()
+    assert found == []
+    html = _html(found)
+    assert "Findings (0, ranked by time lost)" in html
+    assert escape(trace.report().document["no_finding"]) in html
+    assert "No problem found" in html
+
+
+def test_a_window_of_steps_shows_those_steps() -> None:
+    window = explorer.load(SLOW_LOADER).window_of_steps(1, 2)
+    doc = window.report().document
+    assert [s["step"] for s in doc["steps"]] == [1, 2]
+    html = _html(window)
+    assert f"2 step(s), mean {fmt_ns(doc['summary']['mean_step_ns'])}" in html
+    assert "Step time by category — host" in _chart(html, "breakdown")
