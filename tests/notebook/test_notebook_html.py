@@ -8,6 +8,7 @@ and nothing is fetched.
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -15,13 +16,16 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from IPython.core.formatters import DisplayFormatter
 
 import explorer
+from explorer.job_api import Job
 from explorer.notebook.html import report_breakdown
-from explorer.plot import MISSING
+from explorer.plot import MISSING, JobPlots
+from explorer.plot.figure import time_unit
 from explorer.units import fmt_ns
 from tests.conftest import ROOT, SAMPLE_TRACES
 
@@ -124,8 +128,15 @@ def test_a_diff_of_two_real_gpu_traces(shared_traces: Path) -> None:
     assert "a (before)" in svg and "b (after)" in svg
 
 
-def test_a_job_shows_the_straggler_its_line_and_the_heatmap(tmp_path: Path) -> None:
-    job = explorer.load_job(SAMPLE_TRACES / "ddp_4rank_slow_input", workers=2, store=tmp_path)
+@pytest.fixture(scope="module")
+def sample_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """The sample 4-rank job, analysed once for this module (a Dask cluster per job)."""
+    store = tmp_path_factory.mktemp("job-store")
+    return explorer.load_job(SAMPLE_TRACES / "ddp_4rank_slow_input", workers=2, store=store)
+
+
+def test_a_job_shows_the_straggler_its_line_and_the_heatmap(sample_job: Job) -> None:
+    job = sample_job
     doc = job.document
     m = job.step_matrix
     assert list(m.index) == sorted(int(r) for r in doc["step_matrix"])
@@ -199,3 +210,24 @@ def test_a_window_of_steps_shows_those_steps() -> None:
     html = _html(window)
     assert f"2 step(s), mean {fmt_ns(doc['summary']['mean_step_ns'])}" in html
     assert "Step time by category — host" in _chart(html, "breakdown")
+
+
+def test_job_heatmap_is_the_job_reports_step_matrix(sample_job: Job) -> None:
+    doc = copy.deepcopy(sample_job.document)
+    fig = sample_job.plot.heatmap()
+    ax = fig.axes[0]
+    (image,) = ax.get_images()
+    cells = np.ma.filled(image.get_array(), np.nan)
+    ranks = sorted(int(r) for r in doc["step_matrix"])
+    assert cells.shape == (len(ranks), len(doc["steps"])) == (4, 5)
+    scale, _ = time_unit(max(v for row in doc["step_matrix"].values() for v in row if v))
+    want = np.array([doc["step_matrix"][str(r)] for r in ranks], dtype=float)
+    np.testing.assert_allclose(cells * scale, want, rtol=1e-12)
+    straggler = doc["straggler"]["rank"]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[ranks.index(straggler)] == f"rank {straggler} (straggler)"
+    assert sum("straggler" in x for x in labels) == 1
+    # A rank that lacks a step (a rank file cut short) is a blank cell, not a zero.
+    doc["step_matrix"][str(ranks[0])][-1] = None
+    cells = np.ma.getmaskarray(JobPlots(doc).heatmap().axes[0].get_images()[0].get_array())
+    assert cells.sum() == 1 and cells[0, -1]

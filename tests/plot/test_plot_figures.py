@@ -21,7 +21,6 @@ from matplotlib.container import BarContainer
 import explorer
 from explorer.analysis.breakdown import CATEGORIES
 from explorer.analysis.steps import step_times
-from explorer.job import job_document
 from explorer.palette import CATEGORY_LABELS, KIND_COLORS
 from explorer.plot import MISSING
 from explorer.plot.figure import Figure, byte_unit, time_unit
@@ -145,29 +144,6 @@ def test_critical_path_bar_is_the_reports_composition() -> None:
     assert colors == [KIND_COLORS[o["kind"]] for o in cp["top_ops"][:10]]
     assert colors[0] == KIND_COLORS["python"] != colors[1]
     assert fig.get_suptitle().startswith(f"Critical path of {cp['scope']}")
-
-
-def test_job_heatmap_is_the_job_reports_step_matrix(tmp_path: Path) -> None:
-    doc = job_document(str(SAMPLE_TRACES / "ddp_4rank_slow_input"), workers=2, store=tmp_path)
-    from explorer.plot import JobPlots
-
-    fig = JobPlots(doc).heatmap()
-    ax = fig.axes[0]
-    (image,) = ax.get_images()
-    cells = np.ma.filled(image.get_array(), np.nan)
-    ranks = sorted(int(r) for r in doc["step_matrix"])
-    assert cells.shape == (len(ranks), len(doc["steps"])) == (4, 5)
-    scale, _ = time_unit(max(v for row in doc["step_matrix"].values() for v in row if v))
-    want = np.array([doc["step_matrix"][str(r)] for r in ranks], dtype=float)
-    np.testing.assert_allclose(cells * scale, want, rtol=1e-12)
-    straggler = doc["straggler"]["rank"]
-    labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[ranks.index(straggler)] == f"rank {straggler} (straggler)"
-    assert sum("straggler" in x for x in labels) == 1
-    # A rank that lacks a step (a rank file cut short) is a blank cell, not a zero.
-    doc["step_matrix"][str(ranks[0])][-1] = None
-    cells = np.ma.getmaskarray(JobPlots(doc).heatmap().axes[0].get_images()[0].get_array())
-    assert cells.sum() == 1 and cells[0, -1]
 
 
 def test_a_figure_shows_itself_in_ipython() -> None:
