@@ -26,7 +26,7 @@ from explorer.plot import MISSING
 from explorer.plot.figure import Figure, byte_unit, time_unit
 from explorer.plot.memory import NO_MEMORY
 from explorer.report import document, render
-from explorer.units import fmt_bytes
+from explorer.units import fmt_bytes, fmt_ns
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 SLOW_LOADER = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
@@ -184,3 +184,17 @@ def test_a_chart_too_big_for_inline_svg_is_embedded_as_png(monkeypatch: pytest.M
     assert img.startswith(prefix)
     png = base64.b64decode(img[len(prefix) : img.index("'", len(prefix))])
     assert png == fig._repr_png_()
+
+
+def test_critical_path_of_one_step_is_that_steps_path() -> None:
+    trace = explorer.load(SLOW_LOADER)
+    cp = trace.critical_path(step=2)
+    fig = trace.plot.critical_path(step=2)
+    top = fig.axes[0]
+    assert fig.get_suptitle() == f"Critical path of step 2: {fmt_ns(cp.length_ns)}"
+    scale, _ = time_unit(cp.length_ns)
+    widths = {p.get_gid(): p.get_width() * scale for p in top.patches}
+    want = {f"path:{r.category}": int(r.ns) for r in cp.summary.itertuples() if r.ns}
+    assert widths.keys() == want.keys()
+    for gid, ns in want.items():
+        assert widths[gid] == pytest.approx(ns, rel=1e-12)
