@@ -19,10 +19,10 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from os import PathLike
 
-    from explorer.analysis.diff import TraceDiff
-
     # For type checkers: calling the package is calling this function (same signature).
     from explorer.collect.session import collect as collect
+    from explorer.job_api import Job
+    from explorer.trace_api import Diff
 
 
 def load(
@@ -67,11 +67,41 @@ def load_ranks(
     }
 
 
-def diff(a: Trace, b: Trace) -> TraceDiff:
+def diff(a: Trace, b: Trace) -> Diff:
     """What changed between two runs (see :func:`explorer.analysis.diff.diff`)."""
     from explorer.analysis.diff import diff as _diff
+    from explorer.trace_api import Diff
 
-    return _diff(a.data, b.data)
+    return Diff(_diff(a.data, b.data))
+
+
+def load_job(
+    run: str | PathLike[str],
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    store: str | PathLike[str] | None = None,
+    use_cache: bool = True,
+    step_pattern: str | None = None,
+) -> Job:
+    """A whole job — a directory of per-rank traces, a TensorBoard dir with several workers
+    or a glob — analysed as ``explorer report RUN_DIR`` does (the ranks on Dask, the joins
+    in DuckDB): its report document, the rank × step matrix, ``job.plot.heatmap()``."""
+    from pathlib import Path
+
+    from explorer.job import job_document
+    from explorer.job_api import Job
+
+    return Job(
+        job_document(
+            str(run),
+            scheduler=scheduler,
+            workers=workers,
+            store=None if store is None else Path(store),
+            use_cache=use_cache,
+            step_pattern=step_pattern,
+        )
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -100,5 +130,6 @@ __all__ = [
     "collect",
     "diff",
     "load",
+    "load_job",
     "load_ranks",
 ]

@@ -79,5 +79,31 @@ CRITICAL_PATH_COLORS: dict[str, str] = {
     "idle_gap": _GREY,
 }
 
+#: What people read for each breakdown category (the labels beside those colours in a
+#: legend; the reports' tables say the same words).
+CATEGORY_LABELS: dict[str, str] = {
+    "compute": "compute",
+    "data_movement": "data movement",
+    "communication": "communication",
+    "host_bound": "host-bound idle",
+    "sync_stall": "sync stall",
+    "compile": "compile",
+    "other_idle": "other idle",
+}
+
+#: What people read for each critical-path category.
+CRITICAL_PATH_LABELS: dict[str, str] = {
+    "host_compute": "host compute",
+    "compile": "compile",
+    "input": "input (loader)",
+    "host_runtime": "host runtime",
+    "launch_overhead": "launch overhead",
+    "device_compute": "device compute",
+    "data_movement": "data movement",
+    "communication": "communication",
+    "sync_wait": "sync wait",
+    "idle_gap": "idle gaps",
+}
+
 #: Colour of anything not in the tables above.
 UNKNOWN = "#999999"

@@ -13,6 +13,7 @@ methods are thin: each calls the pure function in ``explorer.analysis`` that doe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pandas as pd
@@ -24,7 +25,9 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from explorer.analysis.critical_path import CriticalPath
     from explorer.analysis.dependency_graph import DependencyGraph
+    from explorer.analysis.diff import TraceDiff
     from explorer.analysis.finding import Finding
+    from explorer.plot import TracePlots
 
 
 class _ModelMember(Generic[T]):
@@ -64,6 +67,11 @@ class Trace:
     def __repr__(self) -> str:
         return f"Trace({self.path!r}, {len(self)} slices)"
 
+    def _repr_html_(self) -> str:
+        """In a notebook a trace shows its report: headline, the per-step breakdown chart,
+        the top findings with their lines, the top source lines."""
+        return self.report()._repr_html_()
+
     # -- the model, read through (typed here; anything else through __getattr__) ----------
     slices = _ModelMember[pd.DataFrame]()
     tracks = _ModelMember[pd.DataFrame]()
@@ -88,6 +96,14 @@ class Trace:
             raise AttributeError(name)
         return getattr(self.data, name)
 
+    @property
+    def plot(self) -> TracePlots:
+        """The trace's figures (``trace.plot.breakdown()``, ``.memory()``,
+        ``.critical_path()``): matplotlib figures a notebook shows inline."""
+        from explorer.plot import TracePlots
+
+        return TracePlots(self.data)
+
     # -- analyses ------------------------------------------------------------------------
     def steps(self, pattern: str | None = None) -> pd.DataFrame:
         """Training steps: ``ProfilerStep#N`` annotations, else ``pattern``, else one step."""
@@ -109,11 +125,18 @@ class Trace:
 
         return breakdown(self.data, step=step)
 
-    def findings(self) -> list[Finding]:
+    def findings(self) -> Findings:
         """Ranked findings (what costs time, why, which line, what to do)."""
-        from explorer.analysis.findings import findings
+        from explorer.analysis.findings import findings, no_finding_sentence
 
-        return findings(self.data)
+        found = findings(self.data)
+        return Findings(found, none="" if found else no_finding_sentence(self.data))
+
+    def report(self, step: int | None = None, top: int = 10) -> Report:
+        """The report (``explorer report``): ``str(report)`` is its text, ``.document`` its
+        data (the JSON schema), and a notebook shows it with its charts. ``step``: that
+        step only; ``top``: how many findings and source lines."""
+        return Report(self.data, step=step, top=top)
 
     def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
         """The user line responsible for a slice: its own or an enclosing user frame, and
@@ -152,3 +175,89 @@ class Trace:
                 self.data, first_step, last_step, f"requested (steps {first_step}-{last_step})"
             )
         )
+
+
+class Findings(list["Finding"]):
+    """``trace.findings()``: the ranked :class:`~explorer.analysis.finding.Finding` list,
+    which a notebook shows with each finding's time lost, steps, lines and fix (``none``:
+    the sentence shown when the list is empty, which says what was looked for)."""
+
+    def __init__(self, found: Iterable[Finding] = (), none: str = "") -> None:
+        super().__init__(found)
+        self.none = none
+
+    def _repr_html_(self) -> str:
+        from explorer.notebook import findings_html
+
+        return findings_html([f.to_dict() for f in self], none=self.none)
+
+
+class Report:
+    """One trace's report: ``document`` is what every format renders (see
+    :func:`explorer.report.document`), ``render(format)`` one of them; ``str()`` is the
+    text report and a notebook shows the headline, the breakdown chart, the findings and
+    the source lines."""
+
+    __slots__ = ("data", "document", "step", "top")
+
+    def __init__(self, data: TraceData, step: int | None = None, top: int = 10) -> None:
+        from explorer.report import document
+
+        self.data = data
+        self.step = step
+        self.top = top
+        self.document: dict[str, Any] = document(data, step=step, top=top)
+
+    def render(self, format: str = "text") -> str:
+        """The report in ``format`` (text, markdown, json or html), as ``explorer report``."""
+        from explorer.report import render
+
+        return render(self.data, format, step=self.step, top=self.top)
+
+    def __str__(self) -> str:
+        return self.render("text")
+
+    def __repr__(self) -> str:
+        s = self.document["summary"]
+        return (
+            f"Report({self.data.path!r}, {s['steps']} steps, "
+            f"{self.document['findings_total']} findings)"
+        )
+
+    def _repr_html_(self) -> str:
+        from explorer.notebook import report_html
+
+        return report_html(self.document)
+
+
+class Diff:
+    """``explorer.diff(a, b)``: the :class:`~explorer.analysis.diff.TraceDiff` (``data``;
+    its tables read through: ``diff.steps``, ``diff.lines``...), whose ``str()`` is the
+    text of ``explorer diff`` and which a notebook shows with a chart."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: TraceDiff) -> None:
+        self.data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "data":
+            raise AttributeError(name)
+        return getattr(self.data, name)
+
+    def render(self, format: str = "text") -> str:
+        """The diff in ``format`` (text, markdown, json or html), as ``explorer diff``."""
+        from explorer.report.diff_render import render_diff
+
+        return render_diff(self.data, format)
+
+    def __str__(self) -> str:
+        return self.render("text")
+
+    def __repr__(self) -> str:
+        return f"Diff({self.data.a_path!r} -> {self.data.b_path!r})"
+
+    def _repr_html_(self) -> str:
+        from explorer.notebook import diff_html
+
+        return diff_html(self.data)
