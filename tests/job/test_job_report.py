@@ -97,7 +97,7 @@ def test_every_format_says_the_same(sample_doc: dict) -> None:
     for fmt in ("text", "markdown", "html"):
         assert "rank 2: input stall" in out[fmt]
         assert "Straggler: rank 2" in out[fmt]
-    assert out["html"].startswith("<!doctype html>")
+    assert out["html"].lower().startswith("<!doctype html>")  # one page writer for all
     assert "| rank |" in out["markdown"]
 
 

@@ -141,8 +141,12 @@ def test_step_and_top_options(traces: dict) -> None:
 
 def test_report_module_renders_without_analysis_in_renderers() -> None:
     """Renderers format the document only: none of them imports an analysis."""
-    pkg = Path(explorer.__file__).parent / "report"
-    for name in ("text.py", "markdown.py", "json_report.py", "html.py"):
+    from explorer.report.formats import FORMATS
+
+    pkg = Path(explorer.__file__).parent / "report" / "formats"
+    modules = sorted(p.name for p in pkg.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) == len(FORMATS) == 4  # one module per format, each registered
+    for name in [*modules, "__init__.py", "../document.py"]:
         src = (pkg / name).read_text()
         assert "explorer.analysis" not in src, name
 
@@ -151,14 +155,15 @@ def test_report_colours_are_the_palettes(traces: dict) -> None:
     """HTML and terminal reports colour categories from explorer.palette (the viewer's)."""
     from explorer.palette import CATEGORY_COLORS, CRITICAL_PATH_COLORS
     from explorer.report.critical_path_section import LABELS as PATH_LABELS
+    from explorer.report.formats.text import CATEGORY_COLOURS
     from explorer.report.sections import LABELS
-    from explorer.report.text import CATEGORY_COLOURS
 
     html = render(traces["input_stall"], "html")
     for cat, colour in CATEGORY_COLORS.items():
         assert f"background:{colour}'></i>{LABELS[cat]}" in html
     # the critical-path section: every category row it lists, in the palette's colour
-    path_rows = re.findall(r"background:(#[0-9a-f]{6})'></i> ([^<]+)</td>", html)
+    path_html = html.split("<section id='critical_path'>")[1]
+    path_rows = re.findall(r"background:(#[0-9a-f]{6})'></i> ([^<]+)</td>", path_html)
     path_labels = {label: cat for cat, label in PATH_LABELS.items()}
     assert path_rows and {path_labels[label] for _, label in path_rows} == set(CRITICAL_PATH_COLORS)
     for colour, label in path_rows:
