@@ -284,6 +284,9 @@ def _findings(doc: dict[str, Any], anchors: dict[str, str]) -> Section:
         fields = [
             Field("Time lost", f"{lost} on {f['device'] or '-'}, steps {step_range(f['steps'])}")
         ]
+        if f.get("predicted_saving_ns") is not None:  # what the what-if replay predicts
+            fields.append(Field("Saving", f"{fmt_ns(f['predicted_saving_ns'])} predicted "
+                                          "(what-if replay of the fix)"))  # fmt: skip
         fields += [
             Field("At", source(line), True, anchors.get(source(line), ""))
             for line in f["source_lines"][:5]

@@ -177,3 +177,23 @@ def test_report_colours_are_the_palettes(traces: dict) -> None:
             cube, key=lambda k: sum((x - y) ** 2 for x, y in zip(cube[k], rgb, strict=True))
         )
         assert cube[CATEGORY_COLOURS[cat]] == cube[nearest], cat
+
+
+def test_a_field_added_to_a_finding_shows_in_every_format(traces: dict) -> None:
+    """The document's construction is open to data other analyses add: a finding that
+    carries a predicted saving (the what-if replay's) shows it in every format, and the
+    JSON keeps it as it is."""
+    from explorer.report import render_document
+
+    doc = document(traces["input_stall"])
+    lost = doc["findings"][0]["time_lost_ns"]
+    doc["findings"][0]["predicted_saving_ns"] = lost // 2
+    from explorer.units import fmt_ns
+
+    for fmt in ("text", "markdown", "html"):
+        out = render_document(doc, fmt)
+        assert f"{fmt_ns(lost // 2)} predicted" in out, fmt
+    assert json.loads(render_document(doc, "json"))["findings"][0]["predicted_saving_ns"] == (
+        lost // 2
+    )
+    assert "predicted" not in render(traces["input_stall"], "text")  # absent: not shown
