@@ -4,6 +4,13 @@ CLI asks on a TTY).
 Lays out a :class:`~explorer.report.document.Document`; computes nothing but string
 widths. One table layout for every report: two spaces in, two between columns, numbers
 right-aligned.
+
+Why not ``rich`` (issue 27 item 11, weighed 2026-12-02 with rich 15): its tables wrap a
+cell at the terminal's width, so a long ``file.py:118 (function)`` breaks across lines
+that no longer copy, paste or grep; they pad every line with trailing spaces; and it would
+become a base dependency (today only import-linter, a test tool, pulls it in) costing
+every ``explorer report`` its import (49 ms of import time) to replace the twenty lines of
+:func:`_table`, the one table writer left. Colour stays the palette's own 256-colour codes.
 """
 
 from __future__ import annotations
