@@ -127,8 +127,13 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def load(binary: str, page: Path, width: int = WIDTH) -> Page:
-    """Open ``page`` in a fresh headless Chromium and report what it saw."""
+#: An A4 page's width in CSS pixels (210 mm at 96 dpi).
+A4_WIDTH = 794
+
+
+def load(binary: str, page: Path, width: int = WIDTH, media: str = "screen") -> Page:
+    """Open ``page`` in a fresh headless Chromium ``width`` pixels wide and report what it
+    saw; ``media="print"`` lays it out with the page's print stylesheet."""
     with tempfile.TemporaryDirectory(prefix="explorer-chromium-") as profile:
         b = _Browser(binary, profile)
         try:
@@ -138,6 +143,7 @@ def load(binary: str, page: Path, width: int = WIDTH) -> Page:
                 b.call(f"{domain}.enable", s)
             b.call("Emulation.setDeviceMetricsOverride", s, width=width, height=900,
                    deviceScaleFactor=1, mobile=False)  # fmt: skip
+            b.call("Emulation.setEmulatedMedia", s, media=media)
             b.call("Page.navigate", s, url=page.resolve().as_uri())
             b.wait_for("Page.loadEventFired")
             height = int(

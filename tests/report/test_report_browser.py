@@ -19,7 +19,7 @@ import pytest
 
 import explorer
 from explorer.report import render
-from tests.report.browser import find_chromium, load
+from tests.report.browser import A4_WIDTH, find_chromium, load
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,15 @@ def test_sample_report_draws_every_chart(
     # its finding's lines link to their rows in the source-lines table
     links = set(re.findall(r"<a href='#(line-\d+)'>", html))
     assert links and all(f"<tr id='{a}'>" in html for a in links)
-    assert "@media print" in html
+    # printed, every chart fits an A4 page's width and is still drawn
+    page_path = tmp_path / "report.html"
+    printed = load(chromium, page_path, width=A4_WIDTH, media="print")
+    assert printed.errors == [] and len(printed.charts) == len(charts)
+    pixels = _pixels(printed.png)
+    svgs = re.findall(r"<svg class='chart'.*?</svg>", html, flags=re.S)
+    for svg, box in zip(svgs, printed.charts, strict=True):
+        assert box["x"] >= 0 and box["x"] + box["width"] <= A4_WIDTH, box
+        _check_drawn(svg, box, pixels)
 
 
 @pytest.mark.parametrize(
