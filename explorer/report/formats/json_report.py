@@ -44,8 +44,9 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],
                  "timeline": {device: {"ts": [int], "allocated": [int], "reserved": [int]}}},
-      "critical_path": {...},         # when the critical-path analysis is installed:
-                                      # its to_dict(), or {"error": str}
+      "critical_path": {...},         # the critical-path analysis' to_dict(), plus "segments"
+                                      # (the first 200), "segments_total", "slices_total" and
+                                      # "longest_segments" (the 10 longest, in path order)
       "window": null | {              # a report of some steps only (--step-range, or what
                                       # fits in memory): which, of how many, and why
           "first_step": int, "last_step": int, "steps": int, "whole_steps": int,
