@@ -106,7 +106,9 @@ class Chart:
 
     ``kind``: ``"bars"`` (one stacked bar per :class:`Bar`, height = its total; the per-step
     breakdown), ``"composition"`` (one bar of 100% split into ``bars[0]``'s segments; what
-    the critical path is made of) or ``"curve"`` (``series`` over ``xs``; memory over time).
+    the critical path is made of), ``"curve"`` (``series`` over ``xs``; memory over time) or
+    ``"heatmap"`` (``grid[row][column]`` shaded by value, ``None`` for no value, with
+    ``row_labels``, ``column_labels`` and ``grid_tips``; a job's step time by rank).
     ``x_labels``/``y_labels``: the formatted ends of the axes (first, last / top)."""
 
     kind: str
@@ -118,6 +120,10 @@ class Chart:
     y_label: str = ""
     legend: list[tuple[str, str]] = field(default_factory=list)
     """(label, colour) of what the colours mean."""
+    grid: list[list[float | None]] = field(default_factory=list)
+    grid_tips: list[list[str]] = field(default_factory=list)
+    row_labels: list[str] = field(default_factory=list)
+    column_labels: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
-from explorer.report.document import Document, Section, Table
+from explorer.report.document import Chart, Document, Section, Table
 from explorer.units import fmt_bytes, fmt_ns
 
 #: Rank × step matrix: at most this many step columns (the first ones).
@@ -162,16 +162,27 @@ def _matrix(doc: dict[str, Any]) -> Section:
     if len(doc["steps"]) > len(steps):
         lines.append(f"First {len(steps)} of {len(doc['steps'])} steps.")
     late = doc["straggler"]["rank"] if doc["straggler"] else None
-    rows = []
+    rows, grid, tips = [], [], []
     for r, durs in list(doc["step_matrix"].items())[:MAX_RANK_ROWS]:
         label = f"{r} (straggler)" if late is not None and int(r) == late else r
         rows.append([label, *["" if d is None else fmt_ns(d) for d in durs[: len(steps)]]])
+        grid.append([None if d is None else float(d) for d in durs[: len(steps)]])
+        tips.append([f"rank {r}, step {s}: {c}" for s, c in zip(steps, rows[-1][1:], strict=True)])
     header = ["rank", *[f"step {s}" for s in steps]]
+    heat = Chart(
+        "heatmap",
+        "",
+        grid=grid,
+        grid_tips=tips,
+        row_labels=[f"rank {row[0]}" for row in rows],
+        column_labels=[f"step {s}" for s in steps],
+    )
     return Section(
         "step_matrix",
         "Step time by rank",
         lead=lines,
         tables=_table(header, rows, set(range(1, len(steps) + 1))),
+        charts=[heat] if grid else [],
     )
 
 

@@ -138,6 +138,8 @@ def _chart(c: Chart) -> str:
         return head + _composition(c) + legend
     if c.kind == "curve":
         return head + _curve(c) + legend
+    if c.kind == "heatmap":
+        return head + _heatmap(c) + legend
     raise ValueError(f"no HTML for a chart of kind {c.kind!r}")
 
 
@@ -234,3 +236,44 @@ def _curve(c: Chart) -> str:
         f"<text x='{w}' y='{top_pad + h + 16}' font-size='11' text-anchor='end'>{escape(c.x_labels[1])}</text>",
     ]  # fmt: skip
     return _svg("curve", w + 10, top_pad + h + 24, c.title, inner)
+
+
+#: The heatmap's shades run from the lightest to this colour (the longest cell).
+HEAT = (216, 52, 43)
+
+
+def _shade(v: float, top: float) -> str:
+    """White-ish for 0, :data:`HEAT` for ``top``."""
+    f = 0.12 + 0.88 * (v / top if top else 0.0)
+    r, g, b = (round(255 + (c - 255) * f) for c in HEAT)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def _heatmap(c: Chart) -> str:
+    """One cell per (row, column), shaded by its value; an empty cell for no value."""
+    if not c.grid:
+        return ""
+    cw, ch, left, top_pad = 56, 20, 110, 18
+    cols = max(len(r) for r in c.grid)
+    top = max((v for r in c.grid for v in r if v is not None), default=0.0)
+    inner = [
+        f"<text x='{left + k * cw + cw / 2:.0f}' y='{top_pad - 5}' font-size='10' "
+        f"text-anchor='middle'>{escape(label)}</text>"
+        for k, label in enumerate(c.column_labels[:cols])
+    ]
+    for i, row in enumerate(c.grid):
+        y = top_pad + i * ch
+        label = c.row_labels[i] if i < len(c.row_labels) else ""
+        inner.append(
+            f"<text x='{left - 6}' y='{y + ch - 6}' font-size='11' text-anchor='end'>"
+            f"{escape(label)}</text>"
+        )
+        for k, v in enumerate(row):
+            if v is None:
+                continue
+            tip = c.grid_tips[i][k] if i < len(c.grid_tips) and k < len(c.grid_tips[i]) else ""
+            inner.append(
+                f"<rect x='{left + k * cw}' y='{y}' width='{cw - 2}' height='{ch - 2}' "
+                f"fill='{_shade(v, top)}'><title>{escape(tip)}</title></rect>"
+            )
+    return _svg("heatmap", left + cols * cw + 10, top_pad + len(c.grid) * ch + 6, c.title, inner)
