@@ -79,7 +79,10 @@ def _check_drawn(svg: str, box: dict, pixels: np.ndarray) -> None:
 
 def _report_in_browser(chromium: str, trace_path: Path, tmp_path: Path) -> tuple[str, list]:
     """Render ``trace_path``'s HTML report, open it, check it; its HTML and chart boxes."""
-    html = render(explorer.load(trace_path).data, "html")
+    return _page_in_browser(chromium, render(explorer.load(trace_path).data, "html"), tmp_path)
+
+
+def _page_in_browser(chromium: str, html: str, tmp_path: Path) -> tuple[str, list]:
     page_path = tmp_path / "report.html"
     page_path.write_text(html, encoding="utf-8")
     page = load(chromium, page_path)
@@ -139,3 +142,16 @@ def test_shared_trace_reports_draw_their_charts(
     _, charts = _report_in_browser(chromium, shared_traces / name, tmp_path)
     kinds = {c["kind"] for c in charts}
     assert {"bars", "composition"} <= kinds
+
+
+def test_job_report_draws_its_step_matrix(
+    chromium: str, sample_traces: Path, tmp_path: Path, qapp: object
+) -> None:
+    from explorer.job import job_document
+    from explorer.job.render import render as render_job
+
+    doc = job_document(
+        str(sample_traces / "ddp_4rank_slow_input"), store=tmp_path / "store", workers=2
+    )
+    _, charts = _page_in_browser(chromium, render_job(doc, "html"), tmp_path)
+    assert [c["kind"] for c in charts] == ["heatmap"]
