@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import explorer
     from explorer.job import is_job
-    from explorer.report import document, render
+    from explorer.report import document, render_document
     from explorer.report.fail_on import evaluate, parse
 
     if is_job(args.trace):
@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         and sys.stdout.isatty()
         and "NO_COLOR" not in os.environ
     )
-    text = render(data, format=args.format, step=args.step, top=args.top, color=color)
+    doc = document(data, step=args.step, top=args.top)  # one document: the report and --fail-on
+    text = render_document(doc, args.format, color)
     if to_file:
         out = atomic_write(
             args.output,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     if not rules:
         return 0
-    fired = evaluate(rules, document(data, step=args.step, top=args.top))
+    fired = evaluate(rules, doc)
     for msg in fired:
         print(f"explorer: FAIL {msg}", file=sys.stderr)
     return 1 if fired else 0

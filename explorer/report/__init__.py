@@ -1,10 +1,12 @@
-"""The headless report: one document of analysis results, rendered in four formats.
+"""The headless report: one document of analysis results, rendered in every format.
 
 :func:`document` runs the analyses and gathers their results into plain data (the JSON
-schema in :mod:`explorer.report.json_report`); :func:`render` hands that document to one
-renderer module per format (``text``, ``markdown``, ``json``, ``html``). Renderers only
-format: every number they show is already in the document, so the four formats always
-agree with each other and with ``trace.findings()``/``trace.breakdown()``.
+schema in :mod:`explorer.report.formats.json_report`), the critical path included;
+:func:`explorer.report.sections.trace_report` turns that data into the typed
+:class:`~explorer.report.document.Document` that the job report and the diff build too,
+and :mod:`explorer.report.formats` renders it, one module per format. Renderers only
+format: every number they show is already in the document, so the formats always agree
+with each other and with ``trace.findings()``/``trace.breakdown()``.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from explorer.analysis.steps import (
     step_times,
     window_of_steps,
 )
-from explorer.errors import UsageError
 from explorer.report import critical_path_section as cps
-from explorer.report import html, json_report, markdown, text
+from explorer.report import formats
+from explorer.report.sections import trace_report
 from explorer.trace.model import TraceData
 
 SCHEMA_VERSION = 2
-FORMATS: tuple[str, ...] = ("text", "markdown", "json", "html")
+FORMATS: tuple[str, ...] = formats.FORMATS
 #: Memory curves are thinned to at most this many points per device for the report.
 MEMORY_POINTS = 600
 
@@ -115,6 +117,10 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         "memory": _memory(trace),
         "window": _window(trace),
     }
+    # Without --step, the steps the rest of the report covers (--steps REGEX or
+    # ProfilerStep#N), not the whole file. Memoised on the trace.
+    cp = critical_path(trace, step, all_steps=True)
+    doc["critical_path"] = _whole_ids(trace, cps.to_dict(cp), "slices")
     return doc
 
 
@@ -247,21 +253,14 @@ def render(
     top: int = 10,
     color: bool = False,
 ) -> str:
-    """The report of ``trace`` as a string in ``format`` (text, markdown, json or html)."""
-    if format not in FORMATS:
-        raise UsageError(f"unknown report format {format!r} (choose from {', '.join(FORMATS)})")
-    doc = document(trace, step=step, top=top)
-    # Without --step, the steps the rest of the report covers (--steps REGEX or
-    # ProfilerStep#N), not the whole file. Memoised: every format rendered shares it.
-    cp = critical_path(trace, step, all_steps=True)
-    doc["critical_path"] = _whole_ids(trace, cps.to_dict(cp), "slices")
-    if format == "text":
-        return text.render(doc, color=color, critical_path=cps.render_text(cp))
-    if format == "markdown":
-        return markdown.render(doc, critical_path=cps.render_markdown(cp))
-    if format == "json":
-        return json_report.render(doc)
-    return html.render(doc, critical_path=cps.render_html(cp))
+    """The report of ``trace`` as a string in ``format`` (one of :data:`FORMATS`)."""
+    formats.check_format(format)
+    return render_document(document(trace, step=step, top=top), format, color)
 
 
-__all__ = ["FORMATS", "SCHEMA_VERSION", "document", "render"]
+def render_document(doc: dict[str, Any], format: str = "text", color: bool = False) -> str:
+    """A report document (:func:`document`) as a string in ``format``: layout only."""
+    return formats.render(trace_report(doc), format, color)
+
+
+__all__ = ["FORMATS", "SCHEMA_VERSION", "document", "render", "render_document"]

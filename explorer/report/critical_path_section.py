@@ -1,16 +1,14 @@
-"""The critical-path section of a report, in every report format.
-
-Reads a :class:`~explorer.analysis.critical_path.CriticalPath` and computes nothing but
-shares of numbers already in it. The report puts the returned text under its own
-"Critical path" heading.
+"""The critical-path section of a report: :func:`to_dict` turns the analysis into the
+report document's ``critical_path`` (the JSON report's), and :func:`section` builds the
+section every format renders from that data alone, computing nothing but shares.
 """
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from explorer.palette import CRITICAL_PATH_COLORS
+from explorer.report.document import Bar, Chart, Section, Segment, Table
 from explorer.report.sections import pct
 from explorer.units import fmt_ns
 
@@ -30,7 +28,6 @@ LABELS: dict[str, str] = {
 COLOURS: dict[str, str] = CRITICAL_PATH_COLORS  # the one palette (explorer/palette.py)
 #: Rows of the ops, lines and segment tables each format shows.
 TOP = 10
-BAR = 30
 #: Slice ids a report's JSON lists (the path of a million-event trace can be long).
 MAX_SLICES = 10_000
 
@@ -49,129 +46,99 @@ def to_dict(cp: Any) -> dict[str, Any]:
         for r in cp.segments.head(200).itertuples()
     ]
     d["segments_total"] = int(len(cp.segments))
+    # The longest segments of the whole path, in path order (the section's "where it runs").
+    d["longest_segments"] = [
+        {"label": str(r.label), "start_ns": int(r.start_ns), "end_ns": int(r.end_ns),
+         "ns": int(r.ns), "top_op": str(r.top_op)}
+        for r in cp.segments.nlargest(TOP, "ns").sort_values("start_ns").itertuples()
+    ]  # fmt: skip
     d["slices_total"] = len(d["slices"])
     d["slices"] = d["slices"][:MAX_SLICES]  # a report stays readable; exports take all
     return d
 
 
-def _headline(cp: Any) -> str:
-    where = cp.scope
-    if cp.length_ns == 0:
+def _headline(d: dict[str, Any]) -> str:
+    where = d["scope"]
+    if d["length_ns"] == 0:
         return f"No critical path in {where}: it has no slices on host threads or device streams."
-    top = max(zip(cp.summary["ns"], cp.summary["category"], strict=True))
+    top = max((ns, cat) for cat, ns in d["summary"].items())
     return (
-        f"Critical path of {where}: {fmt_ns(cp.length_ns)} "
-        f"(from {fmt_ns(cp.start_ns)} to {fmt_ns(cp.end_ns)}); "
-        f"most of it is {LABELS[top[1]]} ({pct(top[0], cp.length_ns).strip()}). "
+        f"Critical path of {where}: {fmt_ns(d['length_ns'])} "
+        f"(from {fmt_ns(d['start_ns'])} to {fmt_ns(d['end_ns'])}); "
+        f"most of it is {LABELS[top[1]]} ({pct(top[0], d['length_ns']).strip()}). "
         "Only work on this path shortens the step."
     )
 
 
-def _source(r: Any) -> str:
-    fn = f" ({r.function})" if r.function else ""
-    return f"{r.file}:{r.line}{fn}"
+def _source(r: dict[str, Any]) -> str:
+    fn = f" ({r['function']})" if r["function"] else ""
+    return f"{r['file']}:{r['line']}{fn}"
 
 
-def render_text(cp: Any) -> str:
-    """Aligned columns for the terminal."""
-    out = [_headline(cp)]
-    if cp.length_ns == 0:
-        return out[0] + "\n"
-    out.append("")
-    for r in cp.summary.itertuples():
-        share = r.ns / cp.length_ns
-        bar = "#" * round(share * BAR)
-        out.append(
-            f"  {LABELS[r.category]:<16} {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {bar}"
-        )
-    if len(cp.top_ops):
-        out += ["", "  Ops on the path (time they hold on it):"]
-        for r in cp.top_ops.head(TOP).itertuples():
-            out.append(
-                f"  {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {r.name[:70]}  [{r.kind}, x{r.count}]"
-            )
-    if len(cp.top_lines):
-        out += ["", "  Source lines on the path:"]
-        for r in cp.top_lines.head(TOP).itertuples():
-            out.append(f"  {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {_source(r)}")
-    if len(cp.segments):
-        out += ["", f"  Where it runs ({len(cp.segments)} segments, longest first):"]
-        for r in cp.segments.nlargest(TOP, "ns").sort_values("start_ns").itertuples():
-            out.append(
-                f"  {fmt_ns(r.start_ns):>10} +{fmt_ns(r.ns):<10} {r.label[:40]:<40} {str(r.top_op)[:50]}"
-            )
-    return "\n".join(out) + "\n"
+def _where_title(n: int) -> str:
+    return "Where it runs (1 segment)" if n == 1 else f"Where it runs ({n} segments, longest first)"
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown(cp: Any) -> str:
-    """GitHub-flavoured Markdown tables (for PR comments and CI summaries)."""
-    out = [_headline(cp)]
-    if cp.length_ns == 0:
-        return out[0] + "\n"
-    out += ["", "| category | time | share |", "|---|---:|---:|"]
-    for r in cp.summary.itertuples():
-        out.append(f"| {LABELS[r.category]} | {fmt_ns(r.ns)} | {pct(r.ns, cp.length_ns).strip()} |")
-    if len(cp.top_ops):
-        out += ["", "| op on the path | kind | count | time | share |", "|---|---|---:|---:|---:|"]
-        for r in cp.top_ops.head(TOP).itertuples():
-            out.append(
-                f"| `{_md(r.name[:90])}` | {r.kind} | {r.count} | {fmt_ns(r.ns)} | {pct(r.ns, cp.length_ns).strip()} |"
-            )
-    if len(cp.top_lines):
-        out += ["", "| source line | time | share |", "|---|---:|---:|"]
-        for r in cp.top_lines.head(TOP).itertuples():
-            out.append(
-                f"| `{_md(_source(r))}` | {fmt_ns(r.ns)} | {pct(r.ns, cp.length_ns).strip()} |"
-            )
-    return "\n".join(out) + "\n"
-
-
-def render_html(cp: Any) -> str:
-    """A self-contained fragment: headline, a stacked bar of the categories, tables."""
-    out = [f"<p>{escape(_headline(cp))}</p>"]
-    if cp.length_ns == 0:
-        return out[0]
-    bar = []
-    for r in cp.summary.itertuples():
-        if r.ns:
-            w = 100.0 * r.ns / cp.length_ns
-            bar.append(
-                f"<div title='{escape(LABELS[r.category])}: {fmt_ns(r.ns)}' "
-                f"style='display:inline-block;height:14px;width:{w:.3f}%;background:{COLOURS[r.category]}'></div>"
-            )
-    out.append("<div style='width:100%;white-space:nowrap;font-size:0'>" + "".join(bar) + "</div>")
-    rows = "".join(
-        f"<tr><td><i style='display:inline-block;width:10px;height:10px;background:{COLOURS[r.category]}'></i> "
-        f"{escape(LABELS[r.category])}</td><td class='n'>{fmt_ns(r.ns)}</td>"
-        f"<td class='n'>{pct(r.ns, cp.length_ns).strip()}</td></tr>"
-        for r in cp.summary.itertuples()
+def section(d: dict[str, Any]) -> Section:
+    """The section of the report's ``critical_path`` (:func:`to_dict`): the headline, what
+    the path is made of (a bar of the whole where the medium draws), the ops and source
+    lines that hold it, and where it runs."""
+    lead = [_headline(d)]
+    if d["length_ns"] == 0:
+        return Section("critical_path", "Critical path", lead=lead)
+    length = d["length_ns"]
+    cats = list(d["summary"].items())
+    composition = Table(
+        ["category", "time", "share"],
+        [[LABELS[c], fmt_ns(ns), pct(ns, length).strip()] for c, ns in cats],
+        frozenset({1, 2}),
+        shares=[ns / length for _, ns in cats],
+        colours=[COLOURS[c] for c, _ in cats],
     )
-    out.append(
-        f"<table><tr><th>category</th><th class='n'>time</th><th class='n'>share</th></tr>{rows}</table>"
-    )
-    if len(cp.top_ops):
-        rows = "".join(
-            f"<tr><td><code>{escape(r.name[:120])}</code></td><td>{escape(r.kind)}</td>"
-            f"<td class='n'>{r.count}</td><td class='n'>{fmt_ns(r.ns)}</td>"
-            f"<td class='n'>{pct(r.ns, cp.length_ns).strip()}</td></tr>"
-            for r in cp.top_ops.head(TOP).itertuples()
-        )
-        out.append(
-            "<h3>Ops on the path</h3><table><tr><th>op</th><th>kind</th><th class='n'>count</th>"
-            f"<th class='n'>time</th><th class='n'>share</th></tr>{rows}</table>"
-        )
-    if len(cp.top_lines):
-        rows = "".join(
-            f"<tr><td><code>{escape(_source(r))}</code></td><td class='n'>{fmt_ns(r.ns)}</td>"
-            f"<td class='n'>{pct(r.ns, cp.length_ns).strip()}</td></tr>"
-            for r in cp.top_lines.head(TOP).itertuples()
-        )
-        out.append(
-            "<h3>Source lines on the path</h3><table><tr><th>line</th><th class='n'>time</th>"
-            f"<th class='n'>share</th></tr>{rows}</table>"
-        )
-    return "\n".join(out)
+    tables = [composition]
+    if d["top_ops"]:
+        tables.append(
+            Table(
+                ["op", "kind", "count", "time", "share"],
+                [[r["name"][:90], r["kind"], str(r["count"]), fmt_ns(r["ns"]),
+                  pct(r["ns"], length).strip()] for r in d["top_ops"][:TOP]],
+                frozenset({2, 3, 4}),
+                code=frozenset({0}),
+                title="Ops on the path (time they hold on it)",
+            )
+        )  # fmt: skip
+    if d["top_lines"]:
+        tables.append(
+            Table(
+                ["line", "time", "share"],
+                [[_source(r), fmt_ns(r["ns"]), pct(r["ns"], length).strip()]
+                 for r in d["top_lines"][:TOP]],
+                frozenset({1, 2}),
+                code=frozenset({0}),
+                title="Source lines on the path",
+            )
+        )  # fmt: skip
+    longest = d.get("longest_segments") or []
+    if longest:
+        tables.append(
+            Table(
+                ["start", "length", "where", "top op"],
+                [[fmt_ns(s["start_ns"]), fmt_ns(s["ns"]), s["label"][:40], str(s["top_op"])[:50]]
+                 for s in longest],
+                frozenset({0, 1}),
+                title=_where_title(int(d["segments_total"])),
+            )
+        )  # fmt: skip
+    chart = Chart(
+        "composition",
+        "What the path is made of",
+        bars=[
+            Bar(
+                "path",
+                [Segment(COLOURS[c], float(ns), f"{LABELS[c]}: {fmt_ns(ns)} "
+                         f"({pct(ns, length).strip()})") for c, ns in cats if ns > 0],
+            )
+        ],
+        legend=[(LABELS[c], COLOURS[c]) for c, ns in cats if ns > 0],
+    )  # fmt: skip
+    return Section("critical_path", "Critical path", lead=lead, tables=tables, charts=[chart])

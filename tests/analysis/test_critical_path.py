@@ -231,14 +231,19 @@ def test_report_section_in_every_format(shared_traces: Path) -> None:
     # Without --step the path covers the trace's steps (here the one ProfilerStep#100).
     step = trace.steps().iloc[0]
     assert (cp.start_ns, cp.end_ns) == (step["start_ns"], step["end_ns"])
-    text = cps.render_text(cp)
-    assert text.startswith(f"Critical path of step {step['step']}: {fmt_ns(step['dur_ns'])}")
+    # The section is built from the report document's data, then laid out by each format.
+    from explorer.report.document import Document
+    from explorer.report.formats import render as render_doc
+
+    alone = Document("path", sections=[cps.section(cps.to_dict(cp))])
+    text = render_doc(alone, "text")
+    assert f"Critical path of step {step['step']}: {fmt_ns(step['dur_ns'])}" in text
     assert "spin_kernel" in text and "device compute" in text
-    md = cps.render_markdown(cp)
+    md = render_doc(alone, "markdown")
     dev = int(cp.summary.set_index("category")["ns"]["device_compute"])
     assert f"| device compute | {fmt_ns(dev)} | {pct(dev, cp.length_ns).strip()} |" in md
-    html = cps.render_html(cp)
-    assert "<table>" in html and "<script" not in html
+    html = render_doc(alone, "html")
+    assert "<table>" in html and "<script" not in html and "data-chart='composition'" in html
     d = json.loads(json.dumps(cps.to_dict(cp)))
     assert d["length_ns"] == step["dur_ns"] and sum(d["summary"].values()) == d["length_ns"]
     assert sum(s["ns"] for s in d["segments"]) == d["length_ns"]

@@ -4,6 +4,7 @@ scenario pairs with known injected changes, and through the ``explorer diff`` co
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -222,3 +223,20 @@ def test_source_lines_are_labelled_by_where_they_ran_and_counted_with_their_time
         has_count = lines[f"{side}_count"] > 0
         has_time = lines[f"{side}_ns_per_step"] > 0
         assert (has_count == has_time).all(), side
+
+
+def test_every_format_renders_the_diff_from_one_document(sample_traces: Path) -> None:
+    """The diff is a report document like the others: every format lays out the same
+    tables; the finding that went away is marked good, and the JSON is the diff's data."""
+    from explorer.report import FORMATS
+
+    a = explorer.load(sample_traces / "cpu_slow_dataloader.pt.trace.json.gz")
+    b = explorer.load(sample_traces / "cpu_cnn.pt.trace.json.gz")
+    d = diff(a.data, b.data)
+    out = {fmt: render_diff(d, fmt) for fmt in FORMATS}
+    assert json.loads(out["json"]) == json.loads(json.dumps(d.to_dict()))
+    assert "<tr class='good'><td>disappeared</td><td>input_stall</td>" in out["html"]
+    assert "| disappeared | input_stall |" in out["markdown"]
+    assert re.search(r"^  disappeared +input_stall ", out["text"], flags=re.M)
+    for fmt in ("text", "markdown", "html"):
+        assert "Findings" in out[fmt] and "Operators (time per step)" in out[fmt]

@@ -5,6 +5,7 @@ here straight from the traces."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,11 @@ def test_every_format_says_the_same(sample_doc: dict) -> None:
     for fmt in ("text", "markdown", "html"):
         assert "rank 2: input stall" in out[fmt]
         assert "Straggler: rank 2" in out[fmt]
-    assert out["html"].startswith("<!doctype html>")
+    assert out["html"].lower().startswith("<!doctype html>")  # one page writer for all
+    # the HTML page draws the step matrix: one shaded cell per rank and step with a time
+    (heat,) = re.findall(r"<svg class='chart' data-chart='heatmap'.*?</svg>", out["html"])
+    cells = [d for row in sample_doc["step_matrix"].values() for d in row if d is not None]
+    assert heat.count("<rect") == len(cells) > 0
     assert "| rank |" in out["markdown"]
 
 

@@ -141,8 +141,12 @@ def test_step_and_top_options(traces: dict) -> None:
 
 def test_report_module_renders_without_analysis_in_renderers() -> None:
     """Renderers format the document only: none of them imports an analysis."""
-    pkg = Path(explorer.__file__).parent / "report"
-    for name in ("text.py", "markdown.py", "json_report.py", "html.py"):
+    from explorer.report.formats import FORMATS
+
+    pkg = Path(explorer.__file__).parent / "report" / "formats"
+    modules = sorted(p.name for p in pkg.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) == len(FORMATS) == 4  # one module per format, each registered
+    for name in [*modules, "__init__.py", "../document.py"]:
         src = (pkg / name).read_text()
         assert "explorer.analysis" not in src, name
 
@@ -151,14 +155,15 @@ def test_report_colours_are_the_palettes(traces: dict) -> None:
     """HTML and terminal reports colour categories from explorer.palette (the viewer's)."""
     from explorer.palette import CATEGORY_COLORS, CRITICAL_PATH_COLORS
     from explorer.report.critical_path_section import LABELS as PATH_LABELS
+    from explorer.report.formats.text import CATEGORY_COLOURS
     from explorer.report.sections import LABELS
-    from explorer.report.text import CATEGORY_COLOURS
 
     html = render(traces["input_stall"], "html")
     for cat, colour in CATEGORY_COLORS.items():
         assert f"background:{colour}'></i>{LABELS[cat]}" in html
     # the critical-path section: every category row it lists, in the palette's colour
-    path_rows = re.findall(r"background:(#[0-9a-f]{6})'></i> ([^<]+)</td>", html)
+    path_html = html.split("<section id='critical_path'>")[1]
+    path_rows = re.findall(r"background:(#[0-9a-f]{6})'></i> ([^<]+)</td>", path_html)
     path_labels = {label: cat for cat, label in PATH_LABELS.items()}
     assert path_rows and {path_labels[label] for _, label in path_rows} == set(CRITICAL_PATH_COLORS)
     for colour, label in path_rows:
@@ -172,3 +177,23 @@ def test_report_colours_are_the_palettes(traces: dict) -> None:
             cube, key=lambda k: sum((x - y) ** 2 for x, y in zip(cube[k], rgb, strict=True))
         )
         assert cube[CATEGORY_COLOURS[cat]] == cube[nearest], cat
+
+
+def test_a_field_added_to_a_finding_shows_in_every_format(traces: dict) -> None:
+    """The document's construction is open to data other analyses add: a finding that
+    carries a predicted saving (the what-if replay's) shows it in every format, and the
+    JSON keeps it as it is."""
+    from explorer.report import render_document
+
+    doc = document(traces["input_stall"])
+    lost = doc["findings"][0]["time_lost_ns"]
+    doc["findings"][0]["predicted_saving_ns"] = lost // 2
+    from explorer.units import fmt_ns
+
+    for fmt in ("text", "markdown", "html"):
+        out = render_document(doc, fmt)
+        assert f"{fmt_ns(lost // 2)} predicted" in out, fmt
+    assert json.loads(render_document(doc, "json"))["findings"][0]["predicted_saving_ns"] == (
+        lost // 2
+    )
+    assert "predicted" not in render(traces["input_stall"], "text")  # absent: not shown

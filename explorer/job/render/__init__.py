@@ -1,18 +1,16 @@
-"""Renderers of the job report document: one module per format, one shared section list
-(:mod:`explorer.job.render.sections`); JSON is the document itself."""
+"""The job report in every report format: :mod:`explorer.job.render.sections` builds the
+report :class:`~explorer.report.document.Document` from the job document and
+:mod:`explorer.report.formats` renders it (JSON is the job document itself)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from explorer.job.render import html, markdown, text
+from explorer.job.render.sections import job_report
+from explorer.report import formats
 
-FORMATS: tuple[str, ...] = ("text", "markdown", "json", "html")
+FORMATS: tuple[str, ...] = formats.FORMATS
 
 
 def render(doc: dict[str, Any], format: str = "text") -> str:
-    if format == "json":
-        return json.dumps(doc, indent=1) + "\n"
-    renderer = {"text": text.render, "markdown": markdown.render, "html": html.render}[format]
-    return renderer(doc)
+    return formats.render(job_report(doc), format)

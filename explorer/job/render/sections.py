@@ -1,17 +1,19 @@
-"""The job report's one section list: every renderer formats these, none computes.
+"""The job report's one section list, as the report :class:`~explorer.report.document.
+Document` every report builds: the formats of :mod:`explorer.report.formats` render it,
+none computes.
 
-A :class:`Section` is a heading, a few lines of prose and at most one table of strings;
-:func:`sections` builds them from the job document (:mod:`explorer.job.document`), so text,
-Markdown and HTML always show the same numbers.
+:func:`sections` builds the sections — a heading, a few lines of prose and a table of
+strings each — from the job document (:mod:`explorer.job.document`), so every format shows
+the same numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
+from explorer.report.document import Chart, Document, Section, Table
 from explorer.units import fmt_bytes, fmt_ns
 
 #: Rank × step matrix: at most this many step columns (the first ones).
@@ -20,15 +22,6 @@ MAX_STEP_COLUMNS = 12
 TOP_COLLECTIVES = 15
 #: Ranks listed one by one (a 1,000-rank job lists its worst by wait caused).
 MAX_RANK_ROWS = 64
-
-
-@dataclass
-class Section:
-    title: str
-    lines: list[str] = field(default_factory=list)
-    header: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    numeric: set[int] = field(default_factory=set)  # columns to right-align
 
 
 def where(c: dict[str, Any]) -> str:
@@ -90,12 +83,24 @@ def sections(doc: dict[str, Any]) -> list[Section]:
         _collectives(doc),
     ]
     if doc["warnings"]:
-        out.append(Section("Warnings", lines=list(doc["warnings"])))
+        out.append(Section("warnings", "Warnings", lead=list(doc["warnings"])))
     return out
 
 
 def title(doc: dict[str, Any]) -> str:
     return f"Explorer job report — {doc['run']}"
+
+
+def job_report(doc: dict[str, Any]) -> Document:
+    """The job report of ``doc`` (:func:`explorer.job.job_document`) as a document."""
+    return Document(
+        title="Explorer job report", subject=str(doc["run"]), sections=sections(doc), data=doc
+    )
+
+
+def _table(header: list[str], rows: list[list[str]], numeric: set[int]) -> list[Table]:
+    """The section's one table (none when it has no rows)."""
+    return [Table(header, rows, frozenset(numeric))] if rows else []
 
 
 def _overview(doc: dict[str, Any]) -> Section:
@@ -117,13 +122,15 @@ def _overview(doc: dict[str, Any]) -> Section:
         lines.insert(1, str(sentence))
     if doc["synthetic"]:
         lines.insert(0, "SYNTHETIC: these traces were generated, not measured.")
-    return Section("Summary", lines=lines)
+    return Section("summary", "Summary", lead=lines)
 
 
 def _straggler(doc: dict[str, Any]) -> Section:
     s = doc["straggler"]
     if s is None:
-        return Section("Straggler", lines=["None: the ranks arrive at their collectives together."])
+        return Section(
+            "straggler", "Straggler", lead=["None: the ranks arrive at their collectives together."]
+        )
     steps = ", ".join(str(x) for x in s["steps"]) or "none on its own"
     start = doc["summary"].get("startup_steps") or []
     apart = (
@@ -132,58 +139,72 @@ def _straggler(doc: dict[str, Any]) -> Section:
         if start
         else ""
     )
-    sec = Section(
+    rows = [
+        [c["title"], fmt_ns(c["rank_ns_per_step"]), fmt_ns(c["others_ns_per_step"]),
+         fmt_ns(c["excess_ns_per_step"]), where(c)]
+        for c in s["causes"]
+    ]  # fmt: skip
+    return Section(
+        "straggler",
         f"Straggler: rank {s['rank']}",
-        lines=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"],
-        header=["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
-        numeric={1, 2, 3},
+        lead=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"],
+        tables=_table(
+            ["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
+            rows,
+            {1, 2, 3},
+        ),
     )
-    for c in s["causes"]:
-        sec.rows.append(
-            [c["title"], fmt_ns(c["rank_ns_per_step"]), fmt_ns(c["others_ns_per_step"]),
-             fmt_ns(c["excess_ns_per_step"]), where(c)]
-        )  # fmt: skip
-    return sec
 
 
 def _matrix(doc: dict[str, Any]) -> Section:
     steps = doc["steps"][:MAX_STEP_COLUMNS]
-    sec = Section(
-        "Step time by rank",
-        header=["rank", *[f"step {s}" for s in steps]],
-        numeric=set(range(1, len(steps) + 1)),
-    )
+    lines = []
     if len(doc["steps"]) > len(steps):
-        sec.lines.append(f"First {len(steps)} of {len(doc['steps'])} steps.")
+        lines.append(f"First {len(steps)} of {len(doc['steps'])} steps.")
     late = doc["straggler"]["rank"] if doc["straggler"] else None
+    rows, grid, tips = [], [], []
     for r, durs in list(doc["step_matrix"].items())[:MAX_RANK_ROWS]:
         label = f"{r} (straggler)" if late is not None and int(r) == late else r
-        sec.rows.append([label, *["" if d is None else fmt_ns(d) for d in durs[: len(steps)]]])
-    return sec
+        rows.append([label, *["" if d is None else fmt_ns(d) for d in durs[: len(steps)]]])
+        grid.append([None if d is None else float(d) for d in durs[: len(steps)]])
+        tips.append([f"rank {r}, step {s}: {c}" for s, c in zip(steps, rows[-1][1:], strict=True)])
+    header = ["rank", *[f"step {s}" for s in steps]]
+    heat = Chart(
+        "heatmap",
+        "",
+        grid=grid,
+        grid_tips=tips,
+        row_labels=[f"rank {row[0]}" for row in rows],
+        column_labels=[f"step {s}" for s in steps],
+    )
+    return Section(
+        "step_matrix",
+        "Step time by rank",
+        lead=lines,
+        tables=_table(header, rows, set(range(1, len(steps) + 1))),
+        charts=[heat] if grid else [],
+    )
 
 
 def _ranks(doc: dict[str, Any]) -> Section:
-    sec = Section(
-        "Ranks",
-        lines=[
-            "Late / step: the rank's own time (outside collective waits) beyond the other "
-            "ranks', median over steps: what the others typically wait for it.",
-            "Comm hidden: the share of the rank's communication time during which compute "
-            "ran too (on the host: on another thread).",
-            "Clock offset: how much each rank's clock was shifted to align collective ends "
-            "(ranks on one machine share its clock and are shifted together).",
-        ],
-        header=["rank", "step time", "waits / step", "late / step",
-                "clock offset", "compute", "communication", "comm hidden", "top finding"],
-        numeric={1, 2, 3, 4, 5, 6, 7},
-    )  # fmt: skip
+    lines = [
+        "Late / step: the rank's own time (outside collective waits) beyond the other "
+        "ranks', median over steps: what the others typically wait for it.",
+        "Comm hidden: the share of the rank's communication time during which compute "
+        "ran too (on the host: on another thread).",
+        "Clock offset: how much each rank's clock was shifted to align collective ends "
+        "(ranks on one machine share its clock and are shifted together).",
+    ]
+    header = ["rank", "step time", "waits / step", "late / step",
+              "clock offset", "compute", "communication", "comm hidden", "top finding"]  # fmt: skip
+    rows = []
     ranks = sorted(doc["ranks"], key=lambda r: -r["late_ns_per_step"])[:MAX_RANK_ROWS]
     for r in sorted(ranks, key=lambda r: r["rank"]):
         total = max(r["total_ns"], 1)
         n = max(r["steps"], 1)  # per step: a sum over steps is no step time
         bd = r["breakdown"]
         top = r["top_findings"][0] if r["top_findings"] else None
-        sec.rows.append(
+        rows.append(
             [str(r["rank"]), fmt_ns(r["total_ns"] / n),
              f"{fmt_ns(r['wait_ns'] / n)} ({100 * r['wait_ns'] / total:.0f}%)",
              fmt_ns(max(r["late_ns_per_step"], 0)), fmt_ns(r["clock_offset_ns"]),
@@ -192,39 +213,43 @@ def _ranks(doc: dict[str, Any]) -> Section:
              f"{100 * r['comm_overlap_ns'] / r['comm_ns']:.0f}%" if r["comm_ns"] else "",
              "" if top is None else f"{top['kind']} {fmt_ns(top['time_lost_ns'])}"]
         )  # fmt: skip
-    return sec
+    return Section("ranks", "Ranks", lead=lines, tables=_table(header, rows, {1, 2, 3, 4, 5, 6, 7}))
 
 
 def _by_op(doc: dict[str, Any]) -> Section:
     c = doc["collectives"]
-    sec = Section(
+    rows = [
+        [r["op"], str(r["count"]), fmt_bytes(r["bytes"]) if r["bytes"] else "?",
+         fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"])]
+        for r in c["by_op"]
+    ]  # fmt: skip
+    return Section(
+        "collectives_by_op",
         "Collectives by operation",
-        lines=[f"{c['matched']} matched across ranks, {c['unmatched']} seen on one rank only."],
-        header=["op", "count", "bytes", "time (all ranks)", "waiting", "moving data"],
-        numeric={1, 2, 3, 4, 5},
+        lead=[f"{c['matched']} matched across ranks, {c['unmatched']} seen on one rank only."],
+        tables=_table(
+            ["op", "count", "bytes", "time (all ranks)", "waiting", "moving data"],
+            rows,
+            {1, 2, 3, 4, 5},
+        ),
     )
-    for r in c["by_op"]:
-        sec.rows.append(
-            [r["op"], str(r["count"]), fmt_bytes(r["bytes"]) if r["bytes"] else "?",
-             fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"])]
-        )  # fmt: skip
-    return sec
 
 
 def _collectives(doc: dict[str, Any]) -> Section:
-    rows = sorted(doc["collectives"]["rows"], key=lambda r: -r["caused_wait_ns"])[:TOP_COLLECTIVES]
-    sec = Section(
-        "Collectives that made ranks wait most",
-        header=["op", "step", "bytes", "skew", "time", "wait (mean)", "transfer", "last in",
-                "bus bw"],
-        numeric={1, 2, 3, 4, 5, 6, 8},
-    )  # fmt: skip
-    for r in sorted(rows, key=lambda r: r["start_ns"]):
+    top = sorted(doc["collectives"]["rows"], key=lambda r: -r["caused_wait_ns"])[:TOP_COLLECTIVES]
+    rows = []
+    for r in sorted(top, key=lambda r: r["start_ns"]):
         bw = r["busbw_gbps"]
-        sec.rows.append(
+        rows.append(
             [r["op"], "" if r["step"] is None else str(r["step"]),
              fmt_bytes(r["bytes"]) if r["bytes"] > 0 else "?", fmt_ns(r["skew_ns"]),
              fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"]),
              f"rank {r['last_rank']}", "" if bw is None else f"{bw:.3g} GB/s"]
         )  # fmt: skip
-    return sec
+    header = ["op", "step", "bytes", "skew", "time", "wait (mean)", "transfer", "last in",
+              "bus bw"]  # fmt: skip
+    return Section(
+        "collectives",
+        "Collectives that made ranks wait most",
+        tables=_table(header, rows, {1, 2, 3, 4, 5, 6, 8}),
+    )

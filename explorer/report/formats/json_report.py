@@ -1,4 +1,5 @@
-"""The JSON report: the report document itself, serialised. Versioned schema below.
+"""The JSON format: a report's data itself, serialised. The trace report's versioned schema
+is below (the job report's is ``docs/job_report_schema.md``; a diff's is ``TraceDiff.to_dict``).
 
 Schema version 2 (``schema_version: 2``; a field is only ever added within a version;
 version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it always counted)::
@@ -43,8 +44,9 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
                      "copy_bytes", "fallback_count", "sync_count", "count"}],
       "memory": {"peaks": [{"device": str, "peak_bytes": int, "ts": int}],
                  "timeline": {device: {"ts": [int], "allocated": [int], "reserved": [int]}}},
-      "critical_path": {...},         # when the critical-path analysis is installed:
-                                      # its to_dict(), or {"error": str}
+      "critical_path": {...},         # the critical-path analysis' to_dict(), plus "segments"
+                                      # (the first 200), "segments_total", "slices_total" and
+                                      # "longest_segments" (the 10 longest, in path order)
       "window": null | {              # a report of some steps only (--step-range, or what
                                       # fits in memory): which, of how many, and why
           "first_step": int, "last_step": int, "steps": int, "whole_steps": int,
@@ -65,10 +67,16 @@ from typing import Any
 
 import numpy as np
 
+from explorer.report.document import Document
 
-def render(doc: dict[str, Any]) -> str:
-    """The document as indented JSON (numpy scalars, if any slipped in, become numbers)."""
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=_default) + "\n"
+NAME = "json"
+ORDER = 2
+
+
+def render(document: Document, color: bool = False) -> str:
+    """The document's data as indented JSON (numpy scalars, if any slipped in, become
+    numbers); ``color`` is ignored."""
+    return json.dumps(document.data, indent=2, ensure_ascii=False, default=_default) + "\n"
 
 
 def _default(v: Any) -> Any:
