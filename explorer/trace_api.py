@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from explorer.analysis.critical_path import CriticalPath
     from explorer.analysis.dependency_graph import DependencyGraph
     from explorer.analysis.finding import Finding
+    from explorer.analysis.whatif import WhatIf
 
 
 class _ModelMember(Generic[T]):
@@ -109,11 +110,30 @@ class Trace:
 
         return breakdown(self.data, step=step)
 
-    def findings(self) -> list[Finding]:
-        """Ranked findings (what costs time, why, which line, what to do)."""
+    def findings(self, predict: bool = False) -> list[Finding]:
+        """Ranked findings (what costs time, why, which line, what to do). ``predict``:
+        each with ``predicted_saving_ns`` (what its fix saves, by replaying the dependency
+        graph without it), ranked by that."""
         from explorer.analysis.findings import findings
 
-        return findings(self.data)
+        found = findings(self.data)
+        if predict:
+            from explorer.analysis.whatif import predict_savings
+
+            found = predict_savings(self.data, found)
+        return found
+
+    def what_if(
+        self, remove: list[str] | tuple[str, ...] = (), scale: dict[str, float] | None = None
+    ) -> WhatIf:
+        """Each step's time if the slices ``remove`` names were gone and those ``scale``
+        names took their factor of the time (``{"aten::mm": 0.5, "stream 7": 0.8}``), by
+        replaying the dependency graph; with the new critical path. A selector is a
+        finding kind (``"input_stall"``: what its fix removes), ``"stream N"`` or a slice
+        name."""
+        from explorer.analysis.whatif import what_if
+
+        return what_if(self.data, remove=remove, scale=scale)
 
     def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
         """The user line responsible for a slice: its own or an enclosing user frame, and
