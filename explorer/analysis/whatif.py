@@ -1,8 +1,7 @@
 """What if it were fixed? Replay the dependency graph with chosen slices removed or sped up.
 
 The replay keeps every dependency the trace records (a thread's own order, launches, stream
-order, syncs, events, forward -> backward, data, the runtime lock; not the inferred
-hand-offs, :data:`~explorer.analysis.graph.edges.INFERRED_TYPES`) and moves each point (the
+order, syncs, events, forward -> backward, data, the runtime lock) and moves each point (the
 start or end of a slice) to the earliest time they allow:
 
     t'(v) = max over the edges u -> v of  t'(u) + w'(u -> v)
@@ -11,8 +10,12 @@ What each edge keeps, ``w'``:
 
 - a slice's own time (``duration``, ``nest``, ``sibling``) is work: it is kept, times the
   slice's factor (0 when removed) — except the own time of a call that waits (a sync call, a
-  launch blocked on a full queue: the graph's ``sync``/``queue`` edges end there), which is
-  as long as the wait makes it;
+  launch blocked on a full queue: the graph's ``sync``/``queue`` edges end there) and a
+  waiting stretch (``backward()`` while the autograd engine's thread runs, a step while
+  gloo's threads run its collectives: a ``handback`` edge ends it, see
+  :mod:`~explorer.analysis.graph.thread_edges`), which are as long as the wait makes them.
+  The hand-back is then the dependency (the ``handoff`` into the work elsewhere is none:
+  that work runs on its own chain);
 - of the other edges into a point (gaps on a thread, launch delays, stream gaps, waits) the
   one that set the point's time — the latest ``t(u) + m`` with ``m`` the work above — keeps
   its recorded time: that is the point's *lead time* (idle time on a thread that no
@@ -53,7 +56,8 @@ from explorer.analysis.classify import classes
 from explorer.analysis.critical_path import SCIPY_INIT_BYTES, CriticalPath, owners, path_through
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
 from explorer.analysis.finding import Finding
-from explorer.analysis.graph.edges import EDGE_TYPES, INFERRED_TYPES
+from explorer.analysis.graph.edges import EDGE_TYPES
+from explorer.analysis.graph.host_edges import launch_call_mask
 from explorer.analysis.steps import attributed_windows, steps
 from explorer.errors import UsageError
 from explorer.trace.memory_limits import ensure_room
@@ -67,12 +71,16 @@ FIX_CLASSES: dict[str, str] = {
     "sync_stall": "host_sync",
     "compile": "compile",
 }
+#: Kinds whose fix takes host time away but runs the same device work: fewer or cheaper
+#: launches (CUDA graphs, fusion), runtime calls out of the hot loop.
+FIX_KEEPS_DEVICE: frozenset[str] = frozenset({"launch_bound", "runtime_stall"})
 #: A finding whose predicted saving is under this share of its time lost says why.
 OVERLAP_NOTE_SHARE = 0.5
 
 _OWN = tuple(EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling"))
 _WAITS = tuple(EDGE_TYPES.index(t) for t in ("sync", "queue", "cross_stream"))
-_INFERRED = tuple(EDGE_TYPES.index(t) for t in INFERRED_TYPES)
+_HANDOFF = EDGE_TYPES.index("handoff")
+_HANDBACK = EDGE_TYPES.index("handback")
 
 
 @dataclass(frozen=True)
@@ -159,8 +167,9 @@ def replay_graph(
     src, dst = e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)
     w = e["weight"].to_numpy(np.int64)
     removed = factor == 0
-    # Hand-offs are no dependency; a removed wait waits for nothing.
-    keep = ~np.isin(code, _INFERRED) & ~(np.isin(code, _WAITS) & removed[dst])
+    # A hand-off into work elsewhere is no dependency (that work runs on its own chain); a
+    # removed wait waits for nothing.
+    keep = (code != _HANDOFF) & ~(np.isin(code, _WAITS) & removed[dst])
     u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
     v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
     t = np.empty(2 * len(nodes), np.int64)
@@ -172,6 +181,11 @@ def replay_graph(
     blocked[dst[np.isin(code, _WAITS[:2])]] = True
     mine = own & (owner >= 0)
     work = mine & ~blocked[np.maximum(owner, 0)]
+    # A waiting stretch (a hand-back ends it: the thread recorded nothing while another
+    # worked) is no work of its own either: it ends when what it waited for lets it.
+    joined = np.zeros(len(t), bool)
+    joined[v[code == _HANDBACK]] = True
+    work &= ~joined[v]
     m = np.where(work, w, 0)
     # Per point, the kept edge that set its time: the latest t(u) + m (the first on ties).
     k = np.flatnonzero(keep)
@@ -334,6 +348,7 @@ def resolve(trace: TraceData, selector: str, factor: float) -> Change:
         mask = fix_mask(trace, sel)
         if not mask.any():
             raise UsageError(f"{sel}: the trace has no {sel.replace('_', ' ')} to remove")
+        return Change(sel, factor, reach(trace, mask, sel not in FIX_KEEPS_DEVICE))
     elif stream is not None:
         on = trace.on_device() & (trace.slices["stream"].to_numpy(np.int64) == int(stream[1]))
         if not on.any():
@@ -363,9 +378,12 @@ def resolve(trace: TraceData, selector: str, factor: float) -> Change:
     return Change(sel, factor, reach(trace, mask))
 
 
-def reach(trace: TraceData, mask: np.ndarray) -> np.ndarray:
-    """``mask``, everything nested under a slice in it, and the device work they launched."""
+def reach(trace: TraceData, mask: np.ndarray, launched: bool = True) -> np.ndarray:
+    """``mask``, everything nested under a slice in it, and (``launched``) the device work
+    they launched."""
     out = trace.inherit_down(mask, keep=mask)
+    if not launched:
+        return out
     src = launcher(trace)
     dev = np.flatnonzero(src >= 0)
     out[dev] |= out[src[dev]]
@@ -374,10 +392,14 @@ def reach(trace: TraceData, mask: np.ndarray) -> np.ndarray:
 
 def fix_mask(trace: TraceData, kind: str) -> np.ndarray:
     """The slices a fix of finding ``kind`` removes (see :data:`FIX_CLASSES`; other kinds:
-    the evidence of the trace's findings of that kind)."""
+    the launch calls of a launch-bound trace; the evidence of the trace's findings of that
+    kind)."""
     if kind in FIX_CLASSES:
         out: np.ndarray = getattr(classes(trace), FIX_CLASSES[kind]).copy()
         return out
+    if kind == "launch_bound":  # the launch calls (one graph launch stands for many)
+        kinds = trace.slices["kind"]
+        return launch_call_mask(trace.slices["name"].array) & np.asarray(kinds == "runtime")
     from explorer.analysis.findings import findings
 
     out = np.zeros(len(trace.slices), bool)
@@ -403,11 +425,15 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         if f.kind == "memory" or f.time_lost_ns <= 0:
             f.predicted_saving_ns = 0
             continue
-        mask = fix_mask(trace, f.kind) if f.kind in FIX_CLASSES else _evidence_mask(n, f)
+        mask = (
+            fix_mask(trace, f.kind)
+            if f.kind in FIX_CLASSES or f.kind == "launch_bound"
+            else _evidence_mask(n, f)
+        )
         if not mask.any():
             mask = _evidence_mask(n, f)
         factor = np.ones(n)
-        factor[reach(trace, mask)] = 0.0
+        factor[reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)] = 0.0
         ts, end = replay_graph(graph, factor)
         table = _step_table(trace, graph, ts, end)
         if base is None:

@@ -243,6 +243,15 @@ def _findings(doc: dict[str, Any]) -> Section:
         fields = [
             ("Time lost", f"{lost} on {f['device'] or '-'}, steps {step_range(f['steps'])}", False)
         ]
+        if "predicted_saving_ns" in f:
+            note = f.get("predicted_note") or ""
+            fields.append(
+                (
+                    "Fix saves",
+                    fmt_ns(f["predicted_saving_ns"]) + (f" ({note})" if note else ""),
+                    False,
+                )
+            )
         fields += [("At", source(line), True) for line in f["source_lines"][:5]]
         fields += [("Why", f["explanation"], False), ("Fix", f["recommendation"], False)]
         if f["evidence"]:
@@ -253,7 +262,7 @@ def _findings(doc: dict[str, Any]) -> Section:
         entries.append(Entry(i, f["kind"], f["title"], f["share"] >= 0.1, fields))
     return Section(
         "findings",
-        f"Findings ({doc['findings_total']}, ranked by time lost)",
+        f"Findings ({doc['findings_total']}, ranked by what their fix saves)",
         entries=entries,
         notes=[] if entries else [doc["no_finding"]],
     )
