@@ -418,9 +418,14 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     time lost, as before). One replay per finding kind."""
     if not found:
         return found
+    from explorer.analysis.critical_path import critical_path
+
     graph = replay_graph_of(trace)
     n = len(trace.slices)
     base: pd.DataFrame | None = None
+    path = critical_path(trace, None, all_steps=True).edges
+    path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
+    path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     for f in found:
         if f.kind == "memory" or f.time_lost_ns <= 0:
             f.predicted_saving_ns = 0
@@ -433,7 +438,11 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         if not mask.any():
             mask = _evidence_mask(n, f)
         factor = np.ones(n)
-        factor[reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)] = 0.0
+        gone = reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)
+        factor[gone] = 0.0
+        mine = path_owner >= 0
+        mine[mine] = gone[path_owner[mine]]
+        on_path = int(path_w[mine].sum())
         ts, end = replay_graph(graph, factor)
         table = _step_table(trace, graph, ts, end)
         if base is None:
@@ -441,7 +450,7 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         per_step = table.set_index("step")["saving_ns"]
         on = [s for s in f.steps if s in per_step.index] or list(_counted(table)["step"])
         f.predicted_saving_ns = max(0, int(per_step.loc[on].sum()))
-        f.predicted_note = _why_less(f)
+        f.predicted_note = _why_less(f, on_path)
     found.sort(key=lambda f: (-(f.predicted_saving_ns or 0), -f.time_lost_ns))
     return found
 
@@ -452,12 +461,18 @@ def _evidence_mask(n: int, f: Finding) -> np.ndarray:
     return out
 
 
-def _why_less(f: Finding) -> str:
-    """Why a fix saves much less than the time the finding lost ("" when it does not)."""
+def _why_less(f: Finding, on_path: int) -> str:
+    """Why a fix saves much less than the time the finding lost ("" when it does not):
+    what it removes is mostly off the critical path (other work overlapped it), or it was
+    on the path and another path takes over once it is gone (``on_path``: the critical
+    path's time in what the fix removes)."""
     lost, saved = int(f.time_lost_ns), int(f.predicted_saving_ns or 0)
     if lost <= 0 or saved >= OVERLAP_NOTE_SHARE * lost:
         return ""
-    return (
-        f"removing it saves {fmt_ns(saved)} of the {fmt_ns(lost)} lost: the rest overlaps "
-        "other work, or another path through the step takes over and sets its time"
-    )
+    head = f"its fix saves {fmt_ns(saved)} of the {fmt_ns(lost)} lost: "
+    if on_path < OVERLAP_NOTE_SHARE * lost:
+        return head + (
+            f"only {fmt_ns(on_path)} of what it removes is on the critical path, the rest "
+            "overlaps other work"
+        )
+    return head + "another path through the step takes over and sets its time"
