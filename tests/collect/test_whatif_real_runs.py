@@ -24,10 +24,20 @@ def _validation():  # noqa: ANN202
 def test_removing_the_planted_slow_loading_predicts_the_step_time_without_it(
     tmp_path: Path,
 ) -> None:
+    """Up to three runs: on a shared 2-core machine other jobs take the core for tens of
+    ms at a time, so one run's median of six steps can be 10% off by load alone; a
+    prediction that is wrong (the loading ignored, or removed twice: ~2x off) fails all
+    three."""
     v = _validation()
-    trace = v.record(tmp_path / "input", "input", 10, True)
-    got = v.compare(trace, "input")
-    # the loading is about half of a planted step: a prediction that ignored it, or
-    # removed it twice, would be ~2x off
-    assert got["planted_ms"] > 1.4 * got["measured_ms"], got
-    assert got["error"] <= v.TOLERANCE, got
+    tries = []
+    for attempt in range(3):
+        trace = v.record(tmp_path / f"input{attempt}", "input", 14, True)
+        got = v.compare(trace, "input")
+        # the loading is about half of a planted step
+        assert got["planted_ms"] > 1.4 * got["measured_ms"], got
+        # the finding's fix removes the whole loader: no less than the sleep alone
+        assert got["input_stall_fix_predicted_ms"] <= got["predicted_ms"], got
+        tries.append(got)
+        if got["error"] <= v.TOLERANCE:
+            break
+    assert tries[-1]["error"] <= v.TOLERANCE, tries
