@@ -146,35 +146,40 @@ def _counted(table: pd.DataFrame) -> pd.DataFrame:
 # -- the replay ---------------------------------------------------------------------------
 
 
-def replay_graph(
-    graph: DependencyGraph, factor: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every slice's ``(ts, end)`` after the replay (see the module doc) with each slice's
-    own time scaled by ``factor`` (per slice id, in ``[0, 1]``; None: nothing changed).
-    Slices that are no node of the graph keep their times."""
+@dataclass(frozen=True)
+class Prepared:
+    """What a replay of one graph needs whatever changes (see :func:`prepare`): edges as
+    point ids ``u -> v`` with their recorded weight ``w`` and the least ``m`` each keeps
+    when it did not set its point's time, who owns each (``owner``, ``mine``: a slice's own
+    time), and the edges in the order that picks each point's binding edge."""
+
+    graph: DependencyGraph
+    u: np.ndarray
+    v: np.ndarray
+    t: np.ndarray
+    w: np.ndarray
+    m: np.ndarray
+    owner: np.ndarray
+    mine: np.ndarray
+    waits: np.ndarray
+    dst: np.ndarray
+    order: np.ndarray
+
+
+def prepare(graph: DependencyGraph) -> Prepared:
+    """The factor-independent part of a replay, once per graph (a report replays it once
+    per finding)."""
     arrays = graph.arrays
     assert arrays is not None  # dependency_graph always fills it
-    ts, end = arrays.ts.copy(), arrays.end.copy()
     nodes = graph.nodes
-    if len(nodes) == 0:
-        return ts, end
-    if factor is None:
-        factor = np.ones(arrays.n)
-    if len(factor) and (factor.min() < 0 or factor.max() > 1):
-        raise UsageError("a what-if replay takes speed-ups only: factors from 0 to 1")
     e = graph.edges
     code = e["type"].cat.codes.to_numpy()
     src, dst = e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)
     w = e["weight"].to_numpy(np.int64)
-    removed = factor == 0
-    # A hand-off into work elsewhere is no dependency (that work runs on its own chain); a
-    # removed wait waits for nothing.
-    keep = (code != _HANDOFF) & ~(np.isin(code, _WAITS) & removed[dst])
     u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
     v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
     t = np.empty(2 * len(nodes), np.int64)
     t[0::2], t[1::2] = arrays.ts[nodes], arrays.end[nodes]
-
     own = np.isin(code, _OWN)
     owner = owners(graph, e)
     blocked = arrays.kind == "sync"
@@ -187,18 +192,43 @@ def replay_graph(
     joined[v[code == _HANDBACK]] = True
     work &= ~joined[v]
     m = np.where(work, w, 0)
-    # Per point, the kept edge that set its time: the latest t(u) + m (the first on ties).
-    k = np.flatnonzero(keep)
+    # A hand-off into work elsewhere is no dependency (that work runs on its own chain).
+    # The others by point, the latest t(u) + m first: a point's first kept edge set it.
+    k = np.flatnonzero(code != _HANDOFF)
     order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
-    first = order[np.r_[True, v[order][1:] != v[order][:-1]]] if len(order) else order
-    binding = np.zeros(len(e), bool)
+    return Prepared(graph, u, v, t, w, m, owner, mine, np.isin(code, _WAITS), dst, order)
+
+
+def replay_graph(
+    graph: DependencyGraph | Prepared, factor: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every slice's ``(ts, end)`` after the replay (see the module doc) with each slice's
+    own time scaled by ``factor`` (per slice id, in ``[0, 1]``; None: nothing changed).
+    Slices that are no node of the graph keep their times."""
+    p = graph if isinstance(graph, Prepared) else prepare(graph)
+    arrays = p.graph.arrays
+    assert arrays is not None
+    ts, end = arrays.ts.copy(), arrays.end.copy()
+    nodes = p.graph.nodes
+    if len(nodes) == 0:
+        return ts, end
+    if factor is None:
+        factor = np.ones(arrays.n)
+    if len(factor) and (factor.min() < 0 or factor.max() > 1):
+        raise UsageError("a what-if replay takes speed-ups only: factors from 0 to 1")
+    # A removed wait waits for nothing.
+    keep = np.ones(len(p.w), bool)
+    keep[p.waits] = factor[p.dst[p.waits]] != 0
+    order = p.order[keep[p.order]]
+    first = order[np.r_[True, p.v[order][1:] != p.v[order][:-1]]] if len(order) else order
+    binding = np.zeros(len(p.w), bool)
     binding[first] = True
-    kept = np.where(binding, w, m).astype(np.float64)
-    f = np.where(mine, factor[np.maximum(owner, 0)], 1.0)
+    kept = np.where(binding, p.w, p.m).astype(np.float64)
+    f = np.where(p.mine, factor[np.maximum(p.owner, 0)], 1.0)
     new_w = np.rint(kept * f).astype(np.int64)
-    cost = (w - new_w)[k]
-    saved = _least_cost(len(t), u[k], v[k], cost)
-    new_t = t - saved
+    cost = p.w[order] - new_w[order]
+    saved = _least_cost(len(p.t), p.u[order], p.v[order], cost)
+    new_t = p.t - saved
     ts[nodes], end[nodes] = new_t[0::2], new_t[1::2]
     return ts, end
 
@@ -421,8 +451,8 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     from explorer.analysis.critical_path import critical_path
 
     graph = replay_graph_of(trace)
+    prepared = prepare(graph)
     n = len(trace.slices)
-    base: pd.DataFrame | None = None
     path = critical_path(trace, None, all_steps=True).edges
     path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
@@ -443,10 +473,8 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         mine = path_owner >= 0
         mine[mine] = gone[path_owner[mine]]
         on_path = int(path_w[mine].sum())
-        ts, end = replay_graph(graph, factor)
+        ts, end = replay_graph(prepared, factor)
         table = _step_table(trace, graph, ts, end)
-        if base is None:
-            base = table
         per_step = table.set_index("step")["saving_ns"]
         on = [s for s in f.steps if s in per_step.index] or list(_counted(table)["step"])
         f.predicted_saving_ns = max(0, int(per_step.loc[on].sum()))
