@@ -36,7 +36,9 @@ critical path of the moved graph (:func:`~explorer.analysis.critical_path.path_t
 
 A finding's fix (:func:`fix_mask`) is what it names removed: the input pipeline of an
 input stall (its work done ahead, in the background), the syncs of a sync stall, the
-compile spans of a compile finding, else the finding's evidence slices.
+compile spans of a compile finding, the collectives of exposed communication (the bound
+of overlapping them), the launch calls of a launch-bound trace, else the finding's
+evidence slices.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ FIX_CLASSES: dict[str, str] = {
     "input_stall": "input_root",
     "sync_stall": "host_sync",
     "compile": "compile",
+    # overlapped perfectly with compute, a collective costs the step nothing: the bound
+    "communication": "collective",
 }
 #: Kinds whose fix takes host time away but runs the same device work: fewer or cheaper
 #: launches (CUDA graphs, fusion), runtime calls out of the hot loop.
