@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from explorer.analysis.dependency_graph import DependencyGraph
     from explorer.analysis.diff import TraceDiff
     from explorer.analysis.finding import Finding
+    from explorer.analysis.whatif import WhatIf
     from explorer.plot import TracePlots
 
 
@@ -125,11 +126,17 @@ class Trace:
 
         return breakdown(self.data, step=step)
 
-    def findings(self) -> Findings:
-        """Ranked findings (what costs time, why, which line, what to do)."""
+    def findings(self, predict: bool = False) -> Findings:
+        """Ranked findings (what costs time, why, which line, what to do). ``predict``:
+        each with ``predicted_saving_ns`` (what its fix saves, by replaying the dependency
+        graph without it), ranked by that."""
         from explorer.analysis.findings import findings, no_finding_sentence
 
         found = findings(self.data)
+        if predict:
+            from explorer.analysis.whatif import predict_savings
+
+            found = predict_savings(self.data, found)
         return Findings(found, none="" if found else no_finding_sentence(self.data))
 
     def report(self, step: int | None = None, top: int = 10) -> Report:
@@ -137,6 +144,18 @@ class Trace:
         data (the JSON schema), and a notebook shows it with its charts. ``step``: that
         step only; ``top``: how many findings and source lines."""
         return Report(self.data, step=step, top=top)
+
+    def what_if(
+        self, remove: list[str] | tuple[str, ...] = (), scale: dict[str, float] | None = None
+    ) -> WhatIf:
+        """Each step's time if the slices ``remove`` names were gone and those ``scale``
+        names took their factor of the time (``{"aten::mm": 0.5, "stream 7": 0.8}``), by
+        replaying the dependency graph; with the new critical path. A selector is a
+        finding kind (``"input_stall"``: what its fix removes), ``"stream N"`` or a slice
+        name."""
+        from explorer.analysis.whatif import what_if
+
+        return what_if(self.data, remove=remove, scale=scale)
 
     def user_frame(self, slice_id: int) -> tuple[str, int, str] | None:
         """The user line responsible for a slice: its own or an enclosing user frame, and

@@ -127,13 +127,17 @@ def critical_path(
 ) -> CriticalPath:
     """The critical path of one step (``None``: the whole trace, or with ``all_steps``
     the span of every step — what a report covers). Kept in the memo per scope."""
-    graph = dependency_graph(trace, step, all_steps)
-    costs = path_costs(trace, graph)
-    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
-    path_edges = graph.edges.iloc[at]
-    result = _describe(trace, graph, points, path_edges, costs.categories)
+    result = path_through(trace, dependency_graph(trace, step, all_steps))
     result.scope = scope_label(trace, step, all_steps)
     return result
+
+
+def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
+    """The critical path of a graph: the trace's own, or one whose slices a what-if replay
+    moved (:mod:`explorer.analysis.whatif`)."""
+    costs = path_costs(trace, graph)
+    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
+    return _describe(trace, graph, points, graph.edges.iloc[at], costs.categories)
 
 
 @dataclass(frozen=True)

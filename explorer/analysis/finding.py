@@ -36,12 +36,19 @@ class Finding:
     recommendation: str = ""
     device: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: The step time its fix would save, summed over its steps, by replaying the dependency
+    #: graph without what the finding names (:func:`explorer.analysis.whatif.predict_savings`;
+    #: None until predicted). ``predicted_note``: why it is well under ``time_lost_ns``.
+    predicted_saving_ns: int | None = None
+    predicted_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tuples become lists, numpy ints become ints)."""
         d = asdict(self)
         d["time_lost_ns"] = int(self.time_lost_ns)
         d["share"] = float(self.share)
+        if self.predicted_saving_ns is not None:
+            d["predicted_saving_ns"] = int(self.predicted_saving_ns)
         d["steps"] = [int(s) for s in self.steps]
         d["ranges"] = [[int(a), int(b)] for a, b in self.ranges]
         d["evidence"] = [int(i) for i in self.evidence]

@@ -332,44 +332,74 @@ def attributed_steps(trace: TraceData) -> pd.DataFrame:
     if trace.window is not None:
         return trace.window.attributed_steps
     st = steps(trace)
-    h0 = st["start_ns"].to_numpy(np.int64)
-    h1 = st["end_ns"].to_numpy(np.int64)
-    d1, before = _launched_device_end(trace, h0, h1)
-    end = np.maximum.accumulate(np.maximum.reduce([h1, d1, before])) if len(st) else h1
-    prev_end = np.concatenate([[np.iinfo(np.int64).min], end[:-1]])
-    start = np.maximum.reduce([h0, prev_end, before])
+    start, end = attributed_windows(trace)
     out = st.copy()
     out["start_ns"] = start
     out["end_ns"] = end
     out["dur_ns"] = end - start
-    out["host_start_ns"] = h0
-    out["host_end_ns"] = h1
+    out["host_start_ns"] = st["start_ns"].to_numpy(np.int64)
+    out["host_end_ns"] = st["end_ns"].to_numpy(np.int64)
     return out
 
 
+def attributed_windows(
+    trace: TraceData,
+    ts: np.ndarray | None = None,
+    end: np.ndarray | None = None,
+    host: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(start_ns, end_ns)`` of every step's attributed window (see
+    :func:`attributed_steps`); with the slices at ``ts``/``end`` (per slice id) and the
+    steps' host ranges at ``host`` (``(start, end)`` per step), where a what-if replay
+    (:mod:`explorer.analysis.whatif`) moved them. Which step launched which device work is
+    as recorded."""
+    st = steps(trace)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
+    moved = host if ts is not None and end is not None else None
+    d1, before = _launched_device_end(trace, h0, h1, moved, ts, end)
+    if moved is not None:
+        h0, h1 = moved
+    ends = np.maximum.accumulate(np.maximum.reduce([h1, d1, before])) if len(st) else h1
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], ends[:-1]])
+    start = np.maximum.reduce([h0, prev_end, before])
+    return start, ends
+
+
 def _launched_device_end(
-    trace: TraceData, h0: np.ndarray, h1: np.ndarray
+    trace: TraceData,
+    h0: np.ndarray,
+    h1: np.ndarray,
+    moved: tuple[np.ndarray, np.ndarray] | None = None,
+    ts: np.ndarray | None = None,
+    end: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the end of the last device work launched inside its host range (``h1``
     where it launched none), and of the last launched between the previous step's host range
     and its own (``h0`` where none was). For the first step, the latter also holds the end
     of the work launched before the capture (:func:`launched_before_capture`), up to where
     the first launched work starts: the tail of the iteration the profiler caught is no
-    profiled step's."""
-    inside_end, before_end = h1.copy(), h0.copy()
+    profiled step's. ``moved``: the host ranges, ``ts``/``end`` the slices' times after a
+    replay (which step launched what is still read from ``h0``/``h1``)."""
+    if moved is not None:
+        inside_end, before_end = moved[1].copy(), moved[0].copy()
+    else:
+        inside_end, before_end = h1.copy(), h0.copy()
     if len(h0) == 0:
         return inside_end, before_end
     work, k, inside = _launches(trace, h0, h1)
-    ends = trace.ends()[work].astype(np.int64)
+    all_ends = trace.ends() if end is None else end
+    starts = trace.slices["ts"].to_numpy(np.int64) if ts is None else ts
+    ends = all_ends[work].astype(np.int64)
     np.maximum.at(inside_end, k[inside], ends[inside])
     nxt = k + 1  # launched in the gap before step k+1 (or before the first step)
     gap = ~inside & (nxt < len(h0))
     np.maximum.at(before_end, nxt[gap], ends[gap])
     pre = np.flatnonzero(launched_before_capture(trace))
     if len(pre):
-        tail = int(trace.ends()[pre].max())
+        tail = int(all_ends[pre].max())
         if len(work):
-            tail = min(tail, int(trace.slices["ts"].to_numpy(np.int64)[work].min()))
+            tail = min(tail, int(starts[work].min()))
         before_end[0] = max(before_end[0], tail)
     return inside_end, before_end
 

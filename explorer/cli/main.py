@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from explorer import __version__
-from explorer.cli import demo, diff, export, info, report, sql, view
+from explorer.cli import demo, diff, export, info, report, sql, view, whatif
 from explorer.errors import ExplorerError
 from explorer.safe_write import os_error_line, sigterm_unwinds
 
@@ -32,6 +32,7 @@ COMMANDS: dict[str, ModuleType] = {
     "export": export,
     "view": view,
     "sql": sql,
+    "whatif": whatif,
 }
 VERBS: tuple[str, ...] = tuple(COMMANDS)
 

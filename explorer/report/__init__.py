@@ -29,6 +29,7 @@ from explorer.analysis.steps import (
     step_times,
     window_of_steps,
 )
+from explorer.analysis.whatif import predict_savings
 from explorer.report import critical_path_section as cps
 from explorer.report import formats
 from explorer.report.sections import trace_report
@@ -84,7 +85,8 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     # With --step N every finding's figures are that step's: the findings of a window of
     # just that step (its breakdown and critical path are the whole trace's).
     found_in = trace if step is None else _step_window(trace, int(step))
-    all_findings = findings(found_in)
+    # ranked by what fixing each would save, replayed (issue 30)
+    all_findings = predict_savings(found_in, findings(found_in))
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "explorer_version": __version__,

@@ -285,8 +285,12 @@ def _findings(doc: dict[str, Any], anchors: dict[str, str]) -> Section:
             Field("Time lost", f"{lost} on {f['device'] or '-'}, steps {step_range(f['steps'])}")
         ]
         if f.get("predicted_saving_ns") is not None:  # what the what-if replay predicts
-            fields.append(Field("Saving", f"{fmt_ns(f['predicted_saving_ns'])} predicted "
-                                          "(what-if replay of the fix)"))  # fmt: skip
+            note = f.get("predicted_note") or ""
+            fields.append(
+                Field(
+                    "Fix saves", fmt_ns(f["predicted_saving_ns"]) + (f" ({note})" if note else "")
+                )
+            )
         fields += [
             Field("At", source(line), True, anchors.get(source(line), ""))
             for line in f["source_lines"][:5]
@@ -300,7 +304,7 @@ def _findings(doc: dict[str, Any], anchors: dict[str, str]) -> Section:
         )
     return Section(
         "findings",
-        f"Findings ({doc['findings_total']}, ranked by time lost)",
+        f"Findings ({doc['findings_total']}, ranked by what their fix saves)",
         entries=entries,
         notes=[] if entries else [doc["no_finding"]],
     )

@@ -29,9 +29,11 @@ Only the first and the last point are needed: ``U``'s own chain joins the points
 at no more waiting than the time between them. A hand-off is *not* a causal dependency:
 it says the waiting track could have been waiting for that work, which is what the
 critical path needs to follow it (the stretch itself then costs as waiting, see
-:func:`~explorer.analysis.critical_path.path_costs`). A what-if replay (issue 30) must not
-delay the waiting track by it: the end of a stretch is set by the track's own chain. Both
-edges move forward in time, so no cycle runs through a hand-off.
+:func:`~explorer.analysis.critical_path.path_costs`). The what-if replay
+(:mod:`explorer.analysis.whatif`) keeps the hand-backs only: a stretch ends no sooner than
+the work it may have waited for, less its recorded lead, so it ends sooner when that work
+does; it never delays the work by a hand-off. Both edges move forward in time, so no cycle
+runs through a hand-off.
 """
 
 from __future__ import annotations

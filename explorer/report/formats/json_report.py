@@ -33,8 +33,10 @@ version 2 renamed ``trace.events`` of version 1 to ``trace.slices``, which it al
       "steps": [{"step": int, "name": str, "start_ns": int, "dur_ns": int,
                  "partial": bool, "partial_reason": str,   # not whole: cut, profiler stop
                  "breakdown": {device: {category: ns}}}],  # categories sum to dur_ns
-      "findings": [  # ranked by time_lost_ns, at most --top
+      "findings": [  # ranked by predicted_saving_ns (then time_lost_ns), at most --top
         {"kind": str, "title": str, "time_lost_ns": int, "share": float (0-1),
+         "predicted_saving_ns": int,  # what its fix saves over its steps (what-if replay)
+         "predicted_note": str,       # why that is well under time_lost_ns ("" if not)
          "steps": [int], "ranges": [[start_ns, end_ns]], "evidence": [slice id],
          "source_lines": [{"file": str, "line": int, "function": str}],
          "explanation": str, "recommendation": str, "device": str, "details": {...}}],

@@ -1,0 +1,43 @@
+"""Issue 30's check against reality: a real CPU training run under the collector whose
+steps alternate between the demo's planted slow loading and none (same model, same data,
+same machine load), and the replay's prediction for the slow steps with the input stall
+removed against the measured time of the steps without it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def _validation():  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location(
+        "whatif_validation", ROOT / "benchmarks" / "whatif_validation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_removing_the_planted_slow_loading_predicts_the_step_time_without_it(
+    tmp_path: Path,
+) -> None:
+    """Up to three runs: on a shared 2-core machine other jobs take the core for tens of
+    ms at a time, so one run's median of six steps can be 10% off by load alone; a
+    prediction that is wrong (the loading ignored, or removed twice: ~2x off) fails all
+    three."""
+    v = _validation()
+    tries = []
+    for attempt in range(3):
+        trace = v.record(tmp_path / f"input{attempt}", "input", 14, True)
+        got = v.compare(trace, "input")
+        # the loading is about half of a planted step
+        assert got["planted_ms"] > 1.4 * got["measured_ms"], got
+        # the finding's fix removes the whole loader: no less than the sleep alone
+        assert got["input_stall_fix_predicted_ms"] <= got["predicted_ms"], got
+        tries.append(got)
+        if got["error"] <= v.TOLERANCE:
+            break
+    assert tries[-1]["error"] <= v.TOLERANCE, tries
