@@ -432,12 +432,12 @@ def test_the_legend_is_never_clipped_and_lists_the_rest_on_hover(view, small_tra
     from explorer.ui.timeline import paint
 
     view.set_steps(small_trace.steps(), small_trace.breakdown())
-    entries = paint.legend_entries(view._kinds_present, categories=True)
-    assert len(entries) >= 10
+    entries = paint.legend_entries(view._kinds_present, paint.used_categories(view.step_shares))
+    assert len(entries) >= 8
     view.resize(1600, 600)
     view.grab()
     assert view.legend_hidden == []
-    view.resize(700, 600)
+    view.resize(560, 600)
     view.grab()
     hidden = view.legend_hidden
     assert 0 < len(hidden) < len(entries)
@@ -551,3 +551,52 @@ def test_the_range_label_never_sits_on_a_tick_label(view, qtbot) -> None:
                         x,
                         y,
                     )  # range edge is blue
+
+
+def test_the_legend_names_the_categories_the_step_bars_draw(view, small_trace) -> None:
+    """The step bars of this trace draw some of the seven breakdown categories: the legend
+    names exactly those (each with time in some step), so at 1600 px none hides behind
+    ``+N more``; a category with 0 ns in every step is not listed."""
+    from explorer.palette import CATEGORY_COLORS
+    from explorer.ui.timeline import paint
+
+    breakdown = small_trace.breakdown()
+    view.set_steps(small_trace.steps(), breakdown)
+    device = paint.step_device(breakdown)
+    part = breakdown[breakdown["device"].astype(str) == device]
+    per_category = part.groupby("category", observed=True)["ns"].sum()
+    drawn = {str(c) for c, ns in per_category.items() if ns > 0}
+    assert 0 < len(drawn) < len(CATEGORY_COLORS) < 8
+    assert set(paint.used_categories(view.step_shares)) == drawn
+    view.resize(1600, 600)
+    view.grab()
+    assert view.legend_hidden == []
+    labels = [
+        lbl for lbl, _, is_cat in paint.legend_entries([], paint.used_categories(view.step_shares))
+    ]
+    assert labels == [c.replace("_", " ") for c in CATEGORY_COLORS if c in drawn]
+
+
+def test_axis_labels_read_in_the_unit_of_the_axis_and_never_negative(view) -> None:
+    """Ticks 500 ms apart on a 5 s axis read ``3.5 s``, not ``3500 ms``; a view that starts
+    before the trace (as a search jump to its first slice leaves it) labels no tick before
+    time 0, and the deep-zoom reference is never negative."""
+    from explorer.ui.timeline import axis
+
+    assert axis.tick_label(3_500_000_000, 500_000_000, None, 5_300_000_000) == "3.5 s"
+    assert axis.tick_label(3_000_000_000, 500_000_000, None, 5_300_000_000) == "3.0 s"
+    assert axis.tick_label(0, 500_000_000, None, 5_300_000_000) == "0.0 s"
+    assert axis.tick_label(20_000_000, 10_000_000, None, 90_000_000) == "20 ms"
+    assert axis.tick_label(1_250_000, 50_000, None, 1_900_000) == "1.25 ms"
+    # The search jump: the first slice of the trace, zoomed to with its margin.
+    first = int(view.trace.slices["ts"].to_numpy().argmin())
+    view.zoom_to_slices(np.array([first]))
+    t0, t1 = view.visible_range()
+    assert t0 < 0, "the jump leaves a margin before the trace start"
+    times, step, ref = axis.labelled_ticks(t0, t1, view._tracks_width())
+    assert len(times) and (times >= 0).all()
+    labels = [axis.tick_label(t, step, ref, max(abs(t0), abs(t1))) for t in times]
+    assert not any("-" in lbl for lbl in labels), labels
+    view.grab()
+    assert "-" not in view.axis_origin
+    assert axis.reference(-4_000, 96_000, 20) == 0.0

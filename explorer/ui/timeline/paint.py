@@ -77,8 +77,8 @@ def draw_axis(
     reference once (``210.85 ms +``). A tick label that would touch ``avoid`` (the range
     selection's label) is left out."""
     painter.fillRect(QRectF(left, 0, width, height), GUTTER)
-    times, step = axis.ticks(t0, t1, width)
-    ref = axis.reference(t0, t1, step)
+    times, step, ref = axis.labelled_ticks(t0, t1, width)
+    top = max(abs(t0), abs(t1))
     scale = width / (t1 - t0)
     painter.setFont(font)
     painter.setPen(QPen(MUTED))
@@ -86,7 +86,7 @@ def draw_axis(
     for t in times:
         x = left + (t - t0) * scale
         painter.drawLine(int(x), height - 7, int(x), height)
-        text = axis.tick_label(t, step, ref)
+        text = axis.tick_label(t, step, ref, top)
         box = QRectF(int(x) + 3, 0, fm.horizontalAdvance(text), height)
         if avoid is not None and box.adjusted(-4, 0, 4, 0).intersects(avoid):
             continue
@@ -176,11 +176,21 @@ def draw_step_strip(
                 xs += w
 
 
-def legend_entries(kinds: list[str], categories: bool) -> list[tuple[str, QColor, bool]]:
+def used_categories(shares: dict[int, pd.Series]) -> list[str]:
+    """The breakdown categories the step bars draw (more than 0 ns in some step), in
+    :data:`CATEGORY_COLORS` order: the legend names these, not the ones no bar shows."""
+    used: set[str] = set()
+    for ns in shares.values():
+        used |= {str(c) for c, v in ns.items() if v > 0}
+    return [c for c in CATEGORY_COLORS if c in used] + sorted(used - set(CATEGORY_COLORS))
+
+
+def legend_entries(kinds: list[str], categories: list[str]) -> list[tuple[str, QColor, bool]]:
     """The legend's entries in order: (label, colour, is a step-bar category)."""
     out = [(KIND_LABELS.get(k, k), kind_color(k), False) for k in kinds]
-    if categories:
-        out += [(c.replace("_", " "), QColor(col), True) for c, col in CATEGORY_COLORS.items()]
+    out += [
+        (c.replace("_", " "), QColor(CATEGORY_COLORS.get(c, UNKNOWN)), True) for c in categories
+    ]
     return out
 
 
@@ -192,16 +202,16 @@ def draw_legend(
     height: int,
     kinds: list[str],
     font: QFont,
-    categories: bool = False,
+    categories: list[str] | None = None,
 ) -> list[str]:
-    """A swatch and a name for every kind present in the trace, then (when the step strip
-    has breakdown bars) the breakdown categories. An entry is drawn whole or not at all:
+    """A swatch and a name for every kind present in the trace, then the breakdown
+    categories the step strip's bars draw (``categories``). An entry is drawn whole or not at all:
     what does not fit becomes ``+N more`` (the view lists them on hover). Returns the
     labels left out."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
-    entries = legend_entries(kinds, categories)
+    entries = legend_entries(kinds, categories or [])
     gap_label = "step bars:"
     widths = [14 + fm.horizontalAdvance(label) + 14 for label, _, _ in entries]
     more_w = fm.horizontalAdvance("+99 more (hover)") + 12

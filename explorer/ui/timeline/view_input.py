@@ -167,8 +167,7 @@ class TimelineInput:
         """The whole legend, one entry a line (the hover popup of a legend cut short)."""
         if not self.legend_hidden:
             return ""
-        categories = self.breakdown is not None and len(self.breakdown) > 0
-        entries = paint.legend_entries(self._kinds_present, categories)
+        entries = paint.legend_entries(self._kinds_present, paint.used_categories(self.step_shares))
         kinds = [label for label, _, is_cat in entries if not is_cat]
         cats = [label for label, _, is_cat in entries if is_cat]
         return "\n".join(

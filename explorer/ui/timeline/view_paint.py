@@ -63,7 +63,7 @@ class TimelinePainting:
             LEGEND_H,
             self._kinds_present,
             self._font,
-            categories=self.breakdown is not None and len(self.breakdown) > 0,
+            categories=paint.used_categories(self.step_shares),
         )
 
     def _paint_tracks(self, p: QPainter, top: int, bottom: int, width: int) -> None:
