@@ -28,6 +28,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.report.sections import step_range
 from explorer.trace_api import Trace
 from explorer.units import fmt_ns
 
@@ -169,6 +170,9 @@ class FindingsPanel(QWidget):
             ts = self.trace.slices["ts"].to_numpy()[evidence]
             evidence = evidence[np.argsort(ts, kind="stable")]
         self._set_evidence(evidence)
+        if f.source_lines:  # its first line in the Source panel, as --finding N shows it
+            path, line, _ = f.source_lines[0]
+            self.source_requested.emit(str(path), int(line))
         if len(evidence):
             self.evidence_selected.emit(evidence)
         elif f.ranges:
@@ -211,11 +215,8 @@ class FindingsPanel(QWidget):
 
 
 def _steps_text(steps: list[int]) -> str:
-    if not steps:
-        return ""
-    if len(steps) > 4:
-        return f"{len(steps)} steps"
-    return ", ".join(str(int(s)) for s in steps)
+    """``[0, 1, ..., 7]`` → ``"0-7"`` (the report's step ranges), ``[]`` → ``""``."""
+    return step_range(sorted(int(s) for s in steps)) if steps else ""
 
 
 def _finding_html(f: Any) -> str:
