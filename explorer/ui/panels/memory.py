@@ -41,7 +41,11 @@ from explorer.units import fmt_bytes, fmt_ns
 
 PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
-_TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns"}
+_TABLE_FORMATS = {
+    "bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns", "addr": "hex",
+}  # fmt: skip
+#: Pixels kept free above the highest peak for its label (its text's height and a margin).
+LABEL_ROOM_PX = 8
 _TABLE_HEADERS = {
     "bytes": "size", "alloc_ts": "allocated at", "freed_at": "freed at", "lifetime_ns": "lifetime",
 }  # fmt: skip
@@ -61,7 +65,11 @@ class MemoryPanel(TracePanel):
         self.plot = pg.PlotWidget(background="w")
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot.setLabel("left", "memory")
+        self.plot.setLabel("left", "bytes")
+        # pyqtgraph draws a left axis' title 5 px left of the axis: room for it in the margin.
+        self.plot.plotItem.layout.setContentsMargins(8, 2, 2, 2)
+        self.y_top = 0.0  # the highest value plotted (in plot units), set per trace
+        self.plot.plotItem.vb.sigResized.connect(self._fit_head_room)
         self.y_scale = 1  # bytes per plotted unit (binary: KiB, MiB, GiB), set per trace
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setMouseEnabled(x=True, y=False)
@@ -170,7 +178,8 @@ class MemoryPanel(TracePanel):
         for data_reserved in (r for _, _, r in data.lines.values() if r is not None):
             top = max(top, float(data_reserved.max()))
         self.y_scale, unit = _binary_unit(top)
-        self.plot.setLabel("left", f"memory ({unit})")
+        # The unit alone: a rotated "memory (MiB)" is longer than a short plot is tall.
+        self.plot.setLabel("left", unit)
         for i, (device, (x, allocated, reserved)) in enumerate(data.lines.items()):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
             curves = [(allocated, pg.mkPen(color, width=2), f"{device} allocated")]
@@ -194,12 +203,13 @@ class MemoryPanel(TracePanel):
                 color=color,
                 anchor=(1, 1) if right_half else (0, 1),
             )
+            label.setObjectName(f"peak_label:{peak.device}")
             label.setPos(x, y)
             self.plot.addItem(label)
             self._peak_labels.append(label)
         self.plot.enableAutoRange(axis="x")
-        # Head room above the highest curve so the peak labels stay inside the plot.
-        self.plot.setYRange(0, top / self.y_scale * 1.25 if top > 0 else 1, padding=0)
+        self.y_top = top / self.y_scale
+        self._fit_head_room()
         if self.followed_range is not None:  # the timeline zoomed before the data was in
             self.on_range(*self.followed_range)
         peaks = ", ".join(
@@ -214,6 +224,17 @@ class MemoryPanel(TracePanel):
         first_peak = int(data.peaks["ts"].iloc[int(np.argmax(data.peaks["peak_bytes"]))])
         self.show_live_at(first_peak)
         self.updated.emit()
+
+    def _fit_head_room(self, *_: Any) -> None:
+        """Head room above the highest curve, in pixels, for the peak labels (a label sits
+        above its peak): kept as the plot is resized, so no label is cut at the top."""
+        if self.y_top <= 0:
+            self.plot.setYRange(0, 1, padding=0)
+            return
+        height = max(self.plot.plotItem.vb.height(), 1.0)
+        text = max((lbl.boundingRect().height() for lbl in self._peak_labels), default=0.0)
+        room = min((text + LABEL_ROOM_PX) / height, 0.75)
+        self.plot.setYRange(0, self.y_top / (1 - room), padding=0)
 
     def _failed(self, message: str) -> None:
         self.status.setText(f"Could not read memory: {message}")
