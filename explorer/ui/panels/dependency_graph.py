@@ -284,9 +284,42 @@ class DependencyGraphPanel(TracePanel):
         finally:
             self._placing = False
         self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
-        if self.selected_slice is not None and self.selected_slice in self.node_items:
-            self.view.centerOn(self.node_items[self.selected_slice])
+        self.frame_columns()
         self.view.pin_lane_labels()
+
+    def frame_columns(self) -> None:
+        """Show whole columns only, so no node is cut at the view's left or right edge: the
+        view is scaled so that a whole number of columns fills its width, and scrolled so
+        its left edge falls in the gutter before a column (the selection's near the middle).
+        A graph that fits is shown whole."""
+        if not self.node_items:
+            return
+        nodes = [item.rect() for item in self.node_items.values()]
+        left = min(r.left() for r in nodes) - COL_GAP / 2
+        right = max(r.right() for r in nodes) + COL_GAP / 2
+        pitch = NODE_W + COL_GAP
+        total = max(round((right - left) / pitch), 1)
+        selected = self.node_items.get(
+            self.selected_slice if self.selected_slice is not None else -1
+        )
+        for _ in range(2):  # again once the scroll bars the new scale needs are in place
+            width = max(self.view.viewport().width(), 1)
+            shown = min(max(int(width // pitch), 1), total)
+            scale = width / (shown * pitch)
+            self.view.resetTransform()
+            self.view.scale(scale, scale)
+            first = 0
+            if selected is not None:
+                first = max(int(round((selected.rect().left() - left) / pitch)) - shown // 2, 0)
+            first = min(first, total - shown)
+            x0 = left + first * pitch
+            height = self.view.viewport().height() / scale
+            y = selected.rect().center().y() if selected is not None else height / 2
+            self.view.centerOn(x0 + shown * pitch / 2, y)
+
+    def visible_scene_rect(self) -> QRectF:
+        """The part of the scene the view shows."""
+        return self.view.mapToScene(self.view.viewport().rect()).boundingRect()
 
     def _draw_lanes(self, layout: GraphLayout) -> None:
         """One band per lane, as tall as its rows, with its label (kept in view)."""
