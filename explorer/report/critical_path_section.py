@@ -12,7 +12,7 @@ from typing import Any
 
 from explorer.palette import CRITICAL_PATH_COLORS
 from explorer.report.sections import pct
-from explorer.units import fmt_ns
+from explorer.units import fmt_ns, plural, shorten
 
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
@@ -88,17 +88,17 @@ def render_text(cp: Any) -> str:
         out += ["", "  Ops on the path (time they hold on it):"]
         for r in cp.top_ops.head(TOP).itertuples():
             out.append(
-                f"  {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {r.name[:70]}  [{r.kind}, x{r.count}]"
+                f"  {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {shorten(r.name, 70)}  [{r.kind}, x{r.count}]"
             )
     if len(cp.top_lines):
         out += ["", "  Source lines on the path:"]
         for r in cp.top_lines.head(TOP).itertuples():
             out.append(f"  {fmt_ns(r.ns):>10} {pct(r.ns, cp.length_ns)}  {_source(r)}")
     if len(cp.segments):
-        out += ["", f"  Where it runs ({len(cp.segments)} segments, longest first):"]
+        out += ["", f"  Where it runs ({plural(len(cp.segments), 'segment')}, longest first):"]
         for r in cp.segments.nlargest(TOP, "ns").sort_values("start_ns").itertuples():
             out.append(
-                f"  {fmt_ns(r.start_ns):>10} +{fmt_ns(r.ns):<10} {r.label[:40]:<40} {str(r.top_op)[:50]}"
+                f"  {fmt_ns(r.start_ns):>10} +{fmt_ns(r.ns):<10} {shorten(r.label, 40):<40} {shorten(r.top_op, 50)}"
             )
     return "\n".join(out) + "\n"
 
@@ -119,7 +119,7 @@ def render_markdown(cp: Any) -> str:
         out += ["", "| op on the path | kind | count | time | share |", "|---|---|---:|---:|---:|"]
         for r in cp.top_ops.head(TOP).itertuples():
             out.append(
-                f"| `{_md(r.name[:90])}` | {r.kind} | {r.count} | {fmt_ns(r.ns)} | {pct(r.ns, cp.length_ns).strip()} |"
+                f"| `{_md(shorten(r.name, 90))}` | {r.kind} | {r.count} | {fmt_ns(r.ns)} | {pct(r.ns, cp.length_ns).strip()} |"
             )
     if len(cp.top_lines):
         out += ["", "| source line | time | share |", "|---|---:|---:|"]
@@ -155,7 +155,7 @@ def render_html(cp: Any) -> str:
     )
     if len(cp.top_ops):
         rows = "".join(
-            f"<tr><td><code>{escape(r.name[:120])}</code></td><td>{escape(r.kind)}</td>"
+            f"<tr><td><code>{escape(shorten(r.name, 120))}</code></td><td>{escape(r.kind)}</td>"
             f"<td class='n'>{r.count}</td><td class='n'>{fmt_ns(r.ns)}</td>"
             f"<td class='n'>{pct(r.ns, cp.length_ns).strip()}</td></tr>"
             for r in cp.top_ops.head(TOP).itertuples()
