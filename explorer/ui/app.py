@@ -134,6 +134,7 @@ def open_headless(
     for name, message in errors.items():  # in the picture (dialog, status) and on stderr
         window.analysis_failed(name, message)
         print(f"explorer view: {name.replace('_', ' ')} failed: {message}", file=sys.stderr)
+    window.analyses_done()  # the status bar as an interactive session ends: its summary
     wait_idle(window)
     window.timeline.fit_all()
     if finding is not None:

@@ -113,6 +113,12 @@ class FindingsPanel(QWidget):
         self.set_note("")
         self.set_findings([], message="Analysing…" if trace is not None else "")
 
+    def show_progress(self, text: str) -> None:
+        """While the findings are computed: which analysis runs, how far (``Analysing:
+        steps (2 of 5)…``)."""
+        if not self.findings:
+            self.text.setHtml(f"<p style='color:#5c6670'>{html.escape(text)}</p>")
+
     def set_findings(self, findings: list[Any], message: str = "") -> None:
         """Show ranked findings (already ranked by time lost)."""
         self.findings = list(findings)
