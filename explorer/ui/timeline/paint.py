@@ -3,6 +3,8 @@ axis, the step strip with its breakdown bars, and the legend."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from PyQt6 import sip
@@ -47,8 +49,10 @@ def draw_rect_batches(
     if n == 0:
         return 0
     order = np.argsort(color, kind="stable")
-    rects = sip.array(QRectF, n)
-    view = np.frombuffer(sip.voidptr(rects, n * 32), dtype=np.float64).reshape(n, 4)
+    # PyQt6's sip stubs know neither sip.array(type, n) nor a voidptr as a buffer.
+    rects: Any = sip.array(QRectF, n)  # type: ignore[call-arg]
+    buffer: Any = sip.voidptr(rects, n * 32)
+    view = np.frombuffer(buffer, dtype=np.float64).reshape(n, 4)
     view[:, 0] = x0[order]
     view[:, 1] = y[order]
     view[:, 2] = (x1 - x0)[order]
@@ -120,7 +124,7 @@ def step_device(breakdown: pd.DataFrame | None) -> str | None:
 def step_shares(breakdown: pd.DataFrame | None) -> dict[int, pd.Series]:
     """Per step, ns per category on the strip's device (computed once per breakdown)."""
     device = step_device(breakdown)
-    if device is None:
+    if breakdown is None or device is None:
         return {}
     part = breakdown[breakdown["device"].astype(str) == device]
     return {

@@ -183,6 +183,7 @@ class TimelineView(QWidget):
         old = self.layout_
         self.lanes = lanes
         self.lanes_state = state
+        assert self.trace is not None  # lanes are built for the trace shown
         self.layout_ = TrackLayout(self.trace, lanes, frozenset(self.expanded_groups))
         if old is not None:
             self.layout_.collapsed = set(old.collapsed)
@@ -282,7 +283,7 @@ class TimelineView(QWidget):
     @property
     def view_nbytes(self) -> int:
         """Memory held by the view's own structures (not the trace's tables)."""
-        if self.lanes is None:
+        if self.lanes is None or self.layout_ is None:
             return 0
         series = sum(s.ts.nbytes + s.values.nbytes for s in self.layout_.series)
         return self.lanes.nbytes + series + self._names.nbytes
@@ -305,6 +306,10 @@ class TimelineView(QWidget):
 
     def _t_of(self, x: float) -> float:
         return self.t0 + (x - LABEL_W) * (self.t1 - self.t0) / self._tracks_width()
+
+    def times_of(self, xs: np.ndarray) -> np.ndarray:
+        """The times under widget x positions (an array of them)."""
+        return self.t0 + (xs - LABEL_W) * (self.t1 - self.t0) / self._tracks_width()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.scrollbar.setGeometry(
@@ -497,6 +502,7 @@ class TimelineView(QWidget):
 
     def describe(self, slice_id: int) -> str:
         """One-line tooltip text for a slice."""
+        assert self.trace is not None  # a slice of the trace shown
         s = self.trace.slices
         return (
             f"{s['name'].iat[slice_id]}\n{s['kind'].iat[slice_id]} · "

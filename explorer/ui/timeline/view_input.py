@@ -19,6 +19,9 @@ from explorer.ui.timeline.paint import step_device
 from explorer.units import fmt_ns
 
 if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+    from explorer.ui.timeline.layout import TrackLayout
+    from explorer.ui.timeline.lod import LaneIndex
     from explorer.ui.timeline.view import TimelineView
 
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
@@ -32,6 +35,23 @@ class TimelineInputHandler:
 
     def __init__(self, view: TimelineView) -> None:
         self.view = view
+
+    # The view's trace, lane index and layout: painting and handling input only happen
+    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
+    @property
+    def trace(self) -> TraceData:
+        assert self.view.trace is not None, "no trace shown"
+        return self.view.trace
+
+    @property
+    def lanes(self) -> LaneIndex:
+        assert self.view.lanes is not None, "no trace shown"
+        return self.view.lanes
+
+    @property
+    def layout(self) -> TrackLayout:
+        assert self.view.layout_ is not None, "no trace shown"
+        return self.view.layout_
 
     def _area(self, pos: QPointF) -> str:
         if pos.y() < AXIS_H:
@@ -60,8 +80,8 @@ class TimelineInputHandler:
             self.view.fit_all()
         elif key == Qt.Key.Key_Escape:
             self.view.range = None
-            self.view.highlight([])
-            self.view.set_evidence([])
+            self.view.highlight(np.zeros(0, np.int64))
+            self.view.set_evidence(np.zeros(0, np.int64))
             self.view.set_related([])
             self.view.select_slice(-1)
         else:
@@ -153,7 +173,7 @@ class TimelineInputHandler:
             self.view.set_visible_range(a - pad, b + pad)
 
     def _click_gutter(self, pos: QPointF) -> None:
-        row = self.view.layout_.row_at(self.view._content_y(pos.y()))
+        row = self.layout.row_at(self.view._content_y(pos.y()))
         if row is None:
             return
         if row.kind == "group":
@@ -195,10 +215,10 @@ class TimelineInputHandler:
 
     def _counter_text(self, pos: QPointF) -> str:
         """The value of the counter row under the pointer at the pointer's time."""
-        row = self.view.layout_.row_at(self.view._content_y(pos.y()))
+        row = self.layout.row_at(self.view._content_y(pos.y()))
         if row is None or row.kind != "counter":
             return ""
-        s = self.view.layout_.series[row.series]
+        s = self.layout.series[row.series]
         k = int(np.searchsorted(s.ts, self.view._t_of(pos.x()), "right")) - 1
         if k < 0:
             return ""
@@ -215,9 +235,9 @@ class TimelineInputHandler:
             return ""
         step, dur = int(steps["step"].iat[row]), int(steps["dur_ns"].iat[row])
         lines = [f"step {step} · {fmt_ns(dur)}"]
-        device = step_device(self.view.breakdown)
-        if device is not None:
-            b = self.view.breakdown
+        b = self.view.breakdown
+        device = step_device(b)
+        if b is not None and device is not None:
             part = b[(b["step"] == step) & (b["device"].astype(str) == device)]
             part = part[part["ns"] > 0].sort_values("ns", ascending=False)
             lines.append(f"{device}:")

@@ -26,6 +26,9 @@ from explorer.ui.timeline.lod import counter_pixels, lane_rects, visible_positio
 from explorer.units import fmt_bytes, fmt_ns
 
 if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+    from explorer.ui.timeline.layout import TrackLayout
+    from explorer.ui.timeline.lod import LaneIndex
     from explorer.ui.timeline.view import TimelineView
 
 COUNTER = QColor("#6b8fb3")
@@ -40,6 +43,23 @@ class TimelinePainter:
 
     def __init__(self, view: TimelineView) -> None:
         self.view = view
+
+    # The view's trace, lane index and layout: painting and handling input only happen
+    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
+    @property
+    def trace(self) -> TraceData:
+        assert self.view.trace is not None, "no trace shown"
+        return self.view.trace
+
+    @property
+    def lanes(self) -> LaneIndex:
+        assert self.view.lanes is not None, "no trace shown"
+        return self.view.lanes
+
+    @property
+    def layout(self) -> TrackLayout:
+        assert self.view.layout_ is not None, "no trace shown"
+        return self.view.layout_
 
     def paint(self, event: QPaintEvent | None = None) -> None:
         self.view.paint_count += 1
@@ -134,7 +154,7 @@ class TimelinePainter:
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
-        return self.view.layout_.rows_between(self.view.scroll_y, self.view.scroll_y + bottom - top)
+        return self.layout.rows_between(self.view.scroll_y, self.view.scroll_y + bottom - top)
 
     def _row_top(self, row: Row, top: int) -> int:
         return top + row.y - self.view.scroll_y
@@ -145,7 +165,7 @@ class TimelinePainter:
             if r.kind == "group":
                 color = paint.DEVICE_HEADER if r.device else paint.HEADER
                 p.fillRect(QRectF(0, y, w, r.height), color)
-                if r.key in self.view.layout_.collapsed:
+                if r.key in self.layout.collapsed:
                     self._paint_group_summary(p, r, y)
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
@@ -155,7 +175,7 @@ class TimelinePainter:
         the bottom right of the tracks, where rows run out first)."""
         if self.view.lanes_state == "full":
             return
-        n = len(self.view.trace.slices)
+        n = len(self.trace.slices)
         if self.view.index_error:
             text = f"The timeline could not index its {n:,} slices: {self.view.index_error}"
         elif self.view.lanes_state == "indexing":
@@ -174,11 +194,11 @@ class TimelinePainter:
         """A collapsed group's header shows when any of its tracks is busy: the top-level
         slices of every member, in their colours, on one strip."""
         width = self.view._tracks_width()
-        for member in self.view.layout_.members(group.group):
+        for member in self.layout.members(group.group):
             if member.kind != "track" or not len(member.all_lanes):
                 continue
             rect = lane_rects(
-                self.view.lanes, int(member.all_lanes[0]), self.view.t0, self.view.t1, width
+                self.lanes, int(member.all_lanes[0]), self.view.t0, self.view.t1, width
             )
             if not len(rect):
                 continue
@@ -201,7 +221,7 @@ class TimelinePainter:
             y = self._row_top(r, top)
             if r.kind == "track":
                 for i, lane in enumerate(r.lanes):
-                    rect = lane_rects(self.view.lanes, int(lane), self.view.t0, self.view.t1, width)
+                    rect = lane_rects(self.lanes, int(lane), self.view.t0, self.view.t1, width)
                     if not len(rect):
                         continue
                     ly = y + 2 + i * LANE_H
@@ -224,10 +244,10 @@ class TimelinePainter:
                             )
                         )
             elif r.kind == "counter":
-                s = self.view.layout_.series[r.series]
+                s = self.layout.series[r.series]
                 v, valid = counter_pixels(s.ts, s.values, self.view.t0, self.view.t1, width)
                 # A counter holds its last value only until the trace ends.
-                valid &= self.view._t_of(LABEL_W + np.arange(width)) <= self.view.extent[1]
+                valid &= self.view.times_of(LABEL_W + np.arange(width)) <= self.view.extent[1]
                 vmax = self._series_max(r.series)
                 hpx = np.where(valid, v / vmax * (r.height - 8), 0.0)
                 keep = hpx > 0.5
@@ -257,7 +277,7 @@ class TimelinePainter:
 
     def counter_value_text(self, i: int, value: float) -> str:
         """A counter row's value as its axis and tooltip show it (bytes in binary units)."""
-        s = self.view.layout_.series[i]
+        s = self.layout.series[i]
         return fmt_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
 
     def _paint_counter_axes(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
@@ -287,7 +307,7 @@ class TimelinePainter:
 
     def _series_max(self, i: int) -> float:
         """The top of a counter row's scale (the series' max; cached per layout)."""
-        s = self.view.layout_.series[i]
+        s = self.layout.series[i]
         if s.peak is None:
             s.peak = (
                 float(np.nanmax(s.values)) if len(s.values) and np.nanmax(s.values) > 0 else 1.0
@@ -335,10 +355,10 @@ class TimelinePainter:
     ) -> None:
         """Outline the slices of ``self.view.<which>`` in the window; many merge per pixel."""
         ids = self.view.evidence if which == "evidence" else self.view.highlights
-        if not len(ids) or not self.view.lanes.n_slices:
+        if not len(ids) or not self.lanes.n_slices:
             return
         positions = self._mark_positions(which, ids)
-        lanes = self.view.lanes
+        lanes = self.lanes
         scale = width / (self.view.t1 - self.view.t0)
         p.setPen(pen)
         p.setBrush(fill if fill is not None else Qt.BrushStyle.NoBrush)
@@ -364,7 +384,7 @@ class TimelinePainter:
         """Lane positions of ``ids``, sorted (cached until the ids or the trace change)."""
         cached = self.view._mark_cache.get(which)
         if cached is None or cached[0] is not ids or cached[1] is not self.view.lanes:
-            cached = (ids, self.view.lanes, np.sort(self.view.lanes.pos[ids].astype(np.int64)))
+            cached = (ids, self.lanes, np.sort(self.lanes.pos[ids].astype(np.int64)))
             self.view._mark_cache[which] = cached
         return cached[2]
 
@@ -409,7 +429,7 @@ class TimelinePainter:
         p.setClipRect(QRectF(0, top, LABEL_W, bottom - top))
         p.fillRect(QRectF(0, top, LABEL_W, bottom - top), paint.GUTTER)
         fm = self.view._fm
-        pinned = set(self.view.layout_.pinned)
+        pinned = set(self.layout.pinned)
         for r in rows:
             y = self._row_top(r, top)
             if r.kind == "group":
@@ -419,9 +439,9 @@ class TimelinePainter:
                 )
                 p.setFont(self.view._bold)
                 p.setPen(QPen(paint.TEXT))
-                collapsed = r.key in self.view.layout_.collapsed
+                collapsed = r.key in self.layout.collapsed
                 mark = "▸" if collapsed else "▾"
-                count = len(self.view.layout_.members(r.group)) if collapsed else 0
+                count = len(self.layout.members(r.group)) if collapsed else 0
                 label = f"{mark} {r.label}" + (f" ({count} rows)" if count > 1 else "")
                 text = fm.elidedText(label, Qt.TextElideMode.ElideMiddle, LABEL_W - 12)
                 p.drawText(QRectF(6, y, LABEL_W - 8, r.height), Qt.AlignmentFlag.AlignVCenter, text)
@@ -486,6 +506,7 @@ class TimelinePainter:
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
             label = fmt_ns(self.view.range[1] - self.view.range[0])
             box = self.range_label_box()
+            assert box is not None  # a range is selected
             p.fillRect(box, QColor("#3d85c6"))
             p.setPen(QPen(QColor("#ffffff")))
             p.setFont(self.view._font)
