@@ -198,6 +198,52 @@ def legend_entries(kinds: list[str], categories: list[str]) -> list[tuple[str, Q
     return out
 
 
+def legend_plan(
+    widths: list[int], is_cat: list[bool], header_w: int, more_w: int, limit: int
+) -> list[tuple[str, int]]:
+    """What the legend draws, left to right: ``("entry", i)``, ``("header", 0)`` (before
+    the first category) and ``("more", n)`` (``+n more``). Everything, when it fits; else
+    the step-bar categories are kept whole and the slice kinds that do not fit before them
+    make way (the categories explain the bars, which nothing else does); only when the
+    categories alone do not fit are they cut too, from the end."""
+    kinds = [i for i, c in enumerate(is_cat) if not c]
+    cats = [i for i, c in enumerate(is_cat) if c]
+    cat_w = (header_w + sum(widths[i] for i in cats)) if cats else 0
+    x = 8
+
+    def run(order: list[int], room: int) -> tuple[list[int], list[int]]:
+        nonlocal x
+        shown: list[int] = []
+        for n, i in enumerate(order):
+            extra = header_w if is_cat[i] and not any(is_cat[j] for j in shown) else 0
+            rest = sum(widths[j] for j in order[n + 1 :])
+            if (
+                x + extra + widths[i] + (0 if x + extra + widths[i] + rest <= room else more_w)
+                > room
+            ):
+                return shown, order[n:]
+            x += extra + widths[i]
+            shown.append(i)
+        return shown, []
+
+    def entries(ids: list[int]) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        for i in ids:
+            if is_cat[i] and not any(what == "header" for what, _ in out):
+                out.append(("header", 0))
+            out.append(("entry", i))
+        return out
+
+    if 8 + sum(widths) + (header_w if cats else 0) <= limit or not cats:
+        shown, hidden = run(kinds + cats, limit)
+        return entries(shown) + ([("more", len(hidden))] if hidden else [])
+    if 8 + cat_w + more_w <= limit:
+        shown, hidden = run(kinds, limit - cat_w)
+        return entries(shown) + [("more", len(hidden))] + entries(cats)
+    shown, hidden = run(kinds + cats, limit)
+    return entries(shown) + ([("more", len(hidden))] if hidden else [])
+
+
 def draw_legend(
     painter: QPainter,
     left: int,
@@ -209,40 +255,39 @@ def draw_legend(
     categories: list[str] | None = None,
 ) -> list[str]:
     """A swatch and a name for every kind present in the trace, then the breakdown
-    categories the step strip's bars draw (``categories``). An entry is drawn whole or not at all:
-    what does not fit becomes ``+N more`` (the view lists them on hover). Returns the
-    labels left out."""
+    categories the step strip's bars draw (``categories``). An entry is drawn whole or not
+    at all: what does not fit becomes ``+N more`` (the view lists them on hover), slice
+    kinds before categories (:func:`legend_plan`). Returns the labels left out."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
     entries = legend_entries(kinds, categories or [])
     gap_label = "step bars:"
     widths = [14 + fm.horizontalAdvance(label) + 14 for label, _, _ in entries]
+    header_w = fm.horizontalAdvance(gap_label) + 20
     more_w = fm.horizontalAdvance("+99 more (hover)") + 12
-    limit = left + width - 8
+    plan = legend_plan(widths, [c for _, _, c in entries], header_w, more_w, left + width - 8)
     baseline = int(top + height / 2 + fm.ascent() / 2 - 1)
+    drawn = {i for what, i in plan if what == "entry"}
     x = 8
-    shown_cat_header = False
-    for n, ((label, color, is_cat), w) in enumerate(zip(entries, widths, strict=True)):
-        extra = fm.horizontalAdvance(gap_label) + 20 if is_cat and not shown_cat_header else 0
-        rest = sum(widths[n + 1 :])
-        if x + extra + w + (0 if x + extra + w + rest <= limit else more_w) > limit:
-            hidden = [lbl for lbl, _, _ in entries[n:]]
+    for what, i in plan:
+        if what == "more":
             painter.setPen(QPen(MUTED))
-            painter.drawText(x, baseline, f"+{len(hidden)} more (hover)")
-            return hidden
-        if extra:
+            painter.drawText(x, baseline, f"+{i} more (hover)")
+            x += more_w
+        elif what == "header":
             painter.setPen(QPen(MUTED))
             painter.drawText(x + 12, baseline, gap_label)
-            x += extra
-            shown_cat_header = True
-        swatch = (
-            QRectF(x, top + height / 2 - 3, 10, 6)
-            if is_cat
-            else QRectF(x, top + height / 2 - 5, 10, 10)
-        )
-        painter.fillRect(swatch, color)
-        painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, baseline, label)
-        x += w
-    return []
+            x += header_w
+        else:
+            label, color, is_cat = entries[i]
+            swatch = (
+                QRectF(x, top + height / 2 - 3, 10, 6)
+                if is_cat
+                else QRectF(x, top + height / 2 - 5, 10, 10)
+            )
+            painter.fillRect(swatch, color)
+            painter.setPen(QPen(TEXT))
+            painter.drawText(x + 14, baseline, label)
+            x += widths[i]
+    return [label for i, (label, _, _) in enumerate(entries) if i not in drawn]
