@@ -30,6 +30,7 @@ from PyQt6.QtWidgets import (
 
 from explorer.report.sections import step_range
 from explorer.trace_api import Trace
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 _COLUMNS = ("#", "finding", "time lost", "share", "steps")
@@ -56,8 +57,8 @@ class FindingsPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
+        present(self.table.verticalHeader()).setVisible(False)
+        header = present(self.table.horizontalHeader())
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         for c in (0, 2, 3, 4):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
@@ -164,7 +165,7 @@ class FindingsPanel(QWidget):
         """Findings are for the whole trace."""
 
     def _selection_changed(self) -> None:
-        rows = self.table.selectionModel().selectedRows()
+        rows = present(self.table.selectionModel()).selectedRows()
         if not rows:
             return
         f = self.findings[rows[0].row()]
@@ -232,7 +233,11 @@ def _finding_html(f: Any) -> str:
         f"<p><b>{esc(fmt_ns(int(f.time_lost_ns)))}</b> lost "
         f"({float(f.share) * 100:.1f}% of step time)"
         + (f" on {esc(str(f.device))}" if f.device else "")
-        + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")
+        + (
+            f" · {'step' if len(f.steps) == 1 else 'steps'} {esc(_steps_text(f.steps))}"
+            if f.steps
+            else ""
+        )
         + f" · {len(f.evidence):,} events</p>",
     ]
     if f.explanation:

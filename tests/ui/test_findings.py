@@ -164,5 +164,5 @@ def test_clicking_a_finding_shows_its_source_line(window, open_trace, qtbot) -> 
     assert "steps steps" not in text and not any(f"steps {n} steps" in text for n in range(99))
     if findings[row].steps:
         steps = sorted(findings[row].steps)
-        first = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"steps {steps[0]}"
+        first = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}"
         assert first in text, text
