@@ -163,7 +163,7 @@ class DependencyGraphPanel(TracePanel):
         layout.addWidget(self.legend)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.selected_slice = None
         self.layout_data = None

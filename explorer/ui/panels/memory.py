@@ -122,7 +122,7 @@ class MemoryPanel(TracePanel):
         return table
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.data = None
         self.live_ts = None

@@ -106,7 +106,7 @@ class OperatorsPanel(TracePanel):
         layout.addWidget(self.table, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self._range = None
         self._steps = pd.DataFrame()

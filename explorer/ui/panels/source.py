@@ -277,7 +277,7 @@ class SourcePanel(TracePanel):
         layout.addWidget(self.view, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.data = None
         self._show_text("")
