@@ -160,7 +160,7 @@ def test_a_range_dragged_on_the_axis_goes_to_the_operators_panel(
     assert operators is not None, "the Operators panel is installed in this project"
     window.timeline.range_selected.emit(100_000, 500_000)
     qtbot.waitUntil(lambda: not operators.busy(), timeout=10000)
-    assert operators.window() == (100_000, 500_000)
+    assert operators.scope_range() == (100_000, 500_000)
 
 
 def test_view_without_a_display_says_how_to_get_a_picture(small_trace_file: Path, capsys) -> None:

@@ -37,6 +37,7 @@ from explorer.analysis.memory_view import (
 from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
+from explorer.ui.qt_types import present
 from explorer.units import fmt_bytes, fmt_ns
 
 PLOT_MIN_H = 100  # the plot keeps this height however small the dock
@@ -75,12 +76,12 @@ class MemoryPanel(TracePanel):
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.addLegend(offset=(10, 10))
         self.plot.scene().sigMouseClicked.connect(self._plot_clicked)
-        self.cursor = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#444", width=1))
-        self.cursor.setVisible(False)
-        self.cursor.sigPositionChangeFinished.connect(
+        self.time_cursor = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#444", width=1))
+        self.time_cursor.setVisible(False)
+        self.time_cursor.sigPositionChangeFinished.connect(
             lambda line: self.show_live_at(int(round(line.value() * 1e9)))
         )
-        self.plot.addItem(self.cursor, ignoreBounds=True)
+        self.plot.addItem(self.time_cursor, ignoreBounds=True)
 
         self.live_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
         self.leak_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
@@ -116,7 +117,7 @@ class MemoryPanel(TracePanel):
     def _table(self, model: DataFrameModel) -> QTableView:
         model.set_frame(pd.DataFrame(columns=TABLE_COLUMNS))
         table = results_table(model, {0: 70, 2: 200, 3: 240})
-        table.selectionModel().selectionChanged.connect(
+        present(table.selectionModel()).selectionChanged.connect(
             lambda *_: self._allocation_selected(table, model)
         )
         return table
@@ -134,7 +135,7 @@ class MemoryPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Reading memory events…")
-        self.run_in_background(lambda: memory_data(trace), self._data_ready, self._failed)
+        self.run_in_background(lambda: memory_data(trace.data), self._data_ready, self._failed)
 
     def show_status(self, text: str) -> None:
         self.status.setText(text)
@@ -160,7 +161,7 @@ class MemoryPanel(TracePanel):
             self.plot.removeItem(item)
         self._peak_labels: list[pg.TextItem] = []
         self.plot.plotItem.legend.clear()
-        self.cursor.setVisible(False)
+        self.time_cursor.setVisible(False)
 
     def _data_ready(self, data: MemoryData) -> None:
         self.data = data
@@ -192,8 +193,8 @@ class MemoryPanel(TracePanel):
                 item.setClipToView(True)
         for i, peak in enumerate(data.peaks.itertuples(index=False)):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
-            x, y = peak.ts / 1e9, float(peak.peak_bytes) / self.y_scale
-            marker = pg.ScatterPlotItem([x], [y], symbol="star", size=14, brush=pg.mkBrush(color))
+            px, py = peak.ts / 1e9, float(peak.peak_bytes) / self.y_scale
+            marker = pg.ScatterPlotItem([px], [py], symbol="star", size=14, brush=pg.mkBrush(color))
             marker.setObjectName(f"peak:{peak.device}")
             self.plot.addItem(marker)
             t_lo, t_hi = float(data.curves["ts"].min()), float(data.curves["ts"].max())
@@ -204,7 +205,7 @@ class MemoryPanel(TracePanel):
                 anchor=(1, 1) if right_half else (0, 1),
             )
             label.setObjectName(f"peak_label:{peak.device}")
-            label.setPos(x, y)
+            label.setPos(px, py)
             self.plot.addItem(label)
             self._peak_labels.append(label)
         self.plot.enableAutoRange(axis="x")
@@ -252,8 +253,8 @@ class MemoryPanel(TracePanel):
         alive = alive_at(self.data.allocations, self.live_ts)
         frame = table_frame(alive, self._trace_end())
         self.live_model.set_frame(frame)
-        self.cursor.setValue(self.live_ts / 1e9)
-        self.cursor.setVisible(True)
+        self.time_cursor.setValue(self.live_ts / 1e9)
+        self.time_cursor.setVisible(True)
         total = int(frame["bytes"].sum()) if len(frame) else 0
         self.tabs.setTabText(
             0, f"Alive at {fmt_ns(self.live_ts)} ({len(frame):,}, {fmt_bytes(total)})"
@@ -279,7 +280,7 @@ class MemoryPanel(TracePanel):
         self.show_live_at(int(round(point.x() * 1e9)))
 
     def _allocation_selected(self, table: QTableView, model: DataFrameModel) -> None:
-        rows = table.selectionModel().selectedRows()
+        rows = present(table.selectionModel()).selectedRows()
         if not rows:
             return
         row = model.row(rows[0].row())
