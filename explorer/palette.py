@@ -15,7 +15,7 @@ _PURPLE = "#8e5cc4"  # communication
 _ORANGE = "#e69138"  # data movement
 _RED = "#d9453d"  # synchronisation
 _GREEN = "#57a773"  # the host (runtime calls, host-bound time)
-_LILAC = "#a87fcf"  # compilation
+_PINK = "#f28fb6"  # compilation: a hue of its own, far from communication's purple
 _GREY = "#c8ccd0"  # idle, other
 
 #: Base colour of each slice kind (``explorer.trace.model.KINDS``).
@@ -32,7 +32,7 @@ KIND_COLORS: dict[str, str] = {
     "annotation": "#c9b458",
     "device_annotation": "#b7a96b",
     "fallback": "#c2185b",
-    "compile": _LILAC,
+    "compile": _PINK,
     "other": "#b0b7bf",
 }
 
@@ -61,14 +61,14 @@ CATEGORY_COLORS: dict[str, str] = {
     "communication": _PURPLE,
     "host_bound": _GREEN,
     "sync_stall": _RED,
-    "compile": _LILAC,
+    "compile": _PINK,
     "other_idle": _GREY,
 }
 
 #: Colours of the critical path's categories (``explorer.analysis.critical_path``).
 CRITICAL_PATH_COLORS: dict[str, str] = {
     "host_compute": "#45a5a3",
-    "compile": _LILAC,
+    "compile": _PINK,
     "input": "#a0785a",
     "host_runtime": _GREEN,
     "launch_overhead": "#f1c232",

@@ -344,10 +344,15 @@ def _op_slices(trace: TraceData, slice_id: np.ndarray) -> np.ndarray:
     valid = codes >= 0
     is_prim[valid] = prim_code[codes[valid]]
     parent = s["parent"].to_numpy(np.int64)
+    # Never up into a Python frame: the primitive's caller there is a frame like ``<built-in
+    # method empty of type object at 0x7f…>``, which names no op; the primitive itself
+    # (``aten::empty``) does, and its source line is the same.
+    op_parent = parent >= 0
+    op_parent[op_parent] = s["kind"].to_numpy()[parent[op_parent]] != "python"
     for _ in range(64):
         ok = out >= 0
         move = np.zeros(len(out), bool)
-        move[ok] = is_prim[out[ok]] & (parent[out[ok]] >= 0)
+        move[ok] = is_prim[out[ok]] & op_parent[out[ok]]
         if not move.any():
             break
         out[move] = parent[out[move]]

@@ -113,6 +113,8 @@ def render(info: dict[str, Any]) -> str:
         lines.append("  devices: none (host only)")
     lines.append("  tracks:")
     for t in info["tracks"]:
+        if t["type"] == "other" and not t["slices"]:
+            continue  # the profiler's nameless housekeeping rows ("process / thread"): empty
         lines.append(f"    {t['type']:<13} {t['label']:<48} {t['slices']:>9,} slices")
     if info["steps"]:
         durs = [st["dur_ns"] for st in info["steps"]]

@@ -10,7 +10,7 @@ from typing import Any
 from explorer.palette import CRITICAL_PATH_COLORS
 from explorer.report.document import Bar, Chart, Section, Segment, Table
 from explorer.report.sections import pct
-from explorer.units import fmt_ns
+from explorer.units import fmt_ns, plural, shorten
 
 #: What a person reads for each path category.
 LABELS: dict[str, str] = {
@@ -76,7 +76,7 @@ def _source(r: dict[str, Any]) -> str:
 
 
 def _where_title(n: int) -> str:
-    return "Where it runs (1 segment)" if n == 1 else f"Where it runs ({n} segments, longest first)"
+    return f"Where it runs ({plural(n, 'segment')}{', longest first' if n > 1 else ''})"
 
 
 def section(d: dict[str, Any]) -> Section:
@@ -100,7 +100,7 @@ def section(d: dict[str, Any]) -> Section:
         tables.append(
             Table(
                 ["op", "kind", "count", "time", "share"],
-                [[r["name"][:90], r["kind"], str(r["count"]), fmt_ns(r["ns"]),
+                [[shorten(r["name"], 90), r["kind"], str(r["count"]), fmt_ns(r["ns"]),
                   pct(r["ns"], length).strip()] for r in d["top_ops"][:TOP]],
                 frozenset({2, 3, 4}),
                 code=frozenset({0}),
@@ -123,7 +123,7 @@ def section(d: dict[str, Any]) -> Section:
         tables.append(
             Table(
                 ["start", "length", "where", "top op"],
-                [[fmt_ns(s["start_ns"]), fmt_ns(s["ns"]), s["label"][:40], str(s["top_op"])[:50]]
+                [[fmt_ns(s["start_ns"]), fmt_ns(s["ns"]), shorten(s["label"], 40), shorten(str(s["top_op"]), 50)]
                  for s in longest],
                 frozenset({0, 1}),
                 title=_where_title(int(d["segments_total"])),

@@ -20,6 +20,7 @@ from explorer.errors import OutputError, UsageError
 from explorer.safe_write import atomic_write, check_target
 from explorer.trace.loading import input_files
 from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
+from explorer.ui.qt_types import present
 
 __all__ = ["application", "has_display", "main", "open_headless", "select_event", "wait_idle"]
 
@@ -52,7 +53,7 @@ def wait_idle(window: Any, timeout_s: float = 20.0) -> None:
     while time.monotonic() < deadline:
         QApplication.processEvents()
         busy = any(p.busy() for p in window.panels.values())
-        if not busy and QThreadPool.globalInstance().activeThreadCount() == 0:
+        if not busy and present(QThreadPool.globalInstance()).activeThreadCount() == 0:
             break
         time.sleep(0.01)
     QApplication.processEvents()
@@ -134,6 +135,7 @@ def open_headless(
     for name, message in errors.items():  # in the picture (dialog, status) and on stderr
         window.analysis_failed(name, message)
         print(f"explorer view: {name.replace('_', ' ')} failed: {message}", file=sys.stderr)
+    window.analyses_done()  # the status bar as an interactive session ends: its summary
     wait_idle(window)
     window.timeline.fit_all()
     if finding is not None:

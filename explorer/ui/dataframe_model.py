@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt
 
-from explorer.units import fmt_bytes, fmt_ns
+from explorer.units import fmt_bytes, fmt_ns, fmt_rate
 
 #: Role under which :meth:`DataFrameModel.data` returns the unformatted cell value.
 RAW_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -58,6 +58,8 @@ FORMATS: dict[str, Formatter] = {
     "bytes": fmt_bytes,
     "percent": format_percent,
     "int": format_int,
+    "hex": lambda v: "" if _missing(v) else f"0x{int(v):x}",  # a memory address
+    "gbps": lambda v: "" if _missing(v) else fmt_rate(float(v) * 1e9),  # GB/s, in human units
 }
 
 

@@ -19,6 +19,7 @@ from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.analysis.dependency_graph import DependencyGraph
 from explorer.trace.model import TraceData
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 MAX_RELATED = 40
@@ -145,7 +146,7 @@ class DetailsPanel(QWidget):
             self.title.fontMetrics().elidedText(self.full_name, Qt.TextElideMode.ElideRight, room)
         )
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+    def resizeEvent(self, event: QResizeEvent | None) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)
         self._elide_title()
 
@@ -181,7 +182,7 @@ class DetailsPanel(QWidget):
     def _fields(self, i: int) -> list[tuple[str, str]]:
         """The slice's own columns as (label, HTML) rows: kind, times, track, depth, and
         the ids, bytes and memory kinds it has."""
-        t = self.trace
+        t = present(self.trace, "the trace")
         s = t.slices
         esc = html.escape
         ts, dur = int(s["ts"].iat[i]), int(s["dur"].iat[i])
@@ -230,7 +231,7 @@ class DetailsPanel(QWidget):
     def _relations_html(self, i: int) -> list[str]:
         """Links to the parent and to the related events (launches, flows, edges)."""
         out = []
-        parent = int(self.trace.slices["parent"].iat[i])
+        parent = int(present(self.trace, "the trace").slices["parent"].iat[i])
         if parent >= 0:
             out.append(f"<p><b>Parent</b>: {self._link_to(parent)}</p>")
         if self.related:
@@ -244,7 +245,7 @@ class DetailsPanel(QWidget):
 
     def _args_html(self, i: int) -> list[str]:
         """The slice's args, the usual ones first."""
-        args = self.trace.args(i)
+        args = present(self.trace, "the trace").args(i)
         if not args:
             return []
         esc = html.escape
@@ -259,7 +260,7 @@ class DetailsPanel(QWidget):
         return out
 
     def _link_to(self, j: int) -> str:
-        s = self.trace.slices
+        s = present(self.trace, "the trace").slices
         full = str(s["name"].iat[j])
         name = html.escape(full if len(full) <= LINK_CHARS else full[: LINK_CHARS - 1] + "…")
         return (

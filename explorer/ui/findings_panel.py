@@ -28,7 +28,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from explorer.report.sections import step_range
 from explorer.trace_api import Trace
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 _COLUMNS = ("#", "finding", "time lost", "share", "steps")
@@ -55,8 +57,8 @@ class FindingsPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
+        present(self.table.verticalHeader()).setVisible(False)
+        header = present(self.table.horizontalHeader())
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         for c in (0, 2, 3, 4):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
@@ -112,6 +114,12 @@ class FindingsPanel(QWidget):
         self.set_note("")
         self.set_findings([], message="Analysing…" if trace is not None else "")
 
+    def show_progress(self, text: str) -> None:
+        """While the findings are computed: which analysis runs, how far (``Analysing:
+        steps (2 of 5)…``)."""
+        if not self.findings:
+            self.text.setHtml(f"<p style='color:#5c6670'>{html.escape(text)}</p>")
+
     def set_findings(self, findings: list[Any], message: str = "") -> None:
         """Show ranked findings (already ranked by time lost)."""
         self.findings = list(findings)
@@ -157,7 +165,7 @@ class FindingsPanel(QWidget):
         """Findings are for the whole trace."""
 
     def _selection_changed(self) -> None:
-        rows = self.table.selectionModel().selectedRows()
+        rows = present(self.table.selectionModel()).selectedRows()
         if not rows:
             return
         f = self.findings[rows[0].row()]
@@ -169,6 +177,9 @@ class FindingsPanel(QWidget):
             ts = self.trace.slices["ts"].to_numpy()[evidence]
             evidence = evidence[np.argsort(ts, kind="stable")]
         self._set_evidence(evidence)
+        if f.source_lines:  # its first line in the Source panel, as --finding N shows it
+            path, line, _ = f.source_lines[0]
+            self.source_requested.emit(str(path), int(line))
         if len(evidence):
             self.evidence_selected.emit(evidence)
         elif f.ranges:
@@ -211,11 +222,8 @@ class FindingsPanel(QWidget):
 
 
 def _steps_text(steps: list[int]) -> str:
-    if not steps:
-        return ""
-    if len(steps) > 4:
-        return f"{len(steps)} steps"
-    return ", ".join(str(int(s)) for s in steps)
+    """``[0, 1, ..., 7]`` → ``"0-7"`` (the report's step ranges), ``[]`` → ``""``."""
+    return step_range(sorted(int(s) for s in steps)) if steps else ""
 
 
 def _finding_html(f: Any) -> str:
@@ -225,7 +233,11 @@ def _finding_html(f: Any) -> str:
         f"<p><b>{esc(fmt_ns(int(f.time_lost_ns)))}</b> lost "
         f"({float(f.share) * 100:.1f}% of step time)"
         + (f" on {esc(str(f.device))}" if f.device else "")
-        + (f" · steps {esc(_steps_text(f.steps))}" if f.steps else "")
+        + (
+            f" · {'step' if len(f.steps) == 1 else 'steps'} {esc(_steps_text(f.steps))}"
+            if f.steps
+            else ""
+        )
         + f" · {len(f.evidence):,} events</p>",
     ]
     if f.explanation:

@@ -98,7 +98,7 @@ COLLECTIVE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("transfer_ns", "transfer", "ns"),
     ("last_rank", "last rank", "int"),
     ("caused_wait_ns", "caused wait", "ns"),
-    ("busbw_gbps", "bus GB/s", "3g"),
+    ("busbw_gbps", "bus bw", "gbps"),
     ("key", "key", ""),
 )
 

@@ -94,13 +94,30 @@ ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 )
 
 
+#: What the progress line calls each analysis.
+LABELS: dict[str, str] = {
+    "slice_sources": "source lines",
+    "steps": "steps",
+    "breakdown": "step breakdown",
+    "findings": "findings",
+    "dependency_graph": "dependency graph",
+}
+
+
+def progress_text(name: str, done: int, total: int) -> str:
+    """``"Analysing: findings (4 of 5)…"``: which analysis runs and how far they are."""
+    return f"Analysing: {LABELS.get(name, name.replace('_', ' '))} ({done + 1} of {total})…"
+
+
 #: The first result under a memory limit the whole trace's analyses cannot fit in: the
 #: :class:`~explorer.ui.analysed.AnalysedTrace` whose window of steps the others cover.
 WINDOW = "window"
 
 
 def _each_analysis(
-    trace: Trace, names: tuple[str, ...] | None = None
+    trace: Trace,
+    names: tuple[str, ...] | None = None,
+    starting: Callable[[str, int, int], object] | None = None,
 ) -> Iterator[tuple[str, Any, str | None]]:
     """Runs the analyses of :data:`ANALYSES` (those in ``names``, or all) one at a time,
     lazily: ``(name, value, None)``, or ``(name, None, one-line error)`` for one that raised.
@@ -109,7 +126,8 @@ def _each_analysis(
     steps that fit (:func:`~explorer.ui.analysed.analysed_trace`), announced first as
     ``(WINDOW, analysed trace, None)``, and every slice id in their results is the whole
     trace's. When not even one step fits, none runs and each says so, rather than the
-    window being killed by the kernel half-way through them."""
+    window being killed by the kernel half-way through them. ``starting(name, k, n)`` is
+    told before the ``k``-th of the ``n`` analyses runs (the progress line)."""
     analysed: AnalysedTrace | None = None
     refused = None
     try:
@@ -118,9 +136,10 @@ def _each_analysis(
         refused = str(exc)
     if analysed is not None and analysed.window is not None:
         yield WINDOW, analysed, None
-    for name, fn in ANALYSES:
-        if names is not None and name not in names:
-            continue
+    chosen = [(name, fn) for name, fn in ANALYSES if names is None or name in names]
+    for k, (name, fn) in enumerate(chosen):
+        if starting is not None:
+            starting(name, k, len(chosen))
         if analysed is None:
             yield name, None, refused
             continue
@@ -133,9 +152,11 @@ def _each_analysis(
 
 
 class AnalysisRunner(_CancellableThread):
-    """Runs the window's analyses on one trace. Signals: ``result(name, value)`` per
-    analysis, ``failed(name, message)``, and ``finished`` (QThread's) at the end."""
+    """Runs the window's analyses on one trace. Signals: ``starting(name, k, n)`` before
+    the ``k``-th of ``n``, ``result(name, value)`` per analysis, ``failed(name, message)``,
+    and ``finished`` (QThread's) at the end."""
 
+    starting = pyqtSignal(str, int, int)
     result = pyqtSignal(str, object)
     failed = pyqtSignal(str, str)
 
@@ -150,7 +171,7 @@ class AnalysisRunner(_CancellableThread):
         if self._cancel:
             return
         # The generator runs the next analysis only when asked: a cancel stops before it.
-        for name, value, error in _each_analysis(self.trace, self.names):
+        for name, value, error in _each_analysis(self.trace, self.names, self.starting.emit):
             if error is None:
                 self.result.emit(name, value)
             else:

@@ -32,7 +32,7 @@ from explorer.ui.analysed import AnalysedTrace
 from explorer.ui.details import DetailsPanel
 from explorer.ui.dialogs import open_warning
 from explorer.ui.findings_panel import FindingsPanel
-from explorer.ui.loader import WINDOW, AnalysisRunner, TraceLoader
+from explorer.ui.loader import WINDOW, AnalysisRunner, TraceLoader, progress_text
 from explorer.ui.panels import TracePanel
 from explorer.ui.panels.dependency_graph import DependencyGraphPanel
 from explorer.ui.panels.memory import MemoryPanel
@@ -41,6 +41,7 @@ from explorer.ui.panels.source import SourcePanel
 from explorer.ui.search import SearchBar
 from explorer.ui.status_bar import add_progress
 from explorer.ui.timeline.view import TimelineView
+from explorer.units import fmt_ns, plural
 
 ORG, APP = "Explorer", "explorer"
 MAX_RECENT = 10
@@ -174,6 +175,11 @@ class MainWindow(QMainWindow):
         self.window_note.setStyleSheet("color:#8a5300")
         self.window_note.hide()
         self.statusBar().addPermanentWidget(self.window_note)
+        # What the open trace is, once loaded: events, steps, findings. Permanent (on the
+        # left), so the transient messages beside it never leave the bar empty.
+        self.summary = QLabel(self)
+        self.summary.setObjectName("trace_summary")
+        self.statusBar().insertWidget(0, self.summary)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -331,16 +337,64 @@ class MainWindow(QMainWindow):
         warnings = trace.metadata.get("warnings") or []
         if warnings:
             self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
+        self._update_summary()
         self.analysis = AnalysisRunner(trace, self)
+        self.analysis.starting.connect(self.analysis_starting)
         self.analysis.result.connect(self.on_analysis)
         self.analysis.failed.connect(self.analysis_failed)
+        self.analysis.finished.connect(self.analyses_done)
         self.analysis.start()
+
+    def analysis_starting(self, name: str, done: int, total: int) -> None:
+        """The next analysis starts: which one and how far, in the status bar's progress
+        and in the Findings panel until its findings are in."""
+        if self.sender() is not None and self.sender() is not self.analysis:
+            return  # a superseded trace's analysis
+        text = progress_text(name, done, total)
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"%v of {total}")
+        self.progress.show()
+        if "findings" not in self.results:
+            self.findings.show_progress(text)
+        self.statusBar().showMessage(text)
+
+    def analyses_done(self) -> None:
+        if self.sender() is not None and self.sender() is not self.analysis:
+            return
+        self.progress.hide()
+        self.progress.setRange(0, 100)
+        self.progress.setFormat("%p%")
+        self.statusBar().clearMessage()
+        self._update_summary()
+
+    def _update_summary(self) -> None:
+        """The status bar's permanent line: ``9,706 events · 8 steps, mean 665 ms ·
+        1 finding, 4.04 s lost``, as far as the analyses have got."""
+        if self.trace is None:
+            self.summary.setText("")
+            return
+        parts = [plural(len(self.trace.slices), "event")]
+        steps = self.results.get("steps")
+        if steps is not None and len(steps):
+            parts.append(
+                f"{plural(len(steps), 'step')}, mean {fmt_ns(int(steps['dur_ns'].mean()))}"
+            )
+        found = self.results.get("findings")
+        if found is not None:
+            lost = sum(int(f.time_lost_ns) for f in found)
+            parts.append(
+                plural(len(found), "finding") + (f", {fmt_ns(lost)} lost" if found else "")
+            )
+        self.summary.setText(" · ".join(parts))
 
     def on_analysis(self, name: str, value: Any) -> None:
         """One analysis result arrived (from the worker, or directly in headless mode)."""
         if self.sender() is not None and self.sender() is not self.analysis:
             return  # a superseded trace's analysis
         self.results[name] = value
+        if name in ("steps", "findings"):
+            self._update_summary()
         if name == WINDOW:
             self.show_window(value)
             return

@@ -160,7 +160,7 @@ def test_a_range_dragged_on_the_axis_goes_to_the_operators_panel(
     assert operators is not None, "the Operators panel is installed in this project"
     window.timeline.range_selected.emit(100_000, 500_000)
     qtbot.waitUntil(lambda: not operators.busy(), timeout=10000)
-    assert operators.window() == (100_000, 500_000)
+    assert operators.scope_range() == (100_000, 500_000)
 
 
 def test_view_without_a_display_says_how_to_get_a_picture(small_trace_file: Path, capsys) -> None:
@@ -178,6 +178,10 @@ def test_opening_another_file_while_loading_keeps_only_the_last(
     window.open_path(str(small_trace_file))  # replaces the first load
     qtbot.waitUntil(lambda: window.trace is not None, timeout=30000)
     qtbot.waitUntil(lambda: not window.loader.isRunning(), timeout=30000)
+    # The bar shows the analyses' progress next; it is gone once they are done.
+    qtbot.waitUntil(
+        lambda: window.analysis is not None and window.analysis.isFinished(), timeout=60000
+    )
     qtbot.wait(50)  # let the first loader's late signals arrive
     assert window.trace.path == str(small_trace_file)
     assert window.error_box is None
@@ -284,3 +288,37 @@ def test_failed_analyses_show_in_one_dialog(window, open_trace, small_trace_file
         "dependency graph failed: KeyError: 'track'",
     ]
     assert "Findings failed" in window.findings.text.toPlainText()
+
+
+def test_analysing_shows_which_analysis_and_how_far_then_a_summary_stays(
+    window, open_trace, small_trace_file, qtbot
+) -> None:
+    """While the analyses run, the status bar and the Findings panel say which one runs and
+    how far they are (``Analysing: findings (4 of 5)…``); once done, the status bar keeps a
+    summary of the trace (events, steps, findings) that later messages do not erase."""
+    from explorer.ui.loader import ANALYSES, LABELS
+
+    seen: list[tuple[str, str]] = []
+
+    def watch(message: str) -> None:
+        if message.startswith("Analysing"):
+            seen.append((message, window.findings.text.toPlainText()))
+
+    window.statusBar().messageChanged.connect(watch)
+    open_trace(window, small_trace_file)
+    names = [n for n, _ in ANALYSES]
+    assert [m for m, _ in seen] == [
+        f"Analysing: {LABELS[n]} ({k + 1} of {len(names)})…" for k, n in enumerate(names)
+    ]
+    # Until the findings are in, the Findings panel says the same.
+    before = [panel for _, panel in seen[: names.index("findings") + 1]]
+    assert before == [m for m, _ in seen[: len(before)]]
+    assert not window.progress.isVisible()
+    trace = window.trace
+    steps, found = trace.steps(), trace.findings()
+    summary = window.summary.text()
+    assert f"{len(trace.slices):,} events" in summary
+    assert f"{len(steps)} step" in summary and f"{len(found)} finding" in summary
+    window.statusBar().showMessage("something else", 1)
+    qtbot.wait(30)
+    assert window.summary.isVisible() and window.summary.text() == summary

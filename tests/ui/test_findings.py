@@ -140,3 +140,29 @@ def test_a_real_runs_compile_finding_leads_to_its_source_line(window, open_trace
     source = window.panels["source"]
     assert source.current_line == int(line)
     assert window.docks["source"].isVisible()
+
+
+def test_clicking_a_finding_shows_its_source_line(window, open_trace, qtbot) -> None:
+    """A real mouse click on a finding's row (not only ``--finding N``) opens its first
+    source line in the Source panel and brings that panel to the front; the Evidence
+    header names its steps once (``steps 0-7``, never ``steps 8 steps``)."""
+    from PyQt6.QtCore import Qt
+
+    open_trace(window, SAMPLE)
+    findings = window.findings.findings
+    row = next(r for r, f in enumerate(findings) if f.source_lines)
+    window.docks["operators"].raise_()
+    table = window.findings.table
+    rect = table.visualRect(table.model().index(row, 1))
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    path, line, _ = findings[row].source_lines[0]
+    source = window.panels["source"]
+    qtbot.waitUntil(lambda: source.current_line == int(line), timeout=5000)
+    assert source.current_file == str(path)
+    assert not window.docks["source"].visibleRegion().isEmpty(), "the Source tab is in front"
+    text = window.findings.text.toPlainText()
+    assert "steps steps" not in text and not any(f"steps {n} steps" in text for n in range(99))
+    if findings[row].steps:
+        steps = sorted(findings[row].steps)
+        first = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}"
+        assert first in text, text

@@ -168,3 +168,27 @@ def test_layered_layout_edges_never_cross_a_node(qtbot, panel, alexnet):
     faded = [i for i in paths if i.pen().color() != CRITICAL and i.pen().color().alphaF() < 0.5]
     assert critical and faded
     assert min(i.zValue() for i in critical) > max(i.zValue() for i in faded)
+
+
+@pytest.mark.parametrize("width", [700, 1000, 1500])
+def test_no_node_is_cut_at_the_views_edges(qtbot, panel, alexnet, width):
+    """Around a selection in the middle of a wide graph, the view shows whole columns:
+    every node is either wholly inside what the view shows or wholly outside it."""
+    panel.resize(width, 600)
+    _load(qtbot, panel, alexnet)
+    s = alexnet.slices
+    kernel = int(np.flatnonzero((s["kind"] == "kernel").to_numpy())[40])
+    panel.hops.setValue(4)
+    with qtbot.waitSignal(panel.updated, timeout=30_000):
+        panel.on_selection(kernel)
+    assert len(panel.node_items) > 8, "a graph wider than the view"
+    shown = panel.visible_scene_rect()
+    inside = 0
+    for item in panel.node_items.values():
+        rect = item.rect()
+        overlap = rect.intersected(shown)
+        cut = not overlap.isEmpty() and overlap.width() < rect.width() - 0.5
+        assert not cut, (item.toolTip().splitlines()[0], rect, shown)
+        inside += overlap.width() >= rect.width() - 0.5
+    assert inside >= 3
+    assert panel.node_items[kernel].rect().intersects(shown), "the selection is in view"

@@ -278,3 +278,33 @@ def test_peak_labels_stay_inside_the_plot(qtbot):
         for label in p._peak_labels:
             box = label.mapRectToScene(label.boundingRect())
             assert area.contains(box), f"{path.name}: {label.toPlainText()} clipped"
+
+
+@pytest.mark.parametrize("height", [PLOT_MIN_H + 20, 400])
+def test_axis_title_and_peak_label_are_inside_the_plot(qtbot, panel, height):
+    """However short the plot, the left axis' title and each peak label are drawn whole:
+    the title inside the axis, the label inside the plotted area (not cut at its top)."""
+    panel.resize(1000, height + 200)
+    panel.plot.setFixedHeight(height)
+    qtbot.wait(50)
+    panel.plot.grab()  # laid out and painted
+    axis = panel.plot.getAxis("left")
+    title = axis.label.mapRectToScene(axis.label.boundingRect())
+    shown = panel.plot.mapToScene(panel.plot.viewport().rect()).boundingRect()
+    band = axis.sceneBoundingRect()
+    assert shown.contains(title), (title, shown)  # not cut at the widget's left edge
+    assert band.top() <= title.top() and title.bottom() <= band.bottom(), (title, band)
+    view = panel.plot.plotItem.vb.sceneBoundingRect()
+    labels = [i for i in panel.plot.plotItem.items if isinstance(i, pg.TextItem)]
+    assert labels, "a peak label is drawn"
+    for label in labels:
+        box = label.sceneBoundingRect()
+        assert view.contains(box), (label.toPlainText(), box, view)
+
+
+def test_addresses_read_in_hex(panel):
+    model = panel.live_model
+    col = list(model.frame.columns).index("addr")
+    addr = int(model.frame["addr"].iloc[0])
+    text = model.data(model.index(0, col))
+    assert text == f"0x{addr:x}"

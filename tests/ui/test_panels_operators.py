@@ -100,7 +100,7 @@ def test_panel_shows_whole_trace(panel, amd):
     assert model.rowCount() == len(stats)
     shown = model.frame
     assert int(shown["total_ns"].sum()) == int(stats["total_ns"].sum())
-    assert panel.window() is None
+    assert panel.scope_range() is None
     assert "names" in panel.status.text()
     assert panel.scope.count() >= 2  # whole trace + the trace's steps
 
@@ -111,7 +111,7 @@ def test_step_scope_clips_to_the_step(qtbot, panel, amd):
     with qtbot.waitSignal(panel.updated, timeout=20_000):
         panel.scope.setCurrentIndex(1)
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
-    assert panel.window() == (lo, hi)
+    assert panel.scope_range() == (lo, hi)
     s = amd.slices
     clipped = np.clip(s["ts"] + s["dur"], lo, hi) - np.clip(s["ts"], lo, hi)
     pd.testing.assert_frame_equal(panel.stats, operator_stats(amd, lo, hi))
@@ -125,7 +125,7 @@ def test_range_from_timeline(qtbot, panel, amd):
     lo, hi = 1_000_000, 3_000_000
     with qtbot.waitSignal(panel.updated, timeout=20_000):
         panel.on_range(hi, lo)  # reversed on purpose: a drag to the left
-    assert panel.window() == (lo, hi)
+    assert panel.scope_range() == (lo, hi)
     assert panel.scope.currentText().startswith("Range")
     expected = operator_stats(amd, lo, hi)
     pd.testing.assert_frame_equal(panel.stats, expected)
@@ -270,6 +270,6 @@ def test_columns_fit_names_elide_at_the_end_and_a_range_shows_its_top_rows(
     a, b = window.timeline.visible_range()
     with qtbot.waitSignal(panel.updated, timeout=30000):
         window.timeline.range_selected.emit(int(a + (b - a) * 0.2), int(a + (b - a) * 0.6))
-    assert panel.window() is not None
+    assert panel.scope_range() is not None
     assert table.verticalScrollBar().value() == 0
     assert table.rowAt(0) == 0

@@ -83,7 +83,7 @@ def test_selection_opens_the_file_at_the_line_with_heat(qtbot, trace, settings):
     assert "host" in panel.view.line_tooltip(line)
     assert panel.view.times[line].endswith("s")  # the line's time, written in the gutter
     assert str(line) in panel.location.text()
-    panel.metric.setCurrentText("device time")  # CPU run: no device time, so no heat
+    panel.heat_metric.setCurrentText("device time")  # CPU run: no device time, so no heat
     assert panel.view.heat == {} and panel.view.times == {}
 
 
@@ -187,7 +187,7 @@ def test_gutter_marks_syncs_and_fallbacks(qtbot, tmp_path, settings, scenario, t
     assert panel.view.marks[line] == f"{tag}{truth['count']}"
     assert f"{truth['count']} {'sync' if tag == 'S' else 'fallback'}" in panel.location.text()
     if tag == "S":
-        panel.metric.setCurrentText("stall time")
+        panel.heat_metric.setCurrentText("stall time")
         assert panel.view.heat[line] == pytest.approx(1.0)
 
 

@@ -10,7 +10,7 @@ from PyQt6.QtCore import QPoint, QPointF, Qt
 from PyQt6.QtGui import QWheelEvent
 
 from explorer.ui.timeline.axis import ticks
-from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, STEP_H
+from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, SCROLL_W, STEP_H
 from explorer.ui.timeline.layout import TrackLayout
 from explorer.ui.timeline.lod import build_lanes, counter_pixels, lane_rects, pixel_edges
 from explorer.ui.timeline.view import TimelineView
@@ -424,35 +424,58 @@ def test_deep_zoom_labels_ticks_relative_to_a_reference_shown_once(view, qtbot) 
 
 
 def test_the_legend_is_never_clipped_and_lists_the_rest_on_hover(view, small_trace, qtbot) -> None:
-    """At 1600 px every entry fits; at 700 px the entries that do not fit are left out
-    whole — each drawn one ends inside the widget — and hovering the legend lists them."""
+    """At 1600 px every entry fits; narrower, the entries that do not fit are left out
+    whole — slice kinds first, so every category the step bars draw stays named — each
+    drawn one ends inside the widget, and hovering the legend lists what was left out."""
     from PyQt6.QtGui import QFontMetrics
     from PyQt6.QtWidgets import QToolTip
 
     from explorer.ui.timeline import paint
 
     view.set_steps(small_trace.steps(), small_trace.breakdown())
-    entries = paint.legend_entries(view._kinds_present, categories=True)
-    assert len(entries) >= 10
+    entries = paint.legend_entries(view._kinds_present, paint.used_categories(view.step_shares))
+    kinds = [label for label, _, is_cat in entries if not is_cat]
+    cats = [label for label, _, is_cat in entries if is_cat]
+    assert len(kinds) >= 5 and cats
     view.resize(1600, 600)
     view.grab()
     assert view.legend_hidden == []
-    view.resize(700, 600)
-    view.grab()
-    hidden = view.legend_hidden
-    assert 0 < len(hidden) < len(entries)
-    assert hidden == [label for label, _, _ in entries][len(entries) - len(hidden) :]
-    # The entries drawn, laid out as draw_legend does, end before the widget's edge.
     fm = QFontMetrics(view._font)
-    shown = entries[: len(entries) - len(hidden)]
-    x = 8 + sum(14 + fm.horizontalAdvance(lbl) + 14 for lbl, _, _ in shown)
-    if any(is_cat for _, _, is_cat in shown):
+    w = {lbl: 14 + fm.horizontalAdvance(lbl) + 14 for lbl, _, _ in entries}
+    more_w = fm.horizontalAdvance("+99 more (hover)") + 12
+    cat_block = fm.horizontalAdvance("step bars:") + 20 + sum(w[c] for c in cats)
+    # Room for the categories, the "+N more" and one or two kinds (and the scroll bar).
+    need = 8 + cat_block + more_w + w[kinds[0]] + SCROLL_W + 8 + 2
+    for width in (need + w[kinds[1]], need):
+        view.resize(width, 600)
+        view.grab()
+        hidden = view.legend_hidden
+        assert 0 < len(hidden) < len(kinds)
+        assert hidden == kinds[len(kinds) - len(hidden) :], "kinds make way, from the end"
+        # The entries drawn, laid out as draw_legend does, end before the widget's edge.
+        shown = [e for e in entries if e[0] not in hidden]
+        x = 8 + sum(14 + fm.horizontalAdvance(lbl) + 14 for lbl, _, _ in shown)
         x += fm.horizontalAdvance("step bars:") + 20
-    assert x + fm.horizontalAdvance(f"+{len(hidden)} more (hover)") <= view.width()
-    hover(view, QPointF(300, view.height() - 8))
+        assert x + fm.horizontalAdvance(f"+{len(hidden)} more (hover)") + 12 <= view.width()
+    hover(view, QPointF(200, view.height() - 8))
     qtbot.waitUntil(lambda: "step bars:" in QToolTip.text(), timeout=3000)
     for label in hidden:
         assert label in QToolTip.text()
+
+
+def test_the_legend_plan_keeps_the_categories_whole() -> None:
+    """The layout rule on its own: kinds make way for categories; categories are cut only
+    when they alone do not fit."""
+    from explorer.ui.timeline.paint import legend_plan
+
+    widths, is_cat = [100] * 6 + [80] * 3, [False] * 6 + [True] * 3
+    everything = legend_plan(widths, is_cat, 50, 90, 2000)
+    assert [i for what, i in everything if what == "entry"] == list(range(9))
+    tight = legend_plan(widths, is_cat, 50, 90, 8 + 50 + 240 + 90 + 200)
+    assert [i for what, i in tight if what == "entry"] == [0, 1, 6, 7, 8]
+    assert ("more", 4) in tight
+    narrow = legend_plan(widths, is_cat, 50, 90, 300)
+    assert ("more", 9 - sum(what == "entry" for what, _ in narrow)) in narrow
 
 
 def test_a_many_stream_device_starts_as_one_summary_row_and_remembers_a_click(
@@ -551,3 +574,52 @@ def test_the_range_label_never_sits_on_a_tick_label(view, qtbot) -> None:
                         x,
                         y,
                     )  # range edge is blue
+
+
+def test_the_legend_names_the_categories_the_step_bars_draw(view, small_trace) -> None:
+    """The step bars of this trace draw some of the seven breakdown categories: the legend
+    names exactly those (each with time in some step), so at 1600 px none hides behind
+    ``+N more``; a category with 0 ns in every step is not listed."""
+    from explorer.palette import CATEGORY_COLORS
+    from explorer.ui.timeline import paint
+
+    breakdown = small_trace.breakdown()
+    view.set_steps(small_trace.steps(), breakdown)
+    device = paint.step_device(breakdown)
+    part = breakdown[breakdown["device"].astype(str) == device]
+    per_category = part.groupby("category", observed=True)["ns"].sum()
+    drawn = {str(c) for c, ns in per_category.items() if ns > 0}
+    assert 0 < len(drawn) < len(CATEGORY_COLORS) < 8
+    assert set(paint.used_categories(view.step_shares)) == drawn
+    view.resize(1600, 600)
+    view.grab()
+    assert view.legend_hidden == []
+    labels = [
+        lbl for lbl, _, is_cat in paint.legend_entries([], paint.used_categories(view.step_shares))
+    ]
+    assert labels == [c.replace("_", " ") for c in CATEGORY_COLORS if c in drawn]
+
+
+def test_axis_labels_read_in_the_unit_of_the_axis_and_never_negative(view) -> None:
+    """Ticks 500 ms apart on a 5 s axis read ``3.5 s``, not ``3500 ms``; a view that starts
+    before the trace (as a search jump to its first slice leaves it) labels no tick before
+    time 0, and the deep-zoom reference is never negative."""
+    from explorer.ui.timeline import axis
+
+    assert axis.tick_label(3_500_000_000, 500_000_000, None, 5_300_000_000) == "3.5 s"
+    assert axis.tick_label(3_000_000_000, 500_000_000, None, 5_300_000_000) == "3.0 s"
+    assert axis.tick_label(0, 500_000_000, None, 5_300_000_000) == "0.0 s"
+    assert axis.tick_label(20_000_000, 10_000_000, None, 90_000_000) == "20 ms"
+    assert axis.tick_label(1_250_000, 50_000, None, 1_900_000) == "1.25 ms"
+    # The search jump: the first slice of the trace, zoomed to with its margin.
+    first = int(view.trace.slices["ts"].to_numpy().argmin())
+    view.zoom_to_slices(np.array([first]))
+    t0, t1 = view.visible_range()
+    assert t0 < 0, "the jump leaves a margin before the trace start"
+    times, step, ref = axis.labelled_ticks(t0, t1, view._tracks_width())
+    assert len(times) and (times >= 0).all()
+    labels = [axis.tick_label(t, step, ref, max(abs(t0), abs(t1))) for t in times]
+    assert not any("-" in lbl for lbl in labels), labels
+    view.grab()
+    assert "-" not in view.axis_origin
+    assert axis.reference(-4_000, 96_000, 20) == 0.0

@@ -12,7 +12,7 @@ import numpy as np
 from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import Context
 from explorer.analysis.finding import Finding
-from explorer.units import fmt_ns
+from explorer.units import fmt_ns, shorten
 
 #: What this detector reports and the breakdown reasons it reads (checked by the registry).
 KIND = "communication"
@@ -28,10 +28,11 @@ def detect(ctx: Context) -> list[Finding]:
     coll = cls.blocking_collective | (cls.device_collective if ctx.device_mode else False)
     coll = ctx.outermost(coll)
     names = ctx.trace.slices["name"].to_numpy()[np.flatnonzero(coll)[:2000]]
-    kinds = sorted({str(n).split("(")[0][:60] for n in names})[:5]
+    kinds = sorted({shorten(str(n).split("(")[0].strip(), 60) for n in names} - {""})[:5]
+    named = f" ({', '.join(kinds)})" if kinds else ""  # never "Collectives () run on host"
     title = f"Exposed communication: {fmt_ns(m.total)} of collectives not overlapped with compute"
     explanation = (
-        f"Collectives ({', '.join(kinds)}) run on {m.device} for {fmt_ns(m.total)} with no compute "
+        f"Collectives{named} run on {m.device} for {fmt_ns(m.total)} with no compute "
         "alongside, so every rank waits for the network."
     )
     recommendation = (

@@ -20,7 +20,7 @@ import numpy as np
 from explorer.analysis.classify import classes
 from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, Measured
 from explorer.analysis.finding import Finding
-from explorer.units import fmt_ns
+from explorer.units import fmt_ns, shorten
 
 #: What this detector reports and the breakdown reasons it reads (checked by the registry).
 KIND = "compile"
@@ -103,8 +103,7 @@ def why_sentence(args: dict[str, Any]) -> str:
         return f"The graph breaks in {frame}{where}{what}."
     m = _GUARD.search(text)
     guard = _FLOAT.sub(lambda f: f"{float(f.group()):.4g}", m.group("guard")) if m else ""
-    if len(guard) > 80:
-        guard = guard[:80].rsplit(" ", 1)[0] + " …"
+    guard = shorten(guard, 80)
     because = f" because the guard `{guard}` failed (a value it was specialised on changed)"
     return f"{frame[0].upper()}{frame[1:]} is recompiled{where}{because if guard else ''}."
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
 from explorer.report.document import Chart, Document, Section, Table
-from explorer.units import fmt_bytes, fmt_ns
+from explorer.units import fmt_bytes, fmt_ns, fmt_rate
 
 #: Rank × step matrix: at most this many step columns (the first ones).
 MAX_STEP_COLUMNS = 12
@@ -244,7 +244,7 @@ def _collectives(doc: dict[str, Any]) -> Section:
             [r["op"], "" if r["step"] is None else str(r["step"]),
              fmt_bytes(r["bytes"]) if r["bytes"] > 0 else "?", fmt_ns(r["skew_ns"]),
              fmt_ns(r["dur_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transfer_ns"]),
-             f"rank {r['last_rank']}", "" if bw is None else f"{bw:.3g} GB/s"]
+             f"rank {r['last_rank']}", fmt_rate(None if bw is None else bw * 1e9)]
         )  # fmt: skip
     header = ["op", "step", "bytes", "skew", "time", "wait (mean)", "transfer", "last in",
               "bus bw"]  # fmt: skip

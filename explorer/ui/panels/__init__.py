@@ -38,6 +38,7 @@ from explorer.analysis.memory_need import check_analyses_fit
 from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace
+from explorer.ui.qt_types import present
 
 
 class _JobSignals(QObject):
@@ -85,7 +86,7 @@ class TracePanel(QWidget):
         self._jobs: dict[int, _Job] = {}
 
     # -- contract (panels override what they use) ---------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         self.trace = trace
         if self.analysed is not None and self.analysed.whole is not trace:
             self.analysed = None  # another trace: its window is gone with it
@@ -213,7 +214,7 @@ class TracePanel(QWidget):
         job.signals.finished.connect(deliver)
         job.signals.failed.connect(report)
         job.setAutoDelete(False)  # the Python side keeps it (self._jobs) until it reports
-        QThreadPool.globalInstance().start(job)
+        present(QThreadPool.globalInstance()).start(job)
         return generation
 
     def busy(self) -> bool:
@@ -233,17 +234,18 @@ def results_table(model: Any, widths: dict[int, int] | None = None) -> QTableVie
     table = QTableView()
     table.setModel(model)
     # No sort until the user clicks a header: the analysis' own order (largest first) stands.
-    table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
+    header = present(table.horizontalHeader())
+    header.setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
     table.setSortingEnabled(True)
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.setWordWrap(False)
     table.setTextElideMode(Qt.TextElideMode.ElideRight)
-    table.verticalHeader().setVisible(False)
-    table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
-    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
-    header = table.horizontalHeader()
+    rows = present(table.verticalHeader())
+    rows.setVisible(False)
+    rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+    rows.setDefaultSectionSize(table.fontMetrics().height() + 6)
     header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     header.setDefaultSectionSize(90)
     header.setStretchLastSection(True)
@@ -260,8 +262,8 @@ def fit_columns(table: QTableView, stretch: int = 0) -> None:
     """Size every column but ``stretch`` to its header and its first :data:`FIT_ROWS`
     rows' text; ``stretch`` takes the rest of the width (the table scrolls sideways when
     that leaves it less than 160 px)."""
-    model = table.model()
-    header = table.horizontalHeader()
+    model = present(table.model())
+    header = present(table.horizontalHeader())
     fm = table.fontMetrics()
     header_fm = header.fontMetrics()
     rows = min(model.rowCount(), FIT_ROWS)
@@ -278,7 +280,7 @@ def fit_columns(table: QTableView, stretch: int = 0) -> None:
         header.resizeSection(column, width)
         used += width
     if 0 <= stretch < model.columnCount():
-        room = table.viewport().width() - used
+        room = present(table.viewport()).width() - used
         if room >= 160:
             header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
         else:
@@ -291,7 +293,7 @@ def trace_steps(trace: Trace) -> pd.DataFrame:
     define them (``ProfilerStep#N``, else one step for the whole trace)."""
     from explorer.analysis.steps import steps
 
-    return steps(trace)
+    return steps(trace.data)
 
 
 __all__ = ["TracePanel", "fit_columns", "results_table", "trace_steps"]

@@ -44,6 +44,7 @@ from PyQt6.QtWidgets import (
 from explorer.analysis.graph_layout import GraphLayout, graph_layout
 from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel, trace_steps
+from explorer.ui.qt_types import present
 from explorer.ui.timeline.colors import kind_color
 from explorer.units import fmt_ns
 
@@ -150,8 +151,9 @@ class DependencyGraphPanel(TracePanel):
         self.view = GraphView(self.scene)
 
         bar = QHBoxLayout()
-        for widget in (self.mode, self.step, self.hops, self.max_nodes):
-            bar.addWidget(widget)
+        controls: tuple[QWidget, ...] = (self.mode, self.step, self.hops, self.max_nodes)
+        for control in controls:
+            bar.addWidget(control)
         bar.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -163,7 +165,7 @@ class DependencyGraphPanel(TracePanel):
         layout.addWidget(self.legend)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.selected_slice = None
         self.layout_data = None
@@ -175,7 +177,7 @@ class DependencyGraphPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Select an event, or choose “Whole step”.")
-        subject = self.subject  # the whole trace, or the steps that fit in memory
+        subject = present(self.subject, "the trace")  # whole, or the steps that fit
         self.run_in_background(lambda: trace_steps(subject), self._steps_ready, self._failed)
 
     def show_status(self, text: str) -> None:
@@ -224,7 +226,7 @@ class DependencyGraphPanel(TracePanel):
             what = f"step {step}" if step is not None else "the whole trace"
         self.status.setText(f"Building the dependency graph of {what}…")
         self.run_in_background(
-            lambda: graph_layout(trace, step, center, hops, cap),
+            lambda: graph_layout(trace.data, step, center, hops, cap),
             lambda result: self._layout_ready(result, what),
             self._failed,
         )
@@ -284,9 +286,42 @@ class DependencyGraphPanel(TracePanel):
         finally:
             self._placing = False
         self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
-        if self.selected_slice is not None and self.selected_slice in self.node_items:
-            self.view.centerOn(self.node_items[self.selected_slice])
+        self.frame_columns()
         self.view.pin_lane_labels()
+
+    def frame_columns(self) -> None:
+        """Show whole columns only, so no node is cut at the view's left or right edge: the
+        view is scaled so that a whole number of columns fills its width, and scrolled so
+        its left edge falls in the gutter before a column (the selection's near the middle).
+        A graph that fits is shown whole."""
+        if not self.node_items:
+            return
+        nodes = [item.rect() for item in self.node_items.values()]
+        left = min(r.left() for r in nodes) - COL_GAP / 2
+        right = max(r.right() for r in nodes) + COL_GAP / 2
+        pitch = NODE_W + COL_GAP
+        total = max(round((right - left) / pitch), 1)
+        selected = self.node_items.get(
+            self.selected_slice if self.selected_slice is not None else -1
+        )
+        for _ in range(2):  # again once the scroll bars the new scale needs are in place
+            width = max(present(self.view.viewport()).width(), 1)
+            shown = min(max(int(width // pitch), 1), total)
+            scale = width / (shown * pitch)
+            self.view.resetTransform()
+            self.view.scale(scale, scale)
+            first = 0
+            if selected is not None:
+                first = max(int(round((selected.rect().left() - left) / pitch)) - shown // 2, 0)
+            first = min(first, total - shown)
+            x0 = left + first * pitch
+            height = present(self.view.viewport()).height() / scale
+            y = selected.rect().center().y() if selected is not None else height / 2
+            self.view.centerOn(x0 + shown * pitch / 2, y)
+
+    def visible_scene_rect(self) -> QRectF:
+        """The part of the scene the view shows."""
+        return self.view.mapToScene(present(self.view.viewport()).rect()).boundingRect()
 
     def _draw_lanes(self, layout: GraphLayout) -> None:
         """One band per lane, as tall as its rows, with its label (kept in view)."""
@@ -307,7 +342,7 @@ class DependencyGraphPanel(TracePanel):
                 QPen(Qt.PenStyle.NoPen),
                 QBrush(QColor("#f3f5f7" if lane % 2 == 0 else "#ffffff")),
             )
-            band.setZValue(-1)
+            present(band).setZValue(-1)
             text = QGraphicsSimpleTextItem(_elide(label, 40))
             text.setBrush(QBrush(QColor("#555")))
             text.setPos(0, y - LANE_GAP / 2 + 1)

@@ -37,11 +37,16 @@ from explorer.analysis.memory_view import (
 from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, results_table
+from explorer.ui.qt_types import present
 from explorer.units import fmt_bytes, fmt_ns
 
 PLOT_MIN_H = 100  # the plot keeps this height however small the dock
 _CURVE_COLORS = ("#3d85c6", "#d9453d", "#57a773", "#e69138", "#8e5cc4", "#45a5a3", "#c2185b")
-_TABLE_FORMATS = {"bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns"}
+_TABLE_FORMATS = {
+    "bytes": "bytes", "alloc_ts": "ns", "freed_at": "ns", "lifetime_ns": "ns", "addr": "hex",
+}  # fmt: skip
+#: Pixels kept free above the highest peak for its label (its text's height and a margin).
+LABEL_ROOM_PX = 8
 _TABLE_HEADERS = {
     "bytes": "size", "alloc_ts": "allocated at", "freed_at": "freed at", "lifetime_ns": "lifetime",
 }  # fmt: skip
@@ -61,18 +66,22 @@ class MemoryPanel(TracePanel):
         self.plot = pg.PlotWidget(background="w")
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot.setLabel("left", "memory")
+        self.plot.setLabel("left", "bytes")
+        # pyqtgraph draws a left axis' title 5 px left of the axis: room for it in the margin.
+        self.plot.plotItem.layout.setContentsMargins(8, 2, 2, 2)
+        self.y_top = 0.0  # the highest value plotted (in plot units), set per trace
+        self.plot.plotItem.vb.sigResized.connect(self._fit_head_room)
         self.y_scale = 1  # bytes per plotted unit (binary: KiB, MiB, GiB), set per trace
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.addLegend(offset=(10, 10))
         self.plot.scene().sigMouseClicked.connect(self._plot_clicked)
-        self.cursor = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#444", width=1))
-        self.cursor.setVisible(False)
-        self.cursor.sigPositionChangeFinished.connect(
+        self.time_cursor = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#444", width=1))
+        self.time_cursor.setVisible(False)
+        self.time_cursor.sigPositionChangeFinished.connect(
             lambda line: self.show_live_at(int(round(line.value() * 1e9)))
         )
-        self.plot.addItem(self.cursor, ignoreBounds=True)
+        self.plot.addItem(self.time_cursor, ignoreBounds=True)
 
         self.live_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
         self.leak_model = DataFrameModel(formats=_TABLE_FORMATS, headers=_TABLE_HEADERS)
@@ -108,13 +117,13 @@ class MemoryPanel(TracePanel):
     def _table(self, model: DataFrameModel) -> QTableView:
         model.set_frame(pd.DataFrame(columns=TABLE_COLUMNS))
         table = results_table(model, {0: 70, 2: 200, 3: 240})
-        table.selectionModel().selectionChanged.connect(
+        present(table.selectionModel()).selectionChanged.connect(
             lambda *_: self._allocation_selected(table, model)
         )
         return table
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.data = None
         self.live_ts = None
@@ -126,7 +135,7 @@ class MemoryPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Reading memory events…")
-        self.run_in_background(lambda: memory_data(trace), self._data_ready, self._failed)
+        self.run_in_background(lambda: memory_data(trace.data), self._data_ready, self._failed)
 
     def show_status(self, text: str) -> None:
         self.status.setText(text)
@@ -152,7 +161,7 @@ class MemoryPanel(TracePanel):
             self.plot.removeItem(item)
         self._peak_labels: list[pg.TextItem] = []
         self.plot.plotItem.legend.clear()
-        self.cursor.setVisible(False)
+        self.time_cursor.setVisible(False)
 
     def _data_ready(self, data: MemoryData) -> None:
         self.data = data
@@ -170,7 +179,8 @@ class MemoryPanel(TracePanel):
         for data_reserved in (r for _, _, r in data.lines.values() if r is not None):
             top = max(top, float(data_reserved.max()))
         self.y_scale, unit = _binary_unit(top)
-        self.plot.setLabel("left", f"memory ({unit})")
+        # The unit alone: a rotated "memory (MiB)" is longer than a short plot is tall.
+        self.plot.setLabel("left", unit)
         for i, (device, (x, allocated, reserved)) in enumerate(data.lines.items()):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
             curves = [(allocated, pg.mkPen(color, width=2), f"{device} allocated")]
@@ -183,8 +193,8 @@ class MemoryPanel(TracePanel):
                 item.setClipToView(True)
         for i, peak in enumerate(data.peaks.itertuples(index=False)):
             color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
-            x, y = peak.ts / 1e9, float(peak.peak_bytes) / self.y_scale
-            marker = pg.ScatterPlotItem([x], [y], symbol="star", size=14, brush=pg.mkBrush(color))
+            px, py = peak.ts / 1e9, float(peak.peak_bytes) / self.y_scale
+            marker = pg.ScatterPlotItem([px], [py], symbol="star", size=14, brush=pg.mkBrush(color))
             marker.setObjectName(f"peak:{peak.device}")
             self.plot.addItem(marker)
             t_lo, t_hi = float(data.curves["ts"].min()), float(data.curves["ts"].max())
@@ -194,12 +204,13 @@ class MemoryPanel(TracePanel):
                 color=color,
                 anchor=(1, 1) if right_half else (0, 1),
             )
-            label.setPos(x, y)
+            label.setObjectName(f"peak_label:{peak.device}")
+            label.setPos(px, py)
             self.plot.addItem(label)
             self._peak_labels.append(label)
         self.plot.enableAutoRange(axis="x")
-        # Head room above the highest curve so the peak labels stay inside the plot.
-        self.plot.setYRange(0, top / self.y_scale * 1.25 if top > 0 else 1, padding=0)
+        self.y_top = top / self.y_scale
+        self._fit_head_room()
         if self.followed_range is not None:  # the timeline zoomed before the data was in
             self.on_range(*self.followed_range)
         peaks = ", ".join(
@@ -214,6 +225,17 @@ class MemoryPanel(TracePanel):
         first_peak = int(data.peaks["ts"].iloc[int(np.argmax(data.peaks["peak_bytes"]))])
         self.show_live_at(first_peak)
         self.updated.emit()
+
+    def _fit_head_room(self, *_: Any) -> None:
+        """Head room above the highest curve, in pixels, for the peak labels (a label sits
+        above its peak): kept as the plot is resized, so no label is cut at the top."""
+        if self.y_top <= 0:
+            self.plot.setYRange(0, 1, padding=0)
+            return
+        height = max(self.plot.plotItem.vb.height(), 1.0)
+        text = max((lbl.boundingRect().height() for lbl in self._peak_labels), default=0.0)
+        room = min((text + LABEL_ROOM_PX) / height, 0.75)
+        self.plot.setYRange(0, self.y_top / (1 - room), padding=0)
 
     def _failed(self, message: str) -> None:
         self.status.setText(f"Could not read memory: {message}")
@@ -231,8 +253,8 @@ class MemoryPanel(TracePanel):
         alive = alive_at(self.data.allocations, self.live_ts)
         frame = table_frame(alive, self._trace_end())
         self.live_model.set_frame(frame)
-        self.cursor.setValue(self.live_ts / 1e9)
-        self.cursor.setVisible(True)
+        self.time_cursor.setValue(self.live_ts / 1e9)
+        self.time_cursor.setVisible(True)
         total = int(frame["bytes"].sum()) if len(frame) else 0
         self.tabs.setTabText(
             0, f"Alive at {fmt_ns(self.live_ts)} ({len(frame):,}, {fmt_bytes(total)})"
@@ -258,7 +280,7 @@ class MemoryPanel(TracePanel):
         self.show_live_at(int(round(point.x() * 1e9)))
 
     def _allocation_selected(self, table: QTableView, model: DataFrameModel) -> None:
-        rows = table.selectionModel().selectedRows()
+        rows = present(table.selectionModel()).selectedRows()
         if not rows:
             return
         row = model.row(rows[0].row())

@@ -28,6 +28,7 @@ from explorer.analysis.operators import COLUMNS, DEVICE_SIDE, operator_stats
 from explorer.trace_api import Trace
 from explorer.ui.dataframe_model import DataFrameModel
 from explorer.ui.panels import TracePanel, fit_columns, results_table, trace_steps
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 #: The kind filter: label → kinds shown (None = all).
@@ -90,9 +91,9 @@ class OperatorsPanel(TracePanel):
         self.model = DataFrameModel(formats=_FORMATS, headers=_HEADERS, header_tips=_HEADER_TIPS)
         self.model.set_frame(pd.DataFrame(columns=COLUMNS))
         self.table = results_table(self.model, {0: 380, 1: 80, 2: 60, 3: 70})
-        self.table.horizontalHeader().setStretchLastSection(False)
+        present(self.table.horizontalHeader()).setStretchLastSection(False)
         self.table.doubleClicked.connect(self._double_clicked)
-        self.table.selectionModel().selectionChanged.connect(self._row_selected)
+        present(self.table.selectionModel()).selectionChanged.connect(self._row_selected)
 
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Scope:"))
@@ -106,7 +107,7 @@ class OperatorsPanel(TracePanel):
         layout.addWidget(self.table, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self._range = None
         self._steps = pd.DataFrame()
@@ -117,9 +118,11 @@ class OperatorsPanel(TracePanel):
             self.status.setText("No trace")
             return
         self.status.setText("Aggregating…")
-        subject = self.subject  # the whole trace, or the steps that fit in memory
+        subject = present(self.subject, "the trace")  # whole, or the steps that fit
         self.run_in_background(
-            lambda: (trace_steps(subject), operator_stats(subject)), self._trace_ready, self._failed
+            lambda: (trace_steps(subject), operator_stats(subject.data)),
+            self._trace_ready,
+            self._failed,
         )
 
     @pyqtSlot(int, int)
@@ -153,7 +156,7 @@ class OperatorsPanel(TracePanel):
         row = self.model.view_row(int(hits[0]))
         self._following_timeline = True
         try:
-            self.table.selectionModel().select(
+            present(self.table.selectionModel()).select(
                 self.model.index(row, 0),
                 QItemSelectionModel.SelectionFlag.ClearAndSelect
                 | QItemSelectionModel.SelectionFlag.Rows,
@@ -169,7 +172,7 @@ class OperatorsPanel(TracePanel):
         """The full aggregation of the current scope (before the kind filter)."""
         return self._stats
 
-    def window(self) -> tuple[int, int] | None:
+    def scope_range(self) -> tuple[int, int] | None:
         """The ``[start, end)`` aggregated now, or None for the whole trace."""
         data = self.scope.currentData()
         return None if data is None else (int(data[0]), int(data[1]))
@@ -200,14 +203,16 @@ class OperatorsPanel(TracePanel):
         trace = self.subject
         if trace is None:
             return
-        window = self.window()
+        window = self.scope_range()
         self.status.setText("Aggregating…")
         if window is None:
-            self.run_in_background(lambda: operator_stats(trace), self._stats_ready, self._failed)
+            self.run_in_background(
+                lambda: operator_stats(trace.data), self._stats_ready, self._failed
+            )
         else:
             a, b = window
             self.run_in_background(
-                lambda: operator_stats(trace, a, b), self._stats_ready, self._failed
+                lambda: operator_stats(trace.data, a, b), self._stats_ready, self._failed
             )
 
     def _stats_ready(self, stats: pd.DataFrame) -> None:
@@ -223,7 +228,7 @@ class OperatorsPanel(TracePanel):
         fit_columns(self.table, stretch=0)
         self.table.clearSelection()
         self.table.scrollToTop()  # a new scope shows its top rows, not where the last one was
-        window = self.window()
+        window = self.scope_range()
         where = self.scope_label().lower() if window is None else self.scope.currentText()
         analysed = self._window()
         if window is not None and analysed is not None and analysed.window is not None:
@@ -244,7 +249,7 @@ class OperatorsPanel(TracePanel):
         assert self.subject is not None
         s = self.subject.slices
         mask = (s["name"] == name).to_numpy()
-        window = self.window()
+        window = self.scope_range()
         if window is not None:
             ts = s["ts"].to_numpy()
             mask &= (ts < window[1]) & (ts + s["dur"].to_numpy() > window[0])
@@ -253,7 +258,7 @@ class OperatorsPanel(TracePanel):
     def _row_selected(self, *_: Any) -> None:
         if self._following_timeline or self.trace is None:
             return
-        rows = self.table.selectionModel().selectedRows()
+        rows = present(self.table.selectionModel()).selectedRows()
         if not rows:
             return
         name = str(self.model.row(rows[0].row())["name"])

@@ -22,7 +22,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QEvent, QRect, QSettings, QSize, Qt, pyqtSlot
-from PyQt6.QtGui import QColor, QFont, QFontDatabase, QPainter, QTextCursor, QTextFormat
+from PyQt6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QHelpEvent,
+    QPainter,
+    QTextCursor,
+    QTextFormat,
+)
 from PyQt6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -39,6 +47,7 @@ from PyQt6.QtWidgets import (
 
 from explorer.trace_api import Trace
 from explorer.ui.panels import TracePanel
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 SETTINGS_KEY = "source_panel/root"
@@ -119,8 +128,8 @@ class _Gutter(QWidget):
     def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
         self.editor.paint_gutter(self, event)
 
-    def event(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.ToolTip:
+    def event(self, event: QEvent | None) -> bool:
+        if isinstance(event, QHelpEvent) and event.type() == QEvent.Type.ToolTip:
             block = self.editor.cursorForPosition(event.pos()).block()
             text = self.editor.line_tooltip(block.blockNumber() + 1)
             if text:
@@ -222,7 +231,7 @@ class SourceView(QPlainTextEdit):
 
     def go_to_line(self, line: int) -> None:
         """Put the cursor on ``line`` (1-based), centre it and highlight it."""
-        block = self.document().findBlockByNumber(max(0, line - 1))
+        block = present(self.document()).findBlockByNumber(max(0, line - 1))
         cursor = QTextCursor(block)
         self.setTextCursor(cursor)
         self.centerCursor()
@@ -258,9 +267,9 @@ class SourcePanel(TracePanel):
         self.root_edit.editingFinished.connect(lambda: self.set_source_root(self.root_edit.text()))
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse_root)
-        self.metric = QComboBox()
-        self.metric.addItems(list(METRICS))
-        self.metric.currentIndexChanged.connect(self._refresh_heat)
+        self.heat_metric = QComboBox()
+        self.heat_metric.addItems(list(METRICS))
+        self.heat_metric.currentIndexChanged.connect(self._refresh_heat)
         self.view = SourceView()
         self.view.cursorPositionChanged.connect(self._line_clicked)
 
@@ -269,7 +278,7 @@ class SourcePanel(TracePanel):
         root_bar.addWidget(self.root_edit, 1)
         root_bar.addWidget(browse)
         root_bar.addWidget(QLabel("Heat:"))
-        root_bar.addWidget(self.metric)
+        root_bar.addWidget(self.heat_metric)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.location)
@@ -277,7 +286,7 @@ class SourcePanel(TracePanel):
         layout.addWidget(self.view, 1)
 
     # -- contract ----------------------------------------------------------------------------
-    def set_trace(self, trace: Trace) -> None:
+    def set_trace(self, trace: Trace | None) -> None:
         super().set_trace(trace)
         self.data = None
         self._show_text("")
@@ -286,7 +295,7 @@ class SourcePanel(TracePanel):
             self.location.setText("No trace")
             return
         self.location.setText("Attributing events to source lines…")
-        subject = self.subject  # the whole trace, or the steps that fit in memory
+        subject = present(self.subject, "the trace").data  # whole, or the steps that fit
 
         def work() -> SourceData:
             from explorer.analysis.attribution import slice_sources
@@ -407,7 +416,7 @@ class SourcePanel(TracePanel):
         if self.data is not None and self.current_file:
             lines = self.data.lines
             mine = lines[lines["file"] == self.current_file]
-            column = METRICS[self.metric.currentText()]
+            column = METRICS[self.heat_metric.currentText()]
             values = mine[column].to_numpy(np.float64)
             top = values.max() if len(values) else 0.0
             for row, value in zip(mine.itertuples(index=False), values, strict=True):  # per line

@@ -36,12 +36,16 @@ def unit_for(step_ns: float) -> tuple[int, str]:
     return 1, "ns"
 
 
-def format_time(t_ns: float, step_ns: float) -> str:
-    """A tick label: ``t_ns`` in the step's unit with just enough decimals to tell ticks apart."""
-    scale, name = unit_for(step_ns)
+def format_time(t_ns: float, step_ns: float, top_ns: float | None = None) -> str:
+    """A tick label: ``t_ns`` in the unit of the axis' largest value ``top_ns`` (``3.5 s``,
+    not ``3500 ms``, at a 500 ms step), with just enough decimals to tell ticks apart.
+    Without ``top_ns``, in the step's unit."""
+    scale, name = unit_for(max(step_ns, abs(top_ns or 0)))
     value = t_ns / scale
     step_in_unit = step_ns / scale
     decimals = max(0, -math.floor(math.log10(step_in_unit))) if step_in_unit < 1 else 0
+    if value == 0:
+        value = 0.0  # never "-0.0 s"
     return f"{value:.{decimals}f} {name}"
 
 
@@ -51,11 +55,11 @@ RELATIVE_AFTER_STEPS = 1000
 
 
 def reference(t0: float, t1: float, step_ns: float) -> float | None:
-    """The time tick labels count from at deep zoom (the tick at or before the view start),
-    or ``None`` when absolute labels stay short."""
+    """The time tick labels count from at deep zoom (the tick at or before the view start,
+    never before the trace start at 0), or ``None`` when absolute labels stay short."""
     if step_ns <= 0 or max(abs(t0), abs(t1)) / step_ns < RELATIVE_AFTER_STEPS:
         return None
-    return math.floor(t0 / step_ns) * step_ns
+    return max(math.floor(t0 / step_ns) * step_ns, 0.0)
 
 
 def format_offset(t_ns: float, step_ns: float) -> str:
@@ -66,8 +70,17 @@ def format_offset(t_ns: float, step_ns: float) -> str:
     return f"{t_ns / scale:.{decimals}f} {name}"
 
 
-def tick_label(t_ns: float, step_ns: float, ref: float | None) -> str:
-    """A tick's label: absolute, or ``+x unit`` from ``ref``."""
+def tick_label(t_ns: float, step_ns: float, ref: float | None, top_ns: float | None = None) -> str:
+    """A tick's label: absolute, or ``+x unit`` from ``ref``; ``top_ns`` is the axis'
+    largest time (absolute), which chooses the unit."""
     if ref is None:
-        return format_time(t_ns, step_ns)
-    return "+" + format_time(t_ns - ref, step_ns)
+        return format_time(t_ns, step_ns, top_ns)
+    return "+" + format_time(t_ns - ref, step_ns, None if top_ns is None else top_ns - ref)
+
+
+def labelled_ticks(t0: float, t1: float, width_px: int) -> tuple[np.ndarray, int, float | None]:
+    """The ticks an axis over [t0, t1] labels — none before the trace start (time 0), so
+    a view that shows a margin before it (a search jump to the first event) never reads a
+    negative time — their step, and the reference of relative labels (or None)."""
+    times, step = ticks(t0, t1, width_px)
+    return times[times >= 0], step, reference(t0, t1, step)

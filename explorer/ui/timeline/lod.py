@@ -57,7 +57,10 @@ class LaneIndex:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], dur: np.ndarray) -> LaneIndex:
         """The index of :meth:`arrays` again, over the trace's ``dur`` column."""
-        return cls(**{name: arrays[name] for name in cls.STORED}, dur=dur)
+        o, p_, ts, endmax, color, lane_track, lane_row, lane_start = (
+            arrays[name] for name in cls.STORED
+        )
+        return cls(o, p_, ts, endmax, color, lane_track, lane_row, lane_start, dur=dur)
 
     @classmethod
     def tracks_only(cls, track: np.ndarray, track_ids: np.ndarray) -> LaneIndex:
@@ -128,7 +131,7 @@ def build_lanes(slices: pd.DataFrame, color: np.ndarray, group: int = LANE_GROUP
             cuts.append(int(first))
     cuts.append(n)
     order = np.empty(n, idx_dtype)
-    pos = np.empty(n, idx_dtype)
+    pos: np.ndarray = np.empty(n, idx_dtype)
     ts = np.empty(n, np.int64)
     endmax = np.empty(n, np.int64)
     colors = np.empty(n, np.int16)
@@ -165,7 +168,8 @@ def _lanes_of(
     key = track * (int(row.max(initial=0)) + 1) + row
     # Lanes are few: a 16-bit key sorts by radix, 4x faster than int64's merge sort.
     small = n and 0 <= int(key.min()) and int(key.max()) < 2**16
-    order = np.argsort(key.astype(np.uint16) if small else key, kind="stable").astype(idx_dtype)
+    order: np.ndarray = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
+    order = order.astype(idx_dtype)
     skey = key[order]
     if n:
         starts = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]])
@@ -182,7 +186,7 @@ def _lanes_of(
     end = ts + dur[order]
     lane_no = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(lane_start))
     endmax = segmented_running_max(end, lane_no) if n else end
-    pos = np.empty(n, idx_dtype)
+    pos: np.ndarray = np.empty(n, idx_dtype)
     pos[order] = np.arange(n, dtype=idx_dtype)
     return LaneIndex(
         order=order,

@@ -3,6 +3,8 @@ axis, the step strip with its breakdown bars, and the legend."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from PyQt6 import sip
@@ -47,8 +49,10 @@ def draw_rect_batches(
     if n == 0:
         return 0
     order = np.argsort(color, kind="stable")
-    rects = sip.array(QRectF, n)
-    view = np.frombuffer(sip.voidptr(rects, n * 32), dtype=np.float64).reshape(n, 4)
+    # PyQt6's sip stubs know neither sip.array(type, n) nor a voidptr as a buffer.
+    rects: Any = sip.array(QRectF, n)  # type: ignore[call-arg]
+    buffer: Any = sip.voidptr(rects, n * 32)
+    view = np.frombuffer(buffer, dtype=np.float64).reshape(n, 4)
     view[:, 0] = x0[order]
     view[:, 1] = y[order]
     view[:, 2] = (x1 - x0)[order]
@@ -77,8 +81,8 @@ def draw_axis(
     reference once (``210.85 ms +``). A tick label that would touch ``avoid`` (the range
     selection's label) is left out."""
     painter.fillRect(QRectF(left, 0, width, height), GUTTER)
-    times, step = axis.ticks(t0, t1, width)
-    ref = axis.reference(t0, t1, step)
+    times, step, ref = axis.labelled_ticks(t0, t1, width)
+    top = max(abs(t0), abs(t1))
     scale = width / (t1 - t0)
     painter.setFont(font)
     painter.setPen(QPen(MUTED))
@@ -86,7 +90,7 @@ def draw_axis(
     for t in times:
         x = left + (t - t0) * scale
         painter.drawLine(int(x), height - 7, int(x), height)
-        text = axis.tick_label(t, step, ref)
+        text = axis.tick_label(t, step, ref, top)
         box = QRectF(int(x) + 3, 0, fm.horizontalAdvance(text), height)
         if avoid is not None and box.adjusted(-4, 0, 4, 0).intersects(avoid):
             continue
@@ -120,7 +124,7 @@ def step_device(breakdown: pd.DataFrame | None) -> str | None:
 def step_shares(breakdown: pd.DataFrame | None) -> dict[int, pd.Series]:
     """Per step, ns per category on the strip's device (computed once per breakdown)."""
     device = step_device(breakdown)
-    if device is None:
+    if breakdown is None or device is None:
         return {}
     part = breakdown[breakdown["device"].astype(str) == device]
     return {
@@ -176,12 +180,68 @@ def draw_step_strip(
                 xs += w
 
 
-def legend_entries(kinds: list[str], categories: bool) -> list[tuple[str, QColor, bool]]:
+def used_categories(shares: dict[int, pd.Series]) -> list[str]:
+    """The breakdown categories the step bars draw (more than 0 ns in some step), in
+    :data:`CATEGORY_COLORS` order: the legend names these, not the ones no bar shows."""
+    used: set[str] = set()
+    for ns in shares.values():
+        used |= {str(c) for c, v in ns.items() if v > 0}
+    return [c for c in CATEGORY_COLORS if c in used] + sorted(used - set(CATEGORY_COLORS))
+
+
+def legend_entries(kinds: list[str], categories: list[str]) -> list[tuple[str, QColor, bool]]:
     """The legend's entries in order: (label, colour, is a step-bar category)."""
     out = [(KIND_LABELS.get(k, k), kind_color(k), False) for k in kinds]
-    if categories:
-        out += [(c.replace("_", " "), QColor(col), True) for c, col in CATEGORY_COLORS.items()]
+    out += [
+        (c.replace("_", " "), QColor(CATEGORY_COLORS.get(c, UNKNOWN)), True) for c in categories
+    ]
     return out
+
+
+def legend_plan(
+    widths: list[int], is_cat: list[bool], header_w: int, more_w: int, limit: int
+) -> list[tuple[str, int]]:
+    """What the legend draws, left to right: ``("entry", i)``, ``("header", 0)`` (before
+    the first category) and ``("more", n)`` (``+n more``). Everything, when it fits; else
+    the step-bar categories are kept whole and the slice kinds that do not fit before them
+    make way (the categories explain the bars, which nothing else does); only when the
+    categories alone do not fit are they cut too, from the end."""
+    kinds = [i for i, c in enumerate(is_cat) if not c]
+    cats = [i for i, c in enumerate(is_cat) if c]
+    cat_w = (header_w + sum(widths[i] for i in cats)) if cats else 0
+    x = 8
+
+    def run(order: list[int], room: int) -> tuple[list[int], list[int]]:
+        nonlocal x
+        shown: list[int] = []
+        for n, i in enumerate(order):
+            extra = header_w if is_cat[i] and not any(is_cat[j] for j in shown) else 0
+            rest = sum(widths[j] for j in order[n + 1 :])
+            if (
+                x + extra + widths[i] + (0 if x + extra + widths[i] + rest <= room else more_w)
+                > room
+            ):
+                return shown, order[n:]
+            x += extra + widths[i]
+            shown.append(i)
+        return shown, []
+
+    def entries(ids: list[int]) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        for i in ids:
+            if is_cat[i] and not any(what == "header" for what, _ in out):
+                out.append(("header", 0))
+            out.append(("entry", i))
+        return out
+
+    if 8 + sum(widths) + (header_w if cats else 0) <= limit or not cats:
+        shown, hidden = run(kinds + cats, limit)
+        return entries(shown) + ([("more", len(hidden))] if hidden else [])
+    if 8 + cat_w + more_w <= limit:
+        shown, hidden = run(kinds, limit - cat_w)
+        return entries(shown) + [("more", len(hidden))] + entries(cats)
+    shown, hidden = run(kinds + cats, limit)
+    return entries(shown) + ([("more", len(hidden))] if hidden else [])
 
 
 def draw_legend(
@@ -192,43 +252,42 @@ def draw_legend(
     height: int,
     kinds: list[str],
     font: QFont,
-    categories: bool = False,
+    categories: list[str] | None = None,
 ) -> list[str]:
-    """A swatch and a name for every kind present in the trace, then (when the step strip
-    has breakdown bars) the breakdown categories. An entry is drawn whole or not at all:
-    what does not fit becomes ``+N more`` (the view lists them on hover). Returns the
-    labels left out."""
+    """A swatch and a name for every kind present in the trace, then the breakdown
+    categories the step strip's bars draw (``categories``). An entry is drawn whole or not
+    at all: what does not fit becomes ``+N more`` (the view lists them on hover), slice
+    kinds before categories (:func:`legend_plan`). Returns the labels left out."""
     painter.fillRect(QRectF(0, top, left + width, height), GUTTER)
     painter.setFont(font)
     fm = QFontMetrics(font)
-    entries = legend_entries(kinds, categories)
+    entries = legend_entries(kinds, categories or [])
     gap_label = "step bars:"
     widths = [14 + fm.horizontalAdvance(label) + 14 for label, _, _ in entries]
+    header_w = fm.horizontalAdvance(gap_label) + 20
     more_w = fm.horizontalAdvance("+99 more (hover)") + 12
-    limit = left + width - 8
+    plan = legend_plan(widths, [c for _, _, c in entries], header_w, more_w, left + width - 8)
     baseline = int(top + height / 2 + fm.ascent() / 2 - 1)
+    drawn = {i for what, i in plan if what == "entry"}
     x = 8
-    shown_cat_header = False
-    for n, ((label, color, is_cat), w) in enumerate(zip(entries, widths, strict=True)):
-        extra = fm.horizontalAdvance(gap_label) + 20 if is_cat and not shown_cat_header else 0
-        rest = sum(widths[n + 1 :])
-        if x + extra + w + (0 if x + extra + w + rest <= limit else more_w) > limit:
-            hidden = [lbl for lbl, _, _ in entries[n:]]
+    for what, i in plan:
+        if what == "more":
             painter.setPen(QPen(MUTED))
-            painter.drawText(x, baseline, f"+{len(hidden)} more (hover)")
-            return hidden
-        if extra:
+            painter.drawText(x, baseline, f"+{i} more (hover)")
+            x += more_w
+        elif what == "header":
             painter.setPen(QPen(MUTED))
             painter.drawText(x + 12, baseline, gap_label)
-            x += extra
-            shown_cat_header = True
-        swatch = (
-            QRectF(x, top + height / 2 - 3, 10, 6)
-            if is_cat
-            else QRectF(x, top + height / 2 - 5, 10, 10)
-        )
-        painter.fillRect(swatch, color)
-        painter.setPen(QPen(TEXT))
-        painter.drawText(x + 14, baseline, label)
-        x += w
-    return []
+            x += header_w
+        else:
+            label, color, is_cat = entries[i]
+            swatch = (
+                QRectF(x, top + height / 2 - 3, 10, 6)
+                if is_cat
+                else QRectF(x, top + height / 2 - 5, 10, 10)
+            )
+            painter.fillRect(swatch, color)
+            painter.setPen(QPen(TEXT))
+            painter.drawText(x + 14, baseline, label)
+            x += widths[i]
+    return [label for i, (label, _, _) in enumerate(entries) if i not in drawn]

@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pandas as pd
 from PyQt6.QtCore import QCoreApplication, QEventLoop, QPointF, QRectF, Qt, pyqtSignal
-from PyQt6.QtGui import QFont, QFontMetrics
+from PyQt6.QtGui import QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPaintEvent, QWheelEvent
 from PyQt6.QtWidgets import QScrollBar, QWidget
 
 from explorer.trace.model import KINDS, TraceData
@@ -33,8 +33,8 @@ from explorer.ui.timeline.lane_builder import LaneBuilder, lod_directory, wait_f
 from explorer.ui.timeline.layout import LANE_H, Row, TrackLayout
 from explorer.ui.timeline.lod import LaneIndex, build_lanes, lane_slice_at
 from explorer.ui.timeline.paint import step_shares
-from explorer.ui.timeline.view_input import TimelineInput
-from explorer.ui.timeline.view_paint import COUNTER, TimelinePainting
+from explorer.ui.timeline.view_input import TimelineInputHandler
+from explorer.ui.timeline.view_paint import COUNTER, TimelinePainter
 from explorer.units import fmt_ns
 
 #: Traces with at least this many slices are indexed in a background thread (a coarse frame
@@ -43,7 +43,7 @@ from explorer.units import fmt_ns
 BACKGROUND_FROM = 200_000
 
 
-class TimelineView(TimelinePainting, TimelineInput, QWidget):
+class TimelineView(QWidget):
     """Tracks of slices over time. Emits ``slice_selected(id)`` (-1 when cleared),
     ``range_selected(start_ns, end_ns)`` and ``visible_range_changed(start_ns, end_ns)``."""
 
@@ -103,6 +103,49 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         self.expanded_groups: set[str] = set()  # device groups the user opened (by label)
         self.legend_hidden: list[str] = []  # legend entries that did not fit (hover lists them)
         self.axis_origin = "time"  # the axis gutter text: "time" or the reference time
+        self.paint_count = 0  # frames painted (tests count repaints)
+        # Painting and input handling live in their own objects, which the view holds.
+        self.painter = TimelinePainter(self)
+        self.input = TimelineInputHandler(self)
+
+    # -- Qt's events, handed to the painter and the input handler ---------------------------
+    def paintEvent(self, event: QPaintEvent | None) -> None:  # noqa: N802 (Qt name)
+        self.painter.paint(event)
+
+    def keyPressEvent(self, event: QKeyEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None:
+            self.input.keyPressEvent(event)
+
+    def wheelEvent(self, event: QWheelEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None:
+            self.input.wheelEvent(event)
+
+    def mousePressEvent(self, event: QMouseEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None:
+            self.input.mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None:
+            self.input.mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None:
+            self.input.mouseReleaseEvent(event)
+
+    def counter_value_text(self, i: int, value: float) -> str:
+        """A counter sample's value as its row shows it (``3.00 MiB``, ``42.0``)."""
+        return self.painter.counter_value_text(i, value)
+
+    def _series_max(self, i: int) -> float:
+        return self.painter._series_max(i)
+
+    def range_label_box(self) -> QRectF | None:
+        """Where the selected range's label is drawn on the axis, or None."""
+        return self.painter.range_label_box()
+
+    def legend_text(self) -> str:
+        """The whole legend, one entry a line (the hover popup of a legend cut short)."""
+        return self.input.legend_text()
 
     # -- data ----------------------------------------------------------------------------
     def set_trace(self, trace: TraceData) -> None:
@@ -140,6 +183,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
         old = self.layout_
         self.lanes = lanes
         self.lanes_state = state
+        assert self.trace is not None  # lanes are built for the trace shown
         self.layout_ = TrackLayout(self.trace, lanes, frozenset(self.expanded_groups))
         if old is not None:
             self.layout_.collapsed = set(old.collapsed)
@@ -239,7 +283,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
     @property
     def view_nbytes(self) -> int:
         """Memory held by the view's own structures (not the trace's tables)."""
-        if self.lanes is None:
+        if self.lanes is None or self.layout_ is None:
             return 0
         series = sum(s.ts.nbytes + s.values.nbytes for s in self.layout_.series)
         return self.lanes.nbytes + series + self._names.nbytes
@@ -262,6 +306,10 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
 
     def _t_of(self, x: float) -> float:
         return self.t0 + (x - LABEL_W) * (self.t1 - self.t0) / self._tracks_width()
+
+    def times_of(self, xs: np.ndarray) -> np.ndarray:
+        """The times under widget x positions (an array of them)."""
+        return self.t0 + (xs - LABEL_W) * (self.t1 - self.t0) / self._tracks_width()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.scrollbar.setGeometry(
@@ -454,6 +502,7 @@ class TimelineView(TimelinePainting, TimelineInput, QWidget):
 
     def describe(self, slice_id: int) -> str:
         """One-line tooltip text for a slice."""
+        assert self.trace is not None  # a slice of the trace shown
         s = self.trace.slices
         return (
             f"{s['name'].iat[slice_id]}\n{s['kind'].iat[slice_id]} · "

@@ -1,12 +1,15 @@
-"""Mouse and keyboard handling of :class:`~explorer.ui.timeline.view.TimelineView`
-(a mixin): zoom, pan, select, hover, range selection, collapse and pin."""
+"""Mouse and keyboard handling of :class:`~explorer.ui.timeline.view.TimelineView` (the
+input handler the view holds, by composition): zoom, pan, select, hover, range selection,
+collapse and pin."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PyQt6.QtCore import QPointF, Qt
 from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
-from PyQt6.QtWidgets import QToolTip
+from PyQt6.QtWidgets import QToolTip, QWidget
 
 from explorer.analysis.slice_steps import step_rows
 from explorer.ui.timeline import paint
@@ -15,13 +18,40 @@ from explorer.ui.timeline.layout import COMPACT_LANES
 from explorer.ui.timeline.paint import step_device
 from explorer.units import fmt_ns
 
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+    from explorer.ui.timeline.layout import TrackLayout
+    from explorer.ui.timeline.lod import LaneIndex
+    from explorer.ui.timeline.view import TimelineView
+
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
 PAN_STEP = 0.2  # one A/D press moves a fifth of the window
 DRAG_PX = 4  # a press that moves less than this is a click
 
 
-class TimelineInput:
-    """Event handlers; they only change view state and call the view's own methods."""
+class TimelineInputHandler:
+    """The view's mouse and key handlers (the view forwards its Qt events here); they
+    only change the view's state and call its methods."""
+
+    def __init__(self, view: TimelineView) -> None:
+        self.view = view
+
+    # The view's trace, lane index and layout: painting and handling input only happen
+    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
+    @property
+    def trace(self) -> TraceData:
+        assert self.view.trace is not None, "no trace shown"
+        return self.view.trace
+
+    @property
+    def lanes(self) -> LaneIndex:
+        assert self.view.lanes is not None, "no trace shown"
+        return self.view.lanes
+
+    @property
+    def layout(self) -> TrackLayout:
+        assert self.view.layout_ is not None, "no trace shown"
+        return self.view.layout_
 
     def _area(self, pos: QPointF) -> str:
         if pos.y() < AXIS_H:
@@ -34,90 +64,93 @@ class TimelineInput:
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt name)
         key = event.key()
-        if self.trace is None:
-            return super().keyPressEvent(event)
+        if self.view.trace is None:
+            return QWidget.keyPressEvent(self.view, event)
         if key == Qt.Key.Key_W:
-            self.zoom(ZOOM_STEP, self._key_anchor())
+            self.view.zoom(ZOOM_STEP, self._key_anchor())
         elif key == Qt.Key.Key_S:
-            self.zoom(1 / ZOOM_STEP, self._key_anchor())
+            self.view.zoom(1 / ZOOM_STEP, self._key_anchor())
         elif key == Qt.Key.Key_A:
-            self.pan(-PAN_STEP)
+            self.view.pan(-PAN_STEP)
         elif key == Qt.Key.Key_D:
-            self.pan(PAN_STEP)
+            self.view.pan(PAN_STEP)
         elif key == Qt.Key.Key_F:
-            self.fit_selection()
+            self.view.fit_selection()
         elif key == Qt.Key.Key_0:
-            self.fit_all()
+            self.view.fit_all()
         elif key == Qt.Key.Key_Escape:
-            self.range = None
-            self.highlight([])
-            self.set_evidence([])
-            self.set_related([])
-            self.select_slice(-1)
+            self.view.range = None
+            self.view.highlight(np.zeros(0, np.int64))
+            self.view.set_evidence(np.zeros(0, np.int64))
+            self.view.set_related([])
+            self.view.select_slice(-1)
         else:
-            return super().keyPressEvent(event)
+            return QWidget.keyPressEvent(self.view, event)
         event.accept()
 
     def _key_anchor(self) -> float | None:
         """Zoom around the pointer when it is over the tracks, else around the centre."""
-        pos = self.mapFromGlobal(self.cursor().pos())
-        if LABEL_W <= pos.x() < LABEL_W + self._tracks_width() and 0 <= pos.y() < self.height():
+        pos = self.view.mapFromGlobal(self.view.cursor().pos())
+        if (
+            LABEL_W <= pos.x() < LABEL_W + self.view._tracks_width()
+            and 0 <= pos.y() < self.view.height()
+        ):
             return float(pos.x())
         return None
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt name)
-        if self.trace is None:
+        if self.view.trace is None:
             return
         pos = event.position()
         dy = event.angleDelta().y()
         dx = event.angleDelta().x()
         if event.modifiers() & Qt.KeyboardModifier.ShiftModifier or pos.x() < LABEL_W:
-            self.scrollbar.setValue(self.scrollbar.value() - int(dy or dx))
+            self.view.scrollbar.setValue(self.view.scrollbar.value() - int(dy or dx))
         elif dx and abs(dx) > abs(dy):
-            self.pan(-dx / 120 * PAN_STEP / 2)
+            self.view.pan(-dx / 120 * PAN_STEP / 2)
         elif dy:
-            self.zoom(ZOOM_STEP ** (dy / 120), pos.x())
+            self.view.zoom(ZOOM_STEP ** (dy / 120), pos.x())
         event.accept()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
-        self.setFocus()
-        self._press = event.position()
-        self._press_area = self._area(self._press)
-        self._press_view = (self.t0, self.t1, self.scroll_y)
-        self._moved = False
+        self.view.setFocus()
+        self.view._press = event.position()
+        self.view._press_area = self._area(self.view._press)
+        self.view._press_view = (self.view.t0, self.view.t1, self.view.scroll_y)
+        self.view._moved = False
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
         pos = event.position()
-        if self._press is None or not (event.buttons() & Qt.MouseButton.LeftButton):
+        if self.view._press is None or not (event.buttons() & Qt.MouseButton.LeftButton):
             self._hover(pos, event)
             return
-        d = pos - self._press
+        d = pos - self.view._press
         if abs(d.x()) + abs(d.y()) >= DRAG_PX:
-            self._moved = True
-        if not self._moved:
+            self.view._moved = True
+        if not self.view._moved:
             return
-        t0, t1, sy = self._press_view
-        if self._press_area == "axis":
-            a, b = sorted((self._t_of(self._press.x()), self._t_of(pos.x())))
-            self.range = (int(a), int(b))
-            self.update()
-        elif self._press_area == "tracks":
-            shift = -d.x() * (t1 - t0) / self._tracks_width()
-            self.set_visible_range(t0 + shift, t1 + shift)
-            self.scrollbar.setValue(int(sy - d.y()))
+        t0, t1, sy = self.view._press_view
+        if self.view._press_area == "axis":
+            a, b = sorted((self.view._t_of(self.view._press.x()), self.view._t_of(pos.x())))
+            self.view.range = (int(a), int(b))
+            self.view.update()
+        elif self.view._press_area == "tracks":
+            shift = -d.x() * (t1 - t0) / self.view._tracks_width()
+            self.view.set_visible_range(t0 + shift, t1 + shift)
+            self.view.scrollbar.setValue(int(sy - d.y()))
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
         pos = event.position()
-        area, moved = self._press_area, self._moved
-        self._press = None
-        if self.trace is None:
+        area, moved = self.view._press_area, self.view._moved
+        self.view._press = None
+        if self.view.trace is None:
             return
         if area == "axis":
-            if moved and self.range is not None:
-                self.range_selected.emit(*self.range)
+            if moved and self.view.range is not None:
+                self.view.range_selected.emit(*self.view.range)
             else:
-                self.range = None
-                self.update()
+                self.view.range = None
+                self.view.update()
         elif moved:
             return
         elif area == "steps":
@@ -125,50 +158,54 @@ class TimelineInput:
         elif area == "gutter":
             self._click_gutter(pos)
         elif area == "tracks":
-            self.select_slice(self.slice_at(pos.x(), pos.y()))
+            self.view.select_slice(self.view.slice_at(pos.x(), pos.y()))
 
     def _click_step(self, x: float) -> None:
-        if self.steps is None or len(self.steps) == 0:
+        if self.view.steps is None or len(self.view.steps) == 0:
             return
-        row = int(step_rows(self.steps, self._t_of(x))[0])
+        row = int(step_rows(self.view.steps, self.view._t_of(x))[0])
         if row >= 0:
-            a, b = int(self.steps["start_ns"].iat[row]), int(self.steps["end_ns"].iat[row])
+            a, b = (
+                int(self.view.steps["start_ns"].iat[row]),
+                int(self.view.steps["end_ns"].iat[row]),
+            )
             pad = (b - a) * 0.02
-            self.set_visible_range(a - pad, b + pad)
+            self.view.set_visible_range(a - pad, b + pad)
 
     def _click_gutter(self, pos: QPointF) -> None:
-        row = self.layout_.row_at(self._content_y(pos.y()))
+        row = self.layout.row_at(self.view._content_y(pos.y()))
         if row is None:
             return
         if row.kind == "group":
-            self.toggle_group(row.group)
+            self.view.toggle_group(row.group)
         elif pos.x() >= LABEL_W - PIN_W - 4:
-            self.toggle_pin(row.key)
+            self.view.toggle_pin(row.key)
         elif row.kind == "track" and len(row.all_lanes) > COMPACT_LANES:
-            self.toggle_compact(row.key)
+            self.view.toggle_compact(row.key)
 
     def _hover(self, pos: QPointF, event: QMouseEvent) -> None:
         text = ""
-        if self.trace is not None:
+        if self.view.trace is not None:
             area = self._area(pos)
-            if pos.y() >= self.height() - LEGEND_H:
+            if pos.y() >= self.view.height() - LEGEND_H:
                 text = self.legend_text()
             elif area == "tracks":
-                sid = self.slice_at(pos.x(), pos.y())
-                text = self.describe(sid) if sid >= 0 else self._counter_text(pos)
+                sid = self.view.slice_at(pos.x(), pos.y())
+                text = self.view.describe(sid) if sid >= 0 else self._counter_text(pos)
             elif area == "steps" and pos.x() >= LABEL_W:
-                text = self._step_text(self._t_of(pos.x()))
+                text = self._step_text(self.view._t_of(pos.x()))
         if text:
-            QToolTip.showText(event.globalPosition().toPoint(), text, self)
+            QToolTip.showText(event.globalPosition().toPoint(), text, self.view)
         else:
             QToolTip.hideText()
 
     def legend_text(self) -> str:
         """The whole legend, one entry a line (the hover popup of a legend cut short)."""
-        if not self.legend_hidden:
+        if not self.view.legend_hidden:
             return ""
-        categories = self.breakdown is not None and len(self.breakdown) > 0
-        entries = paint.legend_entries(self._kinds_present, categories)
+        entries = paint.legend_entries(
+            self.view._kinds_present, paint.used_categories(self.view.step_shares)
+        )
         kinds = [label for label, _, is_cat in entries if not is_cat]
         cats = [label for label, _, is_cat in entries if is_cat]
         return "\n".join(
@@ -178,19 +215,19 @@ class TimelineInput:
 
     def _counter_text(self, pos: QPointF) -> str:
         """The value of the counter row under the pointer at the pointer's time."""
-        row = self.layout_.row_at(self._content_y(pos.y()))
+        row = self.layout.row_at(self.view._content_y(pos.y()))
         if row is None or row.kind != "counter":
             return ""
-        s = self.layout_.series[row.series]
-        k = int(np.searchsorted(s.ts, self._t_of(pos.x()), "right")) - 1
+        s = self.layout.series[row.series]
+        k = int(np.searchsorted(s.ts, self.view._t_of(pos.x()), "right")) - 1
         if k < 0:
             return ""
-        shown = self.counter_value_text(row.series, float(s.values[k]))
+        shown = self.view.counter_value_text(row.series, float(s.values[k]))
         return f"{s.label}\n{shown} at {fmt_ns(int(s.ts[k]))}"
 
     def _step_text(self, t: float) -> str:
         """A step's duration and its breakdown, largest category first."""
-        steps = self.steps
+        steps = self.view.steps
         if steps is None or len(steps) == 0:
             return ""
         row = int(step_rows(steps, t)[0])
@@ -198,9 +235,9 @@ class TimelineInput:
             return ""
         step, dur = int(steps["step"].iat[row]), int(steps["dur_ns"].iat[row])
         lines = [f"step {step} · {fmt_ns(dur)}"]
-        device = step_device(self.breakdown)
-        if device is not None:
-            b = self.breakdown
+        b = self.view.breakdown
+        device = step_device(b)
+        if b is not None and device is not None:
             part = b[(b["step"] == step) & (b["device"].astype(str) == device)]
             part = part[part["ns"] > 0].sort_values("ns", ascending=False)
             lines.append(f"{device}:")

@@ -1,11 +1,14 @@
-"""Painting of :class:`~explorer.ui.timeline.view.TimelineView` (a mixin, kept apart from
-the widget's state and input handling so each file holds one thing)."""
+"""Painting of :class:`~explorer.ui.timeline.view.TimelineView`: the painter the view holds
+(by composition, kept apart from the widget's state and input handling so each file holds
+one thing)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from PyQt6.QtCore import QPointF, QRectF, Qt
-from PyQt6.QtGui import QColor, QPainter, QPen, QPolygonF
+from PyQt6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
 
 from explorer.ui.timeline import paint
 from explorer.ui.timeline.geometry import (
@@ -22,28 +25,56 @@ from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects, visible_positions
 from explorer.units import fmt_bytes, fmt_ns
 
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+    from explorer.ui.timeline.layout import TrackLayout
+    from explorer.ui.timeline.lod import LaneIndex
+    from explorer.ui.timeline.view import TimelineView
+
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
 ARROW_HALO = QColor(255, 255, 255, 220)
 
 
-class TimelinePainting:
-    """``paintEvent`` and its parts; reads the view state of ``TimelineView``."""
+class TimelinePainter:
+    """The view's painting: :meth:`paint` is its ``paintEvent``. Reads the view's state and
+    writes what the painting found out (the legend entries left out, the axis gutter's text,
+    the last frame's counts) back to it."""
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        self.paint_count = getattr(self, "paint_count", 0) + 1
-        p = QPainter(self)
+    def __init__(self, view: TimelineView) -> None:
+        self.view = view
+
+    # The view's trace, lane index and layout: painting and handling input only happen
+    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
+    @property
+    def trace(self) -> TraceData:
+        assert self.view.trace is not None, "no trace shown"
+        return self.view.trace
+
+    @property
+    def lanes(self) -> LaneIndex:
+        assert self.view.lanes is not None, "no trace shown"
+        return self.view.lanes
+
+    @property
+    def layout(self) -> TrackLayout:
+        assert self.view.layout_ is not None, "no trace shown"
+        return self.view.layout_
+
+    def paint(self, event: QPaintEvent | None = None) -> None:
+        self.view.paint_count += 1
+        p = QPainter(self.view)
         try:
             self._paint(p)
         finally:
             p.end()
 
     def _paint(self, p: QPainter) -> None:
-        w, h = self.width(), self.height()
+        w, h = self.view.width(), self.view.height()
         top, bottom = AXIS_H + STEP_H, h - LEGEND_H
-        width = self._tracks_width()
+        width = self.view._tracks_width()
         p.fillRect(QRectF(0, 0, w, h), paint.BG)
-        if self.trace is None or self.layout_ is None:
+        if self.view.trace is None or self.view.layout_ is None:
             p.setPen(QPen(paint.MUTED))
             p.drawText(
                 QRectF(0, 0, w, h),
@@ -55,15 +86,15 @@ class TimelinePainting:
         self._paint_axes(p, width)
         self._paint_range(p, top, bottom)
         self._paint_corner(p, top)
-        self.legend_hidden = paint.draw_legend(
+        self.view.legend_hidden = paint.draw_legend(
             p,
             w - SCROLL_W,
             bottom,
             0,
             LEGEND_H,
-            self._kinds_present,
-            self._font,
-            categories=self.breakdown is not None and len(self.breakdown) > 0,
+            self.view._kinds_present,
+            self.view._font,
+            categories=paint.used_categories(self.view.step_shares),
         )
 
     def _paint_tracks(self, p: QPainter, top: int, bottom: int, width: int) -> None:
@@ -71,8 +102,8 @@ class TimelinePainting:
         highlights and the selection (clipped to the track area), then the row gutter."""
         rows = self._visible_rows(top, bottom)
         p.setClipRect(QRectF(LABEL_W, top, width, bottom - top))
-        self._paint_row_backgrounds(p, rows, top, self.width())
-        paint.draw_grid(p, LABEL_W, width, top, bottom, self.t0, self.t1)
+        self._paint_row_backgrounds(p, rows, top, self.view.width())
+        paint.draw_grid(p, LABEL_W, width, top, bottom, self.view.t0, self.view.t1)
         labels = self._paint_slices(p, rows, top, width)
         self._paint_labels(p, labels)
         self._paint_counter_axes(p, rows, top, width)
@@ -84,8 +115,15 @@ class TimelinePainting:
 
     def _paint_axes(self, p: QPainter, width: int) -> None:
         """The time axis and the step strip under it."""
-        self.axis_origin = paint.draw_axis(
-            p, LABEL_W, width, AXIS_H, self.t0, self.t1, self._font, self.range_label_box()
+        self.view.axis_origin = paint.draw_axis(
+            p,
+            LABEL_W,
+            width,
+            AXIS_H,
+            self.view.t0,
+            self.view.t1,
+            self.view._font,
+            self.range_label_box(),
         )
         paint.draw_step_strip(
             p,
@@ -93,33 +131,33 @@ class TimelinePainting:
             width,
             AXIS_H,
             STEP_H,
-            self.t0,
-            self.t1,
-            self.steps,
-            self.step_shares,
-            self._font,
+            self.view.t0,
+            self.view.t1,
+            self.view.steps,
+            self.view.step_shares,
+            self.view._font,
         )
 
     def _paint_corner(self, p: QPainter, top: int) -> None:
         """The top-left corner: what the axis counts from, and the steps strip's name."""
         p.fillRect(QRectF(0, 0, LABEL_W, top), paint.GUTTER)
         p.setPen(QPen(paint.MUTED))
-        p.setFont(self._font)
+        p.setFont(self.view._font)
         p.drawText(
             QRectF(8, 0, LABEL_W - 12, AXIS_H),
             Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
-            if self.axis_origin != "time"
+            if self.view.axis_origin != "time"
             else Qt.AlignmentFlag.AlignVCenter,
-            self.axis_origin,
+            self.view.axis_origin,
         )
         p.drawText(QRectF(8, AXIS_H, LABEL_W - 8, STEP_H), Qt.AlignmentFlag.AlignVCenter, "steps")
 
     # -- rows ----------------------------------------------------------------------------
     def _visible_rows(self, top: int, bottom: int) -> list[Row]:
-        return self.layout_.rows_between(self.scroll_y, self.scroll_y + bottom - top)
+        return self.layout.rows_between(self.view.scroll_y, self.view.scroll_y + bottom - top)
 
     def _row_top(self, row: Row, top: int) -> int:
-        return top + row.y - self.scroll_y
+        return top + row.y - self.view.scroll_y
 
     def _paint_row_backgrounds(self, p: QPainter, rows: list[Row], top: int, w: int) -> None:
         for k, r in enumerate(rows):
@@ -127,7 +165,7 @@ class TimelinePainting:
             if r.kind == "group":
                 color = paint.DEVICE_HEADER if r.device else paint.HEADER
                 p.fillRect(QRectF(0, y, w, r.height), color)
-                if r.key in self.layout_.collapsed:
+                if r.key in self.layout.collapsed:
                     self._paint_group_summary(p, r, y)
             elif k % 2:
                 p.fillRect(QRectF(0, y, w, r.height), paint.ALT_BG)
@@ -135,18 +173,18 @@ class TimelinePainting:
     def _paint_indexing_note(self, p: QPainter, bottom: int, width: int) -> None:
         """While a large trace is indexed in the background: say so, and what is shown (at
         the bottom right of the tracks, where rows run out first)."""
-        if self.lanes_state == "full":
+        if self.view.lanes_state == "full":
             return
         n = len(self.trace.slices)
-        if self.index_error:
-            text = f"The timeline could not index its {n:,} slices: {self.index_error}"
-        elif self.lanes_state == "indexing":
+        if self.view.index_error:
+            text = f"The timeline could not index its {n:,} slices: {self.view.index_error}"
+        elif self.view.lanes_state == "indexing":
             text = f"Indexing {n:,} slices for the timeline…"
         else:
             text = f"Each track on one row (busy or idle per pixel) while {n:,} slices are indexed…"
-        p.setFont(self._font)
-        box_w = self._fm.horizontalAdvance(text) + 16
-        box_h = self._fm.height() + 8
+        p.setFont(self.view._font)
+        box_w = self.view._fm.horizontalAdvance(text) + 16
+        box_h = self.view._fm.height() + 8
         box = QRectF(LABEL_W + width - box_w - 8, bottom - box_h - 6, box_w, box_h)
         p.fillRect(box, paint.AXIS_LABEL_BG)
         p.setPen(QPen(paint.TEXT))
@@ -155,11 +193,13 @@ class TimelinePainting:
     def _paint_group_summary(self, p: QPainter, group: Row, y: int) -> None:
         """A collapsed group's header shows when any of its tracks is busy: the top-level
         slices of every member, in their colours, on one strip."""
-        width = self._tracks_width()
-        for member in self.layout_.members(group.group):
+        width = self.view._tracks_width()
+        for member in self.layout.members(group.group):
             if member.kind != "track" or not len(member.all_lanes):
                 continue
-            rect = lane_rects(self.lanes, int(member.all_lanes[0]), self.t0, self.t1, width)
+            rect = lane_rects(
+                self.lanes, int(member.all_lanes[0]), self.view.t0, self.view.t1, width
+            )
             if not len(rect):
                 continue
             paint.draw_rect_batches(
@@ -169,19 +209,19 @@ class TimelinePainting:
                 np.maximum(rect.x1, rect.x0 + 1) + LABEL_W,
                 np.full(len(rect), float(group.height - 8)),
                 rect.color,
-                self._palette,
+                self.view._palette,
             )
 
     def _paint_slices(self, p: QPainter, rows: list[Row], top: int, width: int) -> list:
         """All slice and counter rectangles, batched by colour; returns label candidates."""
         xs0, xs1, ys, hs, cs = [], [], [], [], []
         label_parts = []
-        counter_color = len(self._palette) - 1
+        counter_color = len(self.view._palette) - 1
         for r in rows:
             y = self._row_top(r, top)
             if r.kind == "track":
                 for i, lane in enumerate(r.lanes):
-                    rect = lane_rects(self.lanes, int(lane), self.t0, self.t1, width)
+                    rect = lane_rects(self.lanes, int(lane), self.view.t0, self.view.t1, width)
                     if not len(rect):
                         continue
                     ly = y + 2 + i * LANE_H
@@ -204,10 +244,10 @@ class TimelinePainting:
                             )
                         )
             elif r.kind == "counter":
-                s = self.layout_.series[r.series]
-                v, valid = counter_pixels(s.ts, s.values, self.t0, self.t1, width)
+                s = self.layout.series[r.series]
+                v, valid = counter_pixels(s.ts, s.values, self.view.t0, self.view.t1, width)
                 # A counter holds its last value only until the trace ends.
-                valid &= self._t_of(LABEL_W + np.arange(width)) <= self.extent[1]
+                valid &= self.view.times_of(LABEL_W + np.arange(width)) <= self.view.extent[1]
                 vmax = self._series_max(r.series)
                 hpx = np.where(valid, v / vmax * (r.height - 8), 0.0)
                 keep = hpx > 0.5
@@ -222,22 +262,28 @@ class TimelinePainting:
         if xs0:
             x0, x1 = np.concatenate(xs0), np.concatenate(xs1)
             calls = paint.draw_rect_batches(
-                p, x0, np.concatenate(ys), x1, np.concatenate(hs), np.concatenate(cs), self._palette
+                p,
+                x0,
+                np.concatenate(ys),
+                x1,
+                np.concatenate(hs),
+                np.concatenate(cs),
+                self.view._palette,
             )
-            self.last_paint_stats = {"rects": len(x0), "draw_calls": calls}
+            self.view.last_paint_stats = {"rects": len(x0), "draw_calls": calls}
         else:
-            self.last_paint_stats = {"rects": 0, "draw_calls": 0}
+            self.view.last_paint_stats = {"rects": 0, "draw_calls": 0}
         return label_parts
 
     def counter_value_text(self, i: int, value: float) -> str:
         """A counter row's value as its axis and tooltip show it (bytes in binary units)."""
-        s = self.layout_.series[i]
+        s = self.layout.series[i]
         return fmt_bytes(value) if s.unit == "B" else f"{_si(value)}{s.unit}".strip()
 
     def _paint_counter_axes(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
         """Each counter row's scale at the right edge: its max at the top, 0 at the bottom."""
-        p.setFont(self._font)
-        fm = self._fm
+        p.setFont(self.view._font)
+        fm = self.view._fm
         right = LABEL_W + width - 4
         for r in rows:
             if r.kind != "counter":
@@ -261,7 +307,7 @@ class TimelinePainting:
 
     def _series_max(self, i: int) -> float:
         """The top of a counter row's scale (the series' max; cached per layout)."""
-        s = self.layout_.series[i]
+        s = self.layout.series[i]
         if s.peak is None:
             s.peak = (
                 float(np.nanmax(s.values)) if len(s.values) and np.nanmax(s.values) > 0 else 1.0
@@ -269,26 +315,26 @@ class TimelinePainting:
         return s.peak
 
     def _paint_labels(self, p: QPainter, parts: list) -> None:
-        p.setFont(self._font)
-        fm = self._fm
+        p.setFont(self.view._font)
+        fm = self.view._fm
         drawn = 0
         dark, light = QPen(paint.TEXT), QPen(QColor("#ffffff"))
         for x0, x1, y, sids, colors in parts:
-            names = self._names[self._name_codes[sids]]
+            names = self.view._names[self.view._name_codes[sids]]
             for a, b, name, c in zip(x0, x1, names, colors, strict=False):
                 a = max(a, LABEL_W)
                 text = fm.elidedText(str(name), Qt.TextElideMode.ElideRight, int(b - a) - 6)
                 if len(text) <= 1:
                     continue
-                p.setPen(dark if self._text_dark[int(c)] else light)
+                p.setPen(dark if self.view._text_dark[int(c)] else light)
                 p.drawText(
                     QRectF(a + 3, y, b - a - 4, LANE_H - 2), Qt.AlignmentFlag.AlignVCenter, text
                 )
                 drawn += 1
                 if drawn >= MAX_LABELS:
-                    self.last_paint_stats["labels"] = drawn
+                    self.view.last_paint_stats["labels"] = drawn
                     return
-        self.last_paint_stats["labels"] = drawn
+        self.view.last_paint_stats["labels"] = drawn
 
     def _paint_highlights(self, p: QPainter, rows: list[Row], top: int, width: int) -> None:
         """A finding's evidence (amber, filled), then search hits (magenta outline)."""
@@ -307,13 +353,13 @@ class TimelinePainting:
         pen: QPen,
         fill: QColor | None,
     ) -> None:
-        """Outline the slices of ``self.<which>`` in the window; many merge per pixel."""
-        ids = self.evidence if which == "evidence" else self.highlights
+        """Outline the slices of ``self.view.<which>`` in the window; many merge per pixel."""
+        ids = self.view.evidence if which == "evidence" else self.view.highlights
         if not len(ids) or not self.lanes.n_slices:
             return
         positions = self._mark_positions(which, ids)
         lanes = self.lanes
-        scale = width / (self.t1 - self.t0)
+        scale = width / (self.view.t1 - self.view.t0)
         p.setPen(pen)
         p.setBrush(fill if fill is not None else Qt.BrushStyle.NoBrush)
         for r in rows:
@@ -321,14 +367,14 @@ class TimelinePainting:
                 continue
             y = self._row_top(r, top)
             for i, lane in enumerate(r.lanes):
-                lo, hi = visible_positions(lanes, int(lane), self.t0, self.t1)
+                lo, hi = visible_positions(lanes, int(lane), self.view.t0, self.view.t1)
                 k0, k1 = np.searchsorted(positions, [lo, hi])
                 if k1 <= k0:
                     continue
                 pos = positions[k0:k1]
                 sid = lanes.order[pos]
-                x0 = (lanes.ts[pos] - self.t0) * scale
-                x1 = np.maximum((lanes.ts[pos] + lanes.dur[sid] - self.t0) * scale, x0 + 2)
+                x0 = (lanes.ts[pos] - self.view.t0) * scale
+                x1 = np.maximum((lanes.ts[pos] + lanes.dur[sid] - self.view.t0) * scale, x0 + 2)
                 px, first = np.unique(np.floor(x0).astype(np.int64), return_index=True)
                 ly = y + 2 + i * LANE_H
                 for a0, a1 in zip(x0[first][:500], x1[first][:500], strict=False):
@@ -336,23 +382,23 @@ class TimelinePainting:
 
     def _mark_positions(self, which: str, ids: np.ndarray) -> np.ndarray:
         """Lane positions of ``ids``, sorted (cached until the ids or the trace change)."""
-        cached = self._mark_cache.get(which)
-        if cached is None or cached[0] is not ids or cached[1] is not self.lanes:
+        cached = self.view._mark_cache.get(which)
+        if cached is None or cached[0] is not ids or cached[1] is not self.view.lanes:
             cached = (ids, self.lanes, np.sort(self.lanes.pos[ids].astype(np.int64)))
-            self._mark_cache[which] = cached
+            self.view._mark_cache[which] = cached
         return cached[2]
 
     def _paint_selection(self, p: QPainter) -> None:
-        if self.selected >= 0:
-            rect = self.slice_rect(self.selected)
+        if self.view.selected >= 0:
+            rect = self.view.slice_rect(self.view.selected)
             if rect is not None:
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.setPen(QPen(paint.BG, 4))  # a white halo keeps it apart from any mark
                 p.drawRect(rect.adjusted(-2, -2, 2, 2))
                 p.setPen(QPen(paint.SELECT, 2))
                 p.drawRect(rect.adjusted(-1, -1, 1, 1))
-        for src, dst in self.related:
-            a, b = self.slice_rect(src), self.slice_rect(dst)
+        for src, dst in self.view.related:
+            a, b = self.view.slice_rect(src), self.view.slice_rect(dst)
             if a is None or b is None:
                 continue
             self._arrow(p, QPointF(a.left() + 1, a.bottom()), QPointF(b.left() + 1, b.top()))
@@ -382,8 +428,8 @@ class TimelinePainting:
     def _paint_gutter(self, p: QPainter, rows: list[Row], top: int, bottom: int) -> None:
         p.setClipRect(QRectF(0, top, LABEL_W, bottom - top))
         p.fillRect(QRectF(0, top, LABEL_W, bottom - top), paint.GUTTER)
-        fm = self._fm
-        pinned = set(self.layout_.pinned)
+        fm = self.view._fm
+        pinned = set(self.layout.pinned)
         for r in rows:
             y = self._row_top(r, top)
             if r.kind == "group":
@@ -391,16 +437,16 @@ class TimelinePainting:
                     QRectF(0, y, LABEL_W, r.height),
                     paint.DEVICE_HEADER if r.device else paint.HEADER,
                 )
-                p.setFont(self._bold)
+                p.setFont(self.view._bold)
                 p.setPen(QPen(paint.TEXT))
-                collapsed = r.key in self.layout_.collapsed
+                collapsed = r.key in self.layout.collapsed
                 mark = "▸" if collapsed else "▾"
-                count = len(self.layout_.members(r.group)) if collapsed else 0
+                count = len(self.layout.members(r.group)) if collapsed else 0
                 label = f"{mark} {r.label}" + (f" ({count} rows)" if count > 1 else "")
                 text = fm.elidedText(label, Qt.TextElideMode.ElideMiddle, LABEL_W - 12)
                 p.drawText(QRectF(6, y, LABEL_W - 8, r.height), Qt.AlignmentFlag.AlignVCenter, text)
                 continue
-            p.setFont(self._font)
+            p.setFont(self.view._font)
             p.setPen(QPen(paint.TEXT))
             text = fm.elidedText(r.label, Qt.TextElideMode.ElideRight, LABEL_W - 22 - PIN_W)
             p.drawText(
@@ -437,30 +483,33 @@ class TimelinePainting:
 
     def range_label_box(self) -> QRectF | None:
         """Where the range selection's duration label sits on the axis (None: no range)."""
-        if self.range is None:
+        if self.view.range is None:
             return None
-        a, b = self._x_of(self.range[0]), self._x_of(self.range[1])
-        a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
+        a, b = self.view._x_of(self.view.range[0]), self.view._x_of(self.view.range[1])
+        a, b = max(a, LABEL_W), min(b, LABEL_W + self.view._tracks_width())
         if b <= a:
             return None
-        width = self._fm.horizontalAdvance(fmt_ns(self.range[1] - self.range[0])) + 10
+        width = (
+            self.view._fm.horizontalAdvance(fmt_ns(self.view.range[1] - self.view.range[0])) + 10
+        )
         return QRectF((a + b) / 2 - width / 2, 2, width, AXIS_H - 6)
 
     def _paint_range(self, p: QPainter, top: int, bottom: int) -> None:
-        if self.range is None:
+        if self.view.range is None:
             return
-        a, b = self._x_of(self.range[0]), self._x_of(self.range[1])
-        a, b = max(a, LABEL_W), min(b, LABEL_W + self._tracks_width())
+        a, b = self.view._x_of(self.view.range[0]), self.view._x_of(self.view.range[1])
+        a, b = max(a, LABEL_W), min(b, LABEL_W + self.view._tracks_width())
         if b > a:
             p.fillRect(QRectF(a, 0, b - a, bottom), paint.RANGE)
             p.setPen(QPen(QColor("#3d85c6")))
             p.drawLine(QPointF(a, 0), QPointF(a, bottom))
             p.drawLine(QPointF(b, 0), QPointF(b, bottom))
-            label = fmt_ns(self.range[1] - self.range[0])
+            label = fmt_ns(self.view.range[1] - self.view.range[0])
             box = self.range_label_box()
+            assert box is not None  # a range is selected
             p.fillRect(box, QColor("#3d85c6"))
             p.setPen(QPen(QColor("#ffffff")))
-            p.setFont(self._font)
+            p.setFont(self.view._font)
             p.drawText(box, Qt.AlignmentFlag.AlignCenter, label)
 
 
