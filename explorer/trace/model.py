@@ -77,7 +77,8 @@ import pandas as pd
 
 from explorer.errors import UsageError
 from explorer.trace.columns import category_matches
-from explorer.trace.memo import Memo, memoised
+from explorer.trace.memo import Memo, declare_options, memoised
+from explorer.trace.source import stack_of
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -115,6 +116,9 @@ NO_ID = -1
 
 #: Which step annotations count when they nest (an inner ``forward`` inside an outer one).
 STEP_NESTINGS: tuple[str, ...] = ("outermost", "innermost")
+
+#: The trace's options that analyses read (memo keys computed from them name them).
+declare_options("step_pattern", "step_nesting")
 
 #: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -302,8 +306,6 @@ class TraceData:
     # -- source frames ------------------------------------------------------------------
     def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
         """The Python stack of a slice, innermost frame first, as (file, line, function)."""
-        from explorer.trace.source import stack_of
-
         return stack_of(self, int(slice_id))
 
     # -- where slices run, and what encloses them ------------------------------------------

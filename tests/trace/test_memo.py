@@ -19,7 +19,8 @@ from explorer.analysis.critical_path import critical_path
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import UsageError
-from explorer.trace.memo import MEMO_KEYS, dependents, memoised
+from explorer.trace import memo as memo_mechanism
+from explorer.trace.memo import declared, dependents, memoised
 
 CNN = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
 #: A user's step annotation in that trace: four ``forward`` ranges, not ProfilerStep#N.
@@ -115,12 +116,43 @@ def test_a_result_computed_across_a_setting_change_is_not_kept() -> None:
 
 
 def test_keys_are_declared() -> None:
-    with pytest.raises(KeyError, match="not a declared memo key"):
-        memoised("breakdwon")
     trace = explorer.load(CNN)
+    with pytest.raises(KeyError, match="not a declared memo key"):
+        trace.memo.compute("breakdwon", (), lambda: 1)
     with pytest.raises(KeyError):
         trace.memo.peek("slice_source")
     assert trace.memo.peek("slice_sources") is None
     slice_sources(trace)
     assert trace.memo.peek("slice_sources") is slice_sources(trace)
-    assert set(dependents("user_frames")) <= set(MEMO_KEYS)
+    assert set(dependents("user_frames")) <= set(declared())
+
+
+def test_every_key_the_package_declares_depends_on_declared_names() -> None:
+    """Keys are declared where their analyses are defined; once every module is imported,
+    each dependency names a declared key or option, and a misspelt one is refused."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(explorer.__path__, "explorer."):
+        if not info.name.startswith(("explorer.ui", "explorer.collect", "explorer.__main__")):
+            importlib.import_module(info.name)
+    memo_mechanism.check()
+    keys = declared()
+    assert {"steps", "breakdown", "findings", "critical_path", "user_frames"} <= set(keys)
+    assert keys["steps"] == ("step_pattern", "step_nesting")
+    assert "breakdown" in dependents("step_nesting") and "user_frames" not in dependents(
+        "step_pattern"
+    )
+
+    @memoised("test_misspelt_dependency", depends_on=("launchr",))
+    def misspelt(trace: Any) -> int:
+        return 1
+
+    try:
+        with pytest.raises(ValueError, match="depends on undeclared"):
+            misspelt(explorer.load(CNN).data)
+    finally:  # the registry is the process's: leave no bad key for the tests after this
+        del memo_mechanism._KEYS["test_misspelt_dependency"]
+        memo_mechanism._closure.clear()
+    with pytest.raises(ValueError, match="declared twice"):
+        memoised("steps", depends_on=("step_pattern",))
