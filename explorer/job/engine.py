@@ -33,6 +33,7 @@ from distributed import Client, LocalCluster, as_completed
 from explorer.errors import ExplorerError, UsageError
 from explorer.job.rank_map import RankSummary, analyse_rank
 from explorer.safe_write import interrupts_deferred
+from explorer.trace.model import StepOptions
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
 
@@ -108,7 +109,7 @@ def map_ranks(
     scheduler: str | None = None,
     workers: int | None = None,
     use_cache: bool = True,
-    step_pattern: str | None = None,
+    steps: StepOptions | None = None,
     progress: RankProgress | None = None,
     check_cancel: Callable[[], None] | None = None,
 ) -> list[RankSummary]:
@@ -127,7 +128,7 @@ def map_ranks(
                 r,
                 str(store),
                 use_cache,
-                step_pattern,
+                steps,
                 key=f"explorer-rank-{r}-{token}",
                 pure=False,
             )  # fmt: skip

@@ -14,9 +14,11 @@ That is the whole pattern for adding a key: name it once in its decorator, and l
 ``depends_on`` every memoised result and every option it reads (directly: what those read
 in turn follows from their own declarations). The memo keeps one result per name and
 options (the function's other arguments, defaults filled in). A key is known once its
-module is imported, which every caller that can compute it has done; a dependency on a
-name that nothing declared is an error when the key is first computed (a typo), and
-``tests/trace/test_memo.py`` checks every key of the package once all of it is imported.
+module is imported, which every caller that can compute it has done. A dependency may
+name a key whose module a run never imports (the findings read the memory analysis only
+for a trace with memory events): no result of it can then be kept, so none can be stale.
+A misspelt dependency is caught by :func:`check`, which ``tests/trace/test_memo.py`` runs
+with the whole package imported.
 
 A trace with other options (:meth:`explorer.trace.model.TraceData.with_steps`) is a view
 whose memo (:meth:`Memo.view`) keeps its own results for the keys that depend, directly or
@@ -181,7 +183,6 @@ class Memo:
                     return self._values[key]
                 generation = self._generation
             value = produce()
-            check(name)  # its dependencies' modules are imported by now
             with self._lock:
                 if generation == self._generation:
                     kept: R = self._values.setdefault(key, value)
