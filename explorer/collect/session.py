@@ -44,15 +44,11 @@ from explorer.collect.trace_writer import (
     write_atomic,
 )
 from explorer.errors import ExplorerError
+from explorer.processes import Terminated
 
 HOOK_NAMES = ("runtime", "fallback", "compile")
 _active_lock = threading.Lock()
 _active: Collector | None = None
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when SIGTERM arrives inside the block, so the trace is
-    written on the way out; the signal is re-delivered afterwards."""
 
 
 def _hook_set(hooks: bool | Iterable[str]) -> set[str]:

@@ -28,21 +28,16 @@ names the event that is wrong, exactly as before.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import signal
 import stat
 import tempfile
 import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +45,7 @@ import msgspec
 import zstandard
 
 from explorer.errors import TraceError
-from explorer.safe_write import sigterm_unwinds
+from explorer.processes import ForkedWorkers, sigterm_unwinds
 from explorer.trace.decode import (
     GZIP_MAGIC,
     GZIP_MAX_RATIO,
@@ -383,41 +378,17 @@ class _Decoders:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ForkedWorkers | None = None
         self._pending: deque[Future[ChunkColumns]] = deque()
 
     def __enter__(self) -> _Decoders:
         if self.workers > 1:
-            # Forked: a worker starts at once with everything imported, and nothing of the
-            # caller's script runs again in it (spawned or forkserver workers re-import the
-            # main module: a script without a __main__ guard would run once per worker).
-            # Ctrl-C is held back while the workers are forked (the first submit forks them
-            # all): a signal landing mid-fork would reach a worker and be lost to this
-            # process. A worker ignores it (this process cancels the workers) and unblocks.
-            # Workers that cannot start (short of memory or threads: a fork or the pool's
-            # own threads failing) leave the decoding to this process rather than a hang.
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self._pool = ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=get_context("fork"),
-                    initializer=_start_worker,
-                    initargs=(os.getpid(),),
-                )
-                self._pool.submit(int).result(timeout=WORKERS_START_S)
-            except (OSError, RuntimeError, BrokenProcessPool, FutureTimeout):
-                self._stop_pool()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            # Forked workers (see explorer.processes: they leave Ctrl-C and SIGTERM to this
+            # process, which stops them). Workers that cannot start (short of memory or
+            # threads) leave the decoding to this process rather than a hang.
+            pool = ForkedWorkers(self.workers, WORKERS_START_S)
+            self._pool = pool if pool.start() else None
         return self
-
-    def _stop_pool(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            # Python 3.14's kill_workers(); before it, the pool's own table of them.
-            for process in list((pool._processes or {}).values()):
-                process.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
         """Decode a chunk; yields the chunks whose turn it is to be merged."""
@@ -434,38 +405,7 @@ class _Decoders:
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
-            # Ctrl-C is held back until the pool is shut down (the chunks being decoded
-            # finish in milliseconds): interrupted half-way, its manager thread outlives
-            # the load and races Python's exit hook for the pool, which then printed a
-            # traceback ("Bad file descriptor") after "explorer: interrupted".
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-def _start_worker(parent: int) -> None:
-    """Workers leave Ctrl-C and SIGTERM to the loading process (``parent``), which stops
-    them, and die with it: killed outright (SIGKILL, the OOM killer) it cannot stop them,
-    and they would wait for chunks forever, each holding its memory. Linux's
-    ``PR_SET_PDEATHSIG`` has the kernel kill a worker when the thread that forked it ends
-    (the loading process's only thread: see :func:`load_workers`); elsewhere they are left
-    to the pool's own checks."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # it died before the kernel was asked
-        os._exit(1)
-
-
-#: ``prctl`` option: the signal a process gets when its parent thread ends (linux/prctl.h).
-_PR_SET_PDEATHSIG = 1
+            self._pool.shutdown()
 
 
 def _run(task: tuple[Any, ...]) -> ChunkColumns:
