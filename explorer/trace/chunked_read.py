@@ -46,13 +46,8 @@ import zstandard
 
 from explorer.errors import TraceError
 from explorer.processes import ForkedWorkers, sigterm_unwinds
-from explorer.trace.decode import (
-    GZIP_MAGIC,
-    GZIP_MAX_RATIO,
-    GZIP_MIN_LIMIT,
-    ZSTD_MAGIC,
-    over_cap,
-)
+from explorer.trace.decode import GZIP_MAX_RATIO, GZIP_MIN_LIMIT, over_cap
+from explorer.trace.encoding import GZIP_MAGIC, ZSTD_MAGIC, compression, text_start
 from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
@@ -83,7 +78,6 @@ _FILE_PIECE = 64 << 10
 #: Text read before giving up on finding the ``traceEvents`` array.
 _HEAD = 4 << 20
 
-_BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 #: The start of a boundary at the end of the text read so far (the rest is to come).
@@ -180,10 +174,9 @@ def read_chunked(
 def _text_of(path: Path, f: Any, size: int) -> tuple[Text, int]:
     """The trace's text read from ``f`` (at its start; inflated as a stream when gzip or
     zstd) and its size (a guess for a compressed file)."""
-    magic = f.read(4)
+    kind = compression(f.read(4))
     f.seek(0)
-    if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
-        kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
+    if kind is not None:
         return _StreamText(_inflated(path, f, size, kind)), size * COMPRESSION_GUESS
     if size == 0:
         raise NeedsCareful
@@ -327,7 +320,7 @@ def _array_start(text: Text) -> tuple[bytes, int]:
     while len(text.buffer) < _HEAD and text.more():
         pass
     head = bytes(text.buffer[:_HEAD])
-    skip = len(_BOM) if head.startswith(_BOM) else 0
+    skip = text_start(head)
     lead = head[skip:].lstrip()[:1]
     if lead == b"[":
         return b"", head.index(b"[", skip) + 1
