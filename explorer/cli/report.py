@@ -15,8 +15,8 @@ from explorer.analysis.memory_need import analysed_window, check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
 from explorer.trace.model import STEP_NESTINGS, StepOptions
 
 

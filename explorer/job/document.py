@@ -22,7 +22,7 @@ from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files
 from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
-from explorer.trace.cache import cache_root
+from explorer.store.cache import cache_root
 from explorer.trace.model import StepOptions
 
 JOB_SCHEMA_VERSION = 3

@@ -41,9 +41,9 @@ from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.job.collectives import rank_collectives
+from explorer.readers import read
 from explorer.safe_write import cannot_write
 from explorer.store import write_trace
-from explorer.trace.loading import load_trace
 from explorer.trace.model import StepOptions, TraceData
 
 RANK_TABLES: tuple[str, ...] = (
@@ -281,7 +281,7 @@ class CannotStore(Exception):
 def _analyse(
     source: str, rank: int, store: Path, use_cache: bool, steps: StepOptions, t0: float
 ) -> RankSummary:
-    trace = load_trace(source, use_cache=use_cache).with_step_options(steps)
+    trace = read(source, use_cache=use_cache).with_step_options(steps)
     tables = rank_tables(trace, rank)
     try:
         out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)

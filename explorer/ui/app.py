@@ -17,8 +17,8 @@ from typing import Any
 
 from explorer.errors import OutputError, UsageError
 from explorer.processes import signals_close
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
 from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
 
 __all__ = ["application", "has_display", "main", "open_headless", "select_event", "wait_idle"]
