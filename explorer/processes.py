@@ -146,6 +146,63 @@ def signals_close(close: Callable[[], None]) -> Iterator[None]:
         signal.raise_signal(signal.SIGTERM)  # to the handler that was in place
 
 
+class BlockSignals:
+    """The policy of a block whose start and end are two calls rather than one ``with``
+    (the collector's ``__enter__`` and ``__exit__``, the user's code between): while it is
+    :meth:`open`, a SIGTERM raises :class:`Terminated` where it lands, so the block unwinds;
+    from :meth:`closing` on (the block's own last work: the collector writes its trace),
+    Ctrl-C and SIGTERM are held, ``notice(signum)`` told of the first of each;
+    :meth:`close` puts back the handlers that were in place and returns the signals held,
+    for the caller to deliver once its work is safe. Off the main thread, and for a signal
+    ignored or handled from C, nothing is changed."""
+
+    def __init__(self) -> None:
+        self._before: dict[int, Any] = {}
+        self._closing = False
+        self.held: list[int] = []
+
+    def _swap(self, signum: int, handler: Callable[[int, object], None]) -> None:
+        if not _on_main_thread():
+            return
+        before = signal.getsignal(signum)
+        if before is signal.SIG_IGN or before is None:
+            return
+        self._before.setdefault(signum, before)
+        signal.signal(signum, handler)
+
+    def open(self) -> None:
+        """From now on a SIGTERM raises :class:`Terminated` (until :meth:`closing`)."""
+
+        def on_sigterm(signum: int, frame: object) -> None:
+            if self._closing:
+                self._hold(signum)
+                return
+            raise Terminated("SIGTERM received inside the block")
+
+        self._swap(signal.SIGTERM, on_sigterm)
+
+    def closing(self, notice: Callable[[int], None] | None = None) -> None:
+        """The block's last work begins: hold Ctrl-C and SIGTERM until :meth:`close`."""
+        self._closing = True
+        self._notice = notice
+        self._swap(signal.SIGINT, lambda signum, frame: self._hold(signum))
+
+    def _hold(self, signum: int) -> None:
+        if signum not in self.held:
+            self.held.append(signum)
+            if self._notice is not None:
+                self._notice(signum)
+
+    _notice: Callable[[int], None] | None = None
+
+    def close(self) -> list[int]:
+        """Put back the handlers that were in place; the signals held meanwhile."""
+        for signum, handler in self._before.items():
+            signal.signal(signum, handler)
+        self._before.clear()
+        return self.held
+
+
 @contextmanager
 def sigint_ignored() -> Iterator[None]:
     """Ignore SIGINT while the block starts worker processes: an ignored signal stays

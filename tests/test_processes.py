@@ -90,3 +90,30 @@ def test_held_signals_are_noticed_once_and_delivered_as_the_block_ends(
         assert sigterm_recorded == []  # held while the block runs
     assert noticed == [signal.SIGTERM]
     assert sigterm_recorded == [signal.SIGTERM]
+
+
+def test_a_block_of_two_calls_unwinds_on_sigterm_then_holds_both_while_it_closes(
+    sigterm_recorded: list[int],
+) -> None:
+    """The collector's policy: SIGTERM raises inside the user's block; while the trace is
+    written both signals wait (the first Ctrl-C noticed); the handlers in place come back."""
+    from explorer.processes import BlockSignals
+
+    sigint_before = signal.getsignal(signal.SIGINT)
+    block = BlockSignals()
+    block.open()
+    with pytest.raises(Terminated):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    noticed: list[int] = []
+    block.closing(noticed.append)
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)
+    assert block.close() == [signal.SIGINT, signal.SIGTERM]
+    assert noticed == [signal.SIGINT, signal.SIGTERM]
+    assert signal.getsignal(signal.SIGINT) is sigint_before
+    assert sigterm_recorded == []  # not delivered: the caller decides when
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)
+    assert sigterm_recorded == [signal.SIGTERM]  # the handler in place is back
