@@ -157,7 +157,7 @@ def measure(
     path: Path, app, repeat: int, positions: int, window_s: float, checkout: str = ""
 ) -> None:
     import explorer
-    from explorer.trace.cache import entry_path, load_cached
+    from explorer.store.cache import entry_path, load_cached
     from explorer.ui.timeline.lane_builder import lod_directory
 
     if load_cached(path) is None:

@@ -38,15 +38,15 @@ def load(
     ``path`` may be a Kineto/Chrome JSON trace (``.json``, ``.json.gz`` or ``.json.zst``), a bare JSON array
     of events, a TensorBoard profile directory, or a directory holding one trace. A directory
     with one trace per rank loads the lowest rank; use :func:`load_ranks` for all of them.
-    A columnar cache (see :mod:`explorer.trace.cache`) makes the second open fast
+    A columnar cache (see :mod:`explorer.store.cache`) makes the second open fast
     (``use_cache=False`` skips it); ``store`` keeps its entries in that directory instead of
     the cache directory. ``progress(fraction, message)`` is called as loading goes.
     ``execution_trace`` attaches a PyTorch Execution Trace captured with this trace.
     """
-    from explorer.trace.loading import load_trace
+    from explorer.readers import read
 
     return Trace(
-        load_trace(
+        read(
             path,
             use_cache=use_cache,
             progress=progress,
@@ -60,11 +60,9 @@ def load_ranks(
     path: str | PathLike[str], *, use_cache: bool = True, store: str | PathLike[str] | None = None
 ) -> dict[int, Trace]:
     """Every rank's trace in a directory of per-rank files, keyed by rank."""
-    from explorer.trace.loading import load_rank_traces
+    from explorer.readers import read_ranks
 
-    return {
-        r: Trace(t) for r, t in load_rank_traces(path, use_cache=use_cache, store=store).items()
-    }
+    return {r: Trace(t) for r, t in read_ranks(path, use_cache=use_cache, store=store).items()}
 
 
 def diff(a: Trace, b: Trace) -> Diff:

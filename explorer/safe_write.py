@@ -28,11 +28,8 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import signal
 import stat
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from explorer.errors import OutputError, OutputExists
@@ -185,72 +182,3 @@ def os_reason(exc: OSError) -> str:
     if exc.errno:
         return os.strerror(exc.errno)
     return exc.strerror or str(exc)
-
-
-class Terminated(BaseException):
-    """A SIGTERM, raised where it landed inside :func:`sigterm_unwinds`."""
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Let a SIGTERM that arrives while the block runs unwind it as Ctrl-C does — its
-    ``finally`` blocks and context managers run: worker processes stopped, temporary files
-    removed — then deliver it again to the handler that was in place (by default the
-    process then ends, as SIGTERM asks; ``timeout``, ``kill``, a batch scheduler and
-    systemd send it). Python's own default ends the process where the signal lands, with
-    nothing cleaned up. Off the main thread, or where SIGTERM is ignored, the block simply
-    runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGTERM)
-    if before is signal.SIG_IGN or before is None:
-        yield
-        return
-
-    def unwind(signum: int, frame: object) -> None:
-        raise Terminated
-
-    signal.signal(signal.SIGTERM, unwind)
-    try:
-        yield
-    except Terminated:
-        signal.signal(signal.SIGTERM, before)
-        signal.raise_signal(signal.SIGTERM)
-        raise  # the handler in place took it and returned: the block is still cut short
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C (SIGINT) and SIGTERM while the block runs, so that a write and the
-    cleanup of its temporaries are never cut midway (a ``KeyboardInterrupt`` between
-    creating a temporary directory and entering the ``try`` that removes it, or inside that
-    removal, would leave it behind). A signal that arrives meanwhile is raised again, to
-    the handler that was in place, as the block ends.
-
-    The Python handlers are swapped rather than the signals masked: a mask is per thread,
-    and any other thread (Arrow's, BLAS's) would take the signal for the main one. Off the
-    main thread (which alone runs Python's handlers) the block simply runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def hold(signum: int, frame: object) -> None:
-        if signum not in caught:
-            caught.append(signum)
-
-    before = {
-        s: signal.signal(s, hold)
-        for s in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(s) is not None  # None: a handler set from C, left alone
-    }
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
-        for signum in caught:
-            signal.raise_signal(signum)

@@ -50,13 +50,6 @@ class _ModelMember(Generic[T]):
         return value
 
 
-class _SettableModelMember(_ModelMember[T]):
-    """A model member the user may set through the façade (the step pattern)."""
-
-    def __set__(self, obj: Trace, value: T) -> None:
-        setattr(obj.data, self.name, value)
-
-
 class Trace:
     """One loaded trace. See :mod:`explorer.trace.model` for the tables."""
 
@@ -83,8 +76,8 @@ class Trace:
     metadata = _ModelMember[dict[str, Any]]()
     args_store = _ModelMember[Any]()
     execution_trace = _ModelMember["pd.DataFrame | None"]()
-    step_pattern = _SettableModelMember["str | None"]()
-    step_nesting = _SettableModelMember[str]()
+    step_pattern = _ModelMember["str | None"]()
+    step_nesting = _ModelMember[str]()
 
     def __len__(self) -> int:
         return len(self.data)
@@ -112,13 +105,19 @@ class Trace:
 
         return steps(self.data, pattern=pattern)
 
+    def with_steps(self, pattern: str | None = None, nesting: str = "outermost") -> Trace:
+        """This trace with steps taken from host annotations matching ``pattern`` (a regex)
+        in every analysis, instead of ``ProfilerStep#N`` (``None``: the default). Where
+        matches nest on a thread, ``nesting`` says which are the steps: the
+        ``"outermost"`` or the ``"innermost"``. A new ``Trace`` over the same tables, its
+        own results for what depends on the steps (see
+        :meth:`~explorer.trace.model.TraceData.with_steps`); this one is unchanged."""
+        return Trace(self.data.with_steps(pattern, nesting))
+
     def use_steps(self, pattern: str | None, nesting: str = "outermost") -> None:
-        """Take steps from host annotations matching ``pattern`` (a regex) in every
-        analysis, instead of ``ProfilerStep#N``; ``None`` restores the default. Where
-        matches nest on a thread, ``nesting`` says which are the steps: the ``"outermost"``
-        or the ``"innermost"``."""
-        self.data.step_pattern = pattern
-        self.data.step_nesting = nesting
+        """Make this ``Trace`` the one :meth:`with_steps` gives (for a notebook that keeps
+        one name): the one setter of the step options."""
+        self.data = self.data.with_steps(pattern, nesting)
 
     def breakdown(self, step: int | None = None) -> pd.DataFrame:
         """Per step and device: step time split into categories that add up exactly."""

@@ -15,8 +15,9 @@ import pytest
 
 import explorer
 from explorer.analysis.steps import steps
+from explorer.readers import read as load_trace
+from explorer.readers import read_ranks as load_rank_traces
 from explorer.trace import trace_from_events
-from explorer.trace.loading import load_rank_traces, load_trace
 from explorer.trace.model import TraceData
 from tests.conftest import ROOT, SAMPLE_TRACES
 

@@ -30,7 +30,7 @@ from explorer.trace.model import TraceData
 SOURCE_COLUMNS = ["file", "line", "function"]
 
 
-@memoised("frame_codes")
+@memoised("frame_codes", depends_on=("user_frames", "launcher"))
 def frame_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     """(code per slice, frames table). ``frames.iloc[code]`` is the slice's user frame;
     code -1 means unknown. Cached on the trace."""
@@ -96,7 +96,7 @@ def launcher(trace: TraceData) -> np.ndarray:
     return out
 
 
-@memoised("before_capture")
+@memoised("before_capture", depends_on=("launcher",))
 def launched_before_capture(trace: TraceData) -> np.ndarray:
     """Per slice: is it device work launched before the capture started?
 
@@ -133,7 +133,7 @@ def _through_launches(trace: TraceData, code: np.ndarray) -> None:
         code[rows] = code[src[rows]]
 
 
-@memoised("slice_sources")
+@memoised("slice_sources", depends_on=("frame_codes",))
 def slice_sources(trace: TraceData) -> pd.DataFrame:
     """``DataFrame(file, line, function)`` with one row per slice id ("" / -1 when unknown)."""
     code, frames = frame_codes(trace)

@@ -376,7 +376,7 @@ def _runs(bounds: np.ndarray, mask: np.ndarray, start: int | None, end: int | No
     return out[out[:, 1] > out[:, 0]]
 
 
-@memoised("reason_timelines")
+@memoised("reason_timelines", depends_on=("slice_classes", "attributed_steps", "before_capture"))
 def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     """Per device label (or ``"host"``), the reason of every instant. Cached on the trace."""
     labels = track_device_labels(trace)
@@ -427,7 +427,7 @@ def _label_order(label: str) -> tuple[str, int]:
     return vendor, int(idx) if idx.lstrip("-").isdigit() else 0
 
 
-@memoised("breakdown")
+@memoised("breakdown", depends_on=("steps", "attributed_steps", "reason_timelines"))
 def breakdown(trace: TraceData, step: int | None = None) -> pd.DataFrame:
     """Long table ``[step, device, category, ns]``: for each (step, device) the rows of
     :data:`CATEGORIES` sum to the step's ``dur_ns`` exactly, and none is negative.

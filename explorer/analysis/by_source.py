@@ -37,7 +37,7 @@ BY_SOURCE_COLUMNS = [
 ]  # fmt: skip
 
 
-@memoised("by_source")
+@memoised("by_source", depends_on=("frame_codes", "launcher", "slice_classes"))
 def by_source(trace: TraceData) -> pd.DataFrame:
     """Per user line: host, device and stall time, copy bytes, fallbacks, syncs, op count."""
     code, frames = frame_codes(trace)

@@ -227,7 +227,7 @@ def statement_line(
     return line
 
 
-@memoised("statement_codes")
+@memoised("statement_codes", depends_on=("frame_codes", "launcher"))
 def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     """(code per slice, statements table ``file, line, function``): each slice's user
     frame refined to the statement that led to it (see the module doc). Device slices

@@ -141,7 +141,7 @@ def device_mode(trace: TraceData) -> bool:
     return not trace.device_tracks().empty
 
 
-@memoised("slice_classes")
+@memoised("slice_classes", depends_on=("launcher",))
 def classes(trace: TraceData) -> SliceClasses:
     """The classification columns of every slice, computed once per trace."""
     s = trace.slices

@@ -121,7 +121,7 @@ class CriticalPath:
         }
 
 
-@memoised("critical_path")
+@memoised("critical_path", depends_on=("dependency_graph", "frame_codes"))
 def critical_path(
     trace: TraceData, step: int | None = None, all_steps: bool = False
 ) -> CriticalPath:

@@ -106,7 +106,7 @@ def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> 
     return f"step {lo}" if lo == hi else f"steps {lo}-{hi}"
 
 
-@memoised("dependency_graph")
+@memoised("dependency_graph", depends_on=("steps", "launcher"))
 def dependency_graph(
     trace: TraceData, step: int | None = None, all_steps: bool = False
 ) -> DependencyGraph:

@@ -50,7 +50,18 @@ def findings(trace: TraceData, kinds: tuple[str, ...] | None = None) -> list[Fin
     return list(_ranked(trace, kinds))
 
 
-@memoised("findings")
+@memoised(
+    "findings",
+    depends_on=(
+        "steps",
+        "breakdown",
+        "reason_timelines",
+        "slice_sources",
+        "memory_allocations",
+        "fallback_calls",
+        "statement_codes",
+    ),
+)
 def _ranked(trace: TraceData, kinds: tuple[str, ...] | None) -> list[Finding]:
     ctx = Context(trace)
     out: list[Finding] = []

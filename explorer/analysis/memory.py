@@ -138,7 +138,7 @@ def peaks(trace: TraceData) -> pd.DataFrame:
     return out.sort_values(["peak_bytes", "device"], ascending=[False, True], ignore_index=True)
 
 
-@memoised("memory_allocations")
+@memoised("memory_allocations", depends_on=("steps", "frame_codes"))
 def allocations(trace: TraceData) -> pd.DataFrame:
     """One row per allocation seen in the trace, paired with its free:
     ``device, addr, bytes, alloc_ts, free_ts`` (-1: never freed), ``op, file, line, function``

@@ -58,7 +58,7 @@ FRAGMENT_SHARE = 0.5
 FRAGMENT_OPS = 0.1
 
 
-@memoised("steps")
+@memoised("steps", depends_on=("step_pattern", "step_nesting"))
 def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """One row per step: ``step, name, start_ns, dur_ns, end_ns, slice, partial`` (see
     module doc; ``partial``: the step is not whole, :func:`partial_steps` says why).
@@ -308,7 +308,7 @@ def _whole_trace(trace: TraceData) -> pd.DataFrame:
     )
 
 
-@memoised("attributed_steps")
+@memoised("attributed_steps", depends_on=("steps", "launcher", "before_capture"))
 def attributed_steps(trace: TraceData) -> pd.DataFrame:
     """The steps table with each step's window widened to the device work it launched.
 

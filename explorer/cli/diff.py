@@ -13,8 +13,8 @@ from typing import Any
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

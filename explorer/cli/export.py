@@ -19,8 +19,8 @@ from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
 from explorer.export import FORMATS, format_for_path
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
 from explorer.units import fmt_bytes, fmt_ns
 
 

@@ -21,7 +21,8 @@ from types import ModuleType
 from explorer import __version__
 from explorer.cli import demo, diff, export, info, report, sql, view, whatif
 from explorer.errors import ExplorerError
-from explorer.safe_write import os_error_line, sigterm_unwinds
+from explorer.processes import sigterm_unwinds
+from explorer.safe_write import os_error_line
 
 #: Every verb and its module, in the order ``--help`` lists them.
 COMMANDS: dict[str, ModuleType] = {

@@ -15,9 +15,9 @@ from explorer.analysis.memory_need import analysed_window, check_analyses_fit
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
-from explorer.trace.model import STEP_NESTINGS, step_regex
+from explorer.trace.model import STEP_NESTINGS, StepOptions
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -79,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if is_job(args.trace):
         return run_job(args)
     rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
-    if args.steps is not None:
-        step_regex(args.steps)  # a bad pattern fails before the (slow) load
+    steps = StepOptions(args.steps, args.step_nesting)  # a bad pattern fails before the load
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     inputs = input_files(args.trace)
@@ -88,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
         check_target(args.output, inputs=inputs, force=args.force)
     trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
     print_load_warnings(trace)
-    if args.steps is not None or args.step_nesting != "outermost":
-        trace.use_steps(args.steps, nesting=args.step_nesting)
-    data, note = analysed_window(trace.data, args.step_range, args.step)
+    data, note = analysed_window(trace.data.with_step_options(steps), args.step_range, args.step)
     if note:
         print(f"explorer: note: {note}", file=sys.stderr)
     check_analyses_fit(
@@ -140,7 +137,7 @@ def run_job(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     doc = job_document(
         args.trace, scheduler=args.scheduler, workers=args.workers, store=args.store,
-        use_cache=not args.no_cache, step_pattern=args.steps, progress=rank_progress(),
+        use_cache=not args.no_cache, steps=StepOptions(args.steps, args.step_nesting), progress=rank_progress(),
     )  # fmt: skip
     text = render_job(doc, args.format)
     if args.output is not None:

@@ -27,7 +27,9 @@ from explorer.analysis.steps import steps
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings, print_warnings
 from explorer.cli.progress import terminal_progress
+from explorer.readers import read
 from explorer.store import open_trace
+from explorer.store.cache import cached_entry
 from explorer.store.entry import entry_warnings, is_entry
 from explorer.store.query import (
     DEFAULT_MAX_ROWS,
@@ -38,8 +40,6 @@ from explorer.store.query import (
     referenced_tables,
 )
 from explorer.store.query import run as run_sql
-from explorer.trace.cache import cached_entry
-from explorer.trace.loading import load_trace
 from explorer.trace.model import TraceData
 
 FORMATS = ("table", "csv", "json")
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if entry is not None:
             model = open_trace(entry)
         else:
-            model = load_trace(
+            model = read(
                 path,
                 use_cache=not args.no_cache,
                 store=args.store,

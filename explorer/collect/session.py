@@ -44,15 +44,11 @@ from explorer.collect.trace_writer import (
     write_atomic,
 )
 from explorer.errors import ExplorerError
+from explorer.processes import BlockSignals, Terminated
 
 HOOK_NAMES = ("runtime", "fallback", "compile")
 _active_lock = threading.Lock()
 _active: Collector | None = None
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when SIGTERM arrives inside the block, so the trace is
-    written on the way out; the signal is re-delivered afterwards."""
 
 
 def _hook_set(hooks: bool | Iterable[str]) -> set[str]:
@@ -137,10 +133,7 @@ class Collector:
         self._cycles: list[Path] = []
         self._inside = False
         self._exiting = False
-        self._sigterm_pending = False
-        self._prev_sigterm: Any = None
-        self._sigint_pending = False
-        self._prev_sigint: Any = None
+        self._signals = BlockSignals()
         self._environment: dict[str, Any] = {}
         self._launcher: set[str] = set()
 
@@ -161,7 +154,7 @@ class Collector:
             check_writable(self.out_dir)
             self._launcher = launcher_frames(sys._getframe(1))  # explorer demo's CLI frames
             self._environment = environment(self.settings)
-            self._install_sigterm()
+            self._signals.open()
             if "runtime" in self.hooks:
                 self._runtime.install()
             device_activity.attach(self.buffer)
@@ -190,7 +183,7 @@ class Collector:
                 except Exception:  # it may not have started; the original error matters
                     pass
             self._teardown()
-            self._restore_sigterm()
+            self._signals.close()
             raise
         self._inside = True
         self._t0 = time.perf_counter_ns()
@@ -212,7 +205,9 @@ class Collector:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         self._exiting = True
         self._inside = False
-        self._defer_sigint()
+        # Ctrl-C or SIGTERM while the trace is being written would lose all of it: held
+        # until it is written, then delivered.
+        self._signals.closing(_writing_notice)
         try:
             self.trace_path = self._finish()
         except Exception as write_error:
@@ -224,11 +219,10 @@ class Collector:
                 f"explorer.collect: could not write the trace: {write_error}", stacklevel=2
             )
         finally:
-            self._restore_sigterm()
-            self._restore_sigint()
-        if isinstance(exc, Terminated) or self._sigterm_pending:
+            held = self._signals.close()
+        if isinstance(exc, Terminated) or signal.SIGTERM in held:
             signal.raise_signal(signal.SIGTERM)  # the previous handler decides what SIGTERM does
-        if self._sigint_pending and exc is None:
+        if signal.SIGINT in held and exc is None:
             raise KeyboardInterrupt  # the Ctrl-C that came while the trace was being written
         return False
 
@@ -303,52 +297,14 @@ class Collector:
             if _active is self:
                 _active = None
 
-    def _install_sigterm(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        prev = signal.getsignal(signal.SIGTERM)
-        if prev is signal.SIG_IGN:
-            return
-        self._prev_sigterm = prev
 
-        def on_sigterm(signum: int, frame: Any) -> None:
-            if self._exiting:
-                self._sigterm_pending = True  # finish writing first, then re-deliver
-                return
-            raise Terminated("SIGTERM received inside explorer.collect()")
-
-        signal.signal(signal.SIGTERM, on_sigterm)
-
-    def _defer_sigint(self) -> None:
-        """Ctrl-C while the trace is being written would lose all of it: note it, finish the
-        write, then raise ``KeyboardInterrupt`` (see :meth:`__exit__`)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        prev = signal.getsignal(signal.SIGINT)
-        if prev is signal.SIG_IGN or prev is None:
-            return
-        self._prev_sigint = prev
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            if not self._sigint_pending:
-                print(
-                    "explorer.collect: writing the trace — Ctrl-C will take effect when it is written",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            self._sigint_pending = True
-
-        signal.signal(signal.SIGINT, on_sigint)
-
-    def _restore_sigint(self) -> None:
-        if self._prev_sigint is not None:
-            signal.signal(signal.SIGINT, self._prev_sigint)
-            self._prev_sigint = None
-
-    def _restore_sigterm(self) -> None:
-        if self._prev_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._prev_sigterm)
-            self._prev_sigterm = None
+def _writing_notice(signum: int) -> None:
+    if signum == signal.SIGINT:
+        print(
+            "explorer.collect: writing the trace — Ctrl-C will take effect when it is written",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def record_every_step(step: int) -> ProfilerAction:

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from explorer.export.results import CRITICAL_PATH_ROW, Results, explorer_results
+from explorer.readers.json_trace import EXPORT_MARKER
 from explorer.trace.args_store import binary_parts
-from explorer.trace.loading import EXPORT_MARKER
 from explorer.trace.model import TraceData
 
 CHUNK = 1 << 16

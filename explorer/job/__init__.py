@@ -13,8 +13,8 @@ from pathlib import Path
 
 from explorer.job.document import JOB_SCHEMA_VERSION, job_document
 from explorer.job.run_dir import is_glob
-from explorer.trace.execution_trace import is_execution_trace
-from explorer.trace.loading import trace_files
+from explorer.readers.execution_trace import is_execution_trace
+from explorer.readers.rank_dir import trace_files
 
 
 def is_job(path: str) -> bool:

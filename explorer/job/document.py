@@ -22,7 +22,8 @@ from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files
 from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
-from explorer.trace.cache import cache_root
+from explorer.store.cache import cache_root
+from explorer.trace.model import StepOptions
 
 JOB_SCHEMA_VERSION = 3
 #: At most this many collectives are listed one by one (most waiting first); totals by
@@ -43,7 +44,7 @@ def job_document(
     workers: int | None = None,
     store: str | Path | None = None,
     use_cache: bool = True,
-    step_pattern: str | None = None,
+    steps: StepOptions | None = None,
     progress: RankProgress | None = None,
     check_cancel: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def job_document(
     store_dir = _prepare_store(run, store)
     summaries = map_ranks(
         files, store_dir, scheduler=scheduler, workers=workers, use_cache=use_cache,
-        step_pattern=step_pattern, progress=progress, check_cancel=check_cancel,
+        steps=steps, progress=progress, check_cancel=check_cancel,
     )  # fmt: skip
     # A corrupt, empty or foreign rank file does not sink the job: it is left out, and
     # the report says so first.

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,7 +30,8 @@ from distributed import Client, LocalCluster, as_completed
 
 from explorer.errors import ExplorerError, UsageError
 from explorer.job.rank_map import RankSummary, analyse_rank
-from explorer.safe_write import interrupts_deferred
+from explorer.processes import interrupts_deferred, sigint_ignored
+from explorer.trace.model import StepOptions
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
 
@@ -64,7 +63,7 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
     with ExitStack() as running:
         # No Ctrl-C lands in a half-built LocalCluster (it fails its own close at exit, with
         # a traceback): SIGINT is ignored meanwhile, and a SIGTERM is held until it is up.
-        with interrupts_deferred(), _workers_deaf_to_sigint():
+        with interrupts_deferred(), sigint_ignored():
             cluster = running.enter_context(
                 LocalCluster(
                     n_workers=n,
@@ -81,26 +80,6 @@ def dask_client(scheduler: str | None, workers: int | None, n_tasks: int) -> Ite
         yield client
 
 
-@contextmanager
-def _workers_deaf_to_sigint() -> Iterator[None]:
-    """Ignore SIGINT while the local cluster starts its worker processes: an ignored signal
-    stays ignored in a child, through fork and exec, from its first instruction (Python and
-    asyncio then leave it so), so a terminal's Ctrl-C reaches the driver alone. A signal
-    *mask* would not do: multiprocessing unblocks SIGINT in the thread that first starts
-    its resource tracker, which here is the cluster's event loop. The cost: a Ctrl-C in
-    the second or two the workers take to start is dropped; the driver takes the next one.
-    Only the main thread may set a handler; elsewhere (the viewer's analysis thread) the
-    block simply runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
-
-
 def map_ranks(
     files: list[tuple[int, Path]],
     store: Path,
@@ -108,7 +87,7 @@ def map_ranks(
     scheduler: str | None = None,
     workers: int | None = None,
     use_cache: bool = True,
-    step_pattern: str | None = None,
+    steps: StepOptions | None = None,
     progress: RankProgress | None = None,
     check_cancel: Callable[[], None] | None = None,
 ) -> list[RankSummary]:
@@ -127,7 +106,7 @@ def map_ranks(
                 r,
                 str(store),
                 use_cache,
-                step_pattern,
+                steps,
                 key=f"explorer-rank-{r}-{token}",
                 pure=False,
             )  # fmt: skip

@@ -41,10 +41,10 @@ from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import ExplorerError
 from explorer.job.collectives import rank_collectives
+from explorer.readers import read
 from explorer.safe_write import cannot_write
 from explorer.store import write_trace
-from explorer.trace.loading import load_trace
-from explorer.trace.model import TraceData
+from explorer.trace.model import StepOptions, TraceData
 
 RANK_TABLES: tuple[str, ...] = (
     "steps", "breakdown", "findings", "finding_steps", "collectives", "by_source",
@@ -253,7 +253,7 @@ def _finding_per_step(per_step: Any, steps: list[int], lost: int) -> list[tuple[
 
 
 def analyse_rank(
-    source: str, rank: int, store: str, use_cache: bool = True, step_pattern: str | None = None
+    source: str, rank: int, store: str, use_cache: bool = True, steps: StepOptions | None = None
 ) -> RankSummary:
     """Load ``source`` as rank ``rank``, write its tables under ``store/rank-K/``.
 
@@ -261,7 +261,7 @@ def analyse_rank(
     """
     t0 = time.perf_counter()
     try:
-        return _analyse(source, rank, Path(store), use_cache, step_pattern, t0)
+        return _analyse(source, rank, Path(store), use_cache, steps or StepOptions(), t0)
     except CannotStore as exc:  # the store, not the rank: the job cannot go on
         return RankSummary(rank, source, "", 0, 0, -1, "", 0, 0, 0.0, error=str(exc.error))
     except ExplorerError as exc:  # this rank's trace: the job goes on without it
@@ -279,11 +279,9 @@ class CannotStore(Exception):
 
 
 def _analyse(
-    source: str, rank: int, store: Path, use_cache: bool, step_pattern: str | None, t0: float
+    source: str, rank: int, store: Path, use_cache: bool, steps: StepOptions, t0: float
 ) -> RankSummary:
-    trace = load_trace(source, use_cache=use_cache)
-    if step_pattern is not None:
-        trace.step_pattern = step_pattern
+    trace = read(source, use_cache=use_cache).with_step_options(steps)
     tables = rank_tables(trace, rank)
     try:
         out = write_trace(trace, rank_dir(store, rank), extra_tables=tables)

@@ -13,8 +13,9 @@ import glob
 from pathlib import Path
 
 from explorer.errors import TraceError
-from explorer.trace.execution_trace import is_execution_trace
-from explorer.trace.loading import missing_path, rank_of, trace_files
+from explorer.readers.execution_trace import is_execution_trace
+from explorer.readers.json_trace import missing_path
+from explorer.readers.rank_dir import rank_of, trace_files
 
 
 def is_glob(text: str) -> bool:

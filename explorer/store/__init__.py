@@ -9,7 +9,7 @@ one slice's args read on demand),
 ``metadata.json``, and ``header.json`` (format version, the source file's stamp, and each
 file's size and CRC-32). It serves three users:
 
-* the trace cache (:mod:`explorer.trace.cache`): an entry per trace file under the cache
+* the trace cache (:mod:`explorer.store.cache`): an entry per trace file under the cache
   directory, stamped with the file it came from; any damage or mismatch means a re-parse;
 * multi-rank jobs: each rank's tables (and its analysis tables, ``extra_tables=``) written
   with :func:`write_trace` into its own entry, then joined across ranks by DuckDB over

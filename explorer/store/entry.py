@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
-from explorer.safe_write import interrupts_deferred
+from explorer.processes import interrupts_deferred
 from explorer.store.header import (
     HEADER,
     SourceStamp,

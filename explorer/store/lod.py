@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.safe_write import interrupts_deferred
+from explorer.processes import interrupts_deferred
 from explorer.store.entry import _install, _remove_stale_temporaries
 from explorer.store.header import (
     StoreDamaged,

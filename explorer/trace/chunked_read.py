@@ -28,21 +28,16 @@ names the event that is wrong, exactly as before.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import signal
 import stat
 import tempfile
 import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +45,9 @@ import msgspec
 import zstandard
 
 from explorer.errors import TraceError
-from explorer.safe_write import sigterm_unwinds
-from explorer.trace.decode import (
-    GZIP_MAGIC,
-    GZIP_MAX_RATIO,
-    GZIP_MIN_LIMIT,
-    ZSTD_MAGIC,
-    over_cap,
-)
+from explorer.processes import ForkedWorkers, sigterm_unwinds
+from explorer.trace.decode import GZIP_MAX_RATIO, GZIP_MIN_LIMIT, over_cap
+from explorer.trace.encoding import GZIP_MAGIC, ZSTD_MAGIC, compression, text_start
 from explorer.trace.event_chunk import ChunkColumns, decode_chunk
 from explorer.trace.events import ColumnsMerger, EventColumns
 from explorer.trace.json_position import array_close
@@ -88,7 +78,6 @@ _FILE_PIECE = 64 << 10
 #: Text read before giving up on finding the ``traceEvents`` array.
 _HEAD = 4 << 20
 
-_BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 #: The start of a boundary at the end of the text read so far (the rest is to come).
@@ -185,10 +174,9 @@ def read_chunked(
 def _text_of(path: Path, f: Any, size: int) -> tuple[Text, int]:
     """The trace's text read from ``f`` (at its start; inflated as a stream when gzip or
     zstd) and its size (a guess for a compressed file)."""
-    magic = f.read(4)
+    kind = compression(f.read(4))
     f.seek(0)
-    if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
-        kind = "gzip" if magic[:2] == GZIP_MAGIC else "zstd"
+    if kind is not None:
         return _StreamText(_inflated(path, f, size, kind)), size * COMPRESSION_GUESS
     if size == 0:
         raise NeedsCareful
@@ -332,7 +320,7 @@ def _array_start(text: Text) -> tuple[bytes, int]:
     while len(text.buffer) < _HEAD and text.more():
         pass
     head = bytes(text.buffer[:_HEAD])
-    skip = len(_BOM) if head.startswith(_BOM) else 0
+    skip = text_start(head)
     lead = head[skip:].lstrip()[:1]
     if lead == b"[":
         return b"", head.index(b"[", skip) + 1
@@ -383,41 +371,17 @@ class _Decoders:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ForkedWorkers | None = None
         self._pending: deque[Future[ChunkColumns]] = deque()
 
     def __enter__(self) -> _Decoders:
         if self.workers > 1:
-            # Forked: a worker starts at once with everything imported, and nothing of the
-            # caller's script runs again in it (spawned or forkserver workers re-import the
-            # main module: a script without a __main__ guard would run once per worker).
-            # Ctrl-C is held back while the workers are forked (the first submit forks them
-            # all): a signal landing mid-fork would reach a worker and be lost to this
-            # process. A worker ignores it (this process cancels the workers) and unblocks.
-            # Workers that cannot start (short of memory or threads: a fork or the pool's
-            # own threads failing) leave the decoding to this process rather than a hang.
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self._pool = ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=get_context("fork"),
-                    initializer=_start_worker,
-                    initargs=(os.getpid(),),
-                )
-                self._pool.submit(int).result(timeout=WORKERS_START_S)
-            except (OSError, RuntimeError, BrokenProcessPool, FutureTimeout):
-                self._stop_pool()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            # Forked workers (see explorer.processes: they leave Ctrl-C and SIGTERM to this
+            # process, which stops them). Workers that cannot start (short of memory or
+            # threads) leave the decoding to this process rather than a hang.
+            pool = ForkedWorkers(self.workers, WORKERS_START_S)
+            self._pool = pool if pool.start() else None
         return self
-
-    def _stop_pool(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            # Python 3.14's kill_workers(); before it, the pool's own table of them.
-            for process in list((pool._processes or {}).values()):
-                process.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, task: tuple[Any, ...]) -> Iterator[ChunkColumns]:
         """Decode a chunk; yields the chunks whose turn it is to be merged."""
@@ -434,38 +398,7 @@ class _Decoders:
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
-            # Ctrl-C is held back until the pool is shut down (the chunks being decoded
-            # finish in milliseconds): interrupted half-way, its manager thread outlives
-            # the load and races Python's exit hook for the pool, which then printed a
-            # traceback ("Bad file descriptor") after "explorer: interrupted".
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-def _start_worker(parent: int) -> None:
-    """Workers leave Ctrl-C and SIGTERM to the loading process (``parent``), which stops
-    them, and die with it: killed outright (SIGKILL, the OOM killer) it cannot stop them,
-    and they would wait for chunks forever, each holding its memory. Linux's
-    ``PR_SET_PDEATHSIG`` has the kernel kill a worker when the thread that forked it ends
-    (the loading process's only thread: see :func:`load_workers`); elsewhere they are left
-    to the pool's own checks."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # it died before the kernel was asked
-        os._exit(1)
-
-
-#: ``prctl`` option: the signal a process gets when its parent thread ends (linux/prctl.h).
-_PR_SET_PDEATHSIG = 1
+            self._pool.shutdown()
 
 
 def _run(task: tuple[Any, ...]) -> ChunkColumns:

@@ -32,6 +32,7 @@ import psutil
 import zstandard
 
 from explorer.errors import TraceError
+from explorer.trace.encoding import GZIP_MAGIC, ZSTD_MAGIC, compression, is_utf16, text_start
 from explorer.trace.events import CHUNK
 from explorer.trace.json_position import last_event_end, locate, too_deep
 from explorer.trace.metadata_checks import check_metadata
@@ -113,8 +114,6 @@ GZIP_MAX_RATIO = 100
 #: ... but a small file may always inflate to this much.
 GZIP_MIN_LIMIT = 64 << 20
 
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Compressed bytes fed to zstd at a time, so the cap is checked between pieces: a zstd block
 #: (at most 128 KiB of output) takes at least 4 bytes, so a piece overshoots by <= 64 MiB.
 _ZSTD_PIECE = 2 << 10
@@ -162,9 +161,10 @@ def read_bytes(path: Path) -> tuple[bytes | bytearray, list[str]]:
         except OSError as exc:
             raise TraceError(path, f"cannot read the file ({exc.strerror or exc})") from None
     cap = min(limit, max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data)))
-    if data[:2] == GZIP_MAGIC:
+    kind = compression(data[:4])
+    if kind == "gzip":
         return _gunzip(path, data, cap)
-    if data[:4] == ZSTD_MAGIC:
+    if kind == "zstd":
         return _unzstd(path, data, cap)
     return data, []
 
@@ -190,12 +190,12 @@ def read_head(path: Path, size: int = 4096) -> bytes:
     what a file is without reading it all; empty when it cannot be read."""
     try:
         with open(path, "rb") as f:
-            magic = f.read(4)
+            kind = compression(f.read(4))
             f.seek(0)
-            if magic[:2] == GZIP_MAGIC:
+            if kind == "gzip":
                 with gzip.open(f, "rb") as g:
                     return g.read(size)
-            if magic == ZSTD_MAGIC:
+            if kind == "zstd":
                 with zstandard.ZstdDecompressor().stream_reader(f) as z:
                     return z.read(size)
             return f.read(size)
@@ -329,8 +329,6 @@ def decode(path: Path, data: bytes | bytearray) -> Decoded:
     return doc
 
 
-_BOM = b"\xef\xbb\xbf"
-
 #: The first bytes of files that get passed for a trace by mistake, and what they are.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "a PNG image"),
@@ -370,9 +368,10 @@ def binary_kind(head: bytes | bytearray) -> str | None:
 def _utf8_text(path: Path, data: bytes | bytearray) -> bytes | bytearray:
     """``data`` checked to be UTF-8 JSON text; a UTF-8 byte-order mark is dropped (it is not
     data). Invalid UTF-8 is an error naming the event and field that hold it."""
-    if data[:3] == _BOM:
-        data = data[3:]
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    skip = text_start(data)
+    if skip:
+        data = data[skip:]
+    if is_utf16(data):
         raise TraceError(
             path,
             "this file is UTF-16 text; trace JSON is UTF-8",

@@ -1,15 +1,34 @@
 """The analysis memo of one trace: results under declared names, with what they depend on.
 
-An analysis that is worth keeping is decorated with :func:`memoised` under a name listed in
-:data:`MEMO_KEYS`; the memo keeps one result per name and options (the function's other
-arguments). :data:`MEMO_KEYS` says, for every name, which other results and which settings
-(:data:`SETTINGS`, e.g. the trace's step pattern) it is computed from, so changing a setting
-drops exactly the results that depend on it, transitively, and nothing else.
+This module is the mechanism only; it knows no analysis. Each analysis declares its key
+where it is defined, with what the result is computed from — other keys, or the trace's
+options (:func:`declare_options`; the model declares ``step_pattern`` and ``step_nesting``)::
+
+    from explorer.trace.memo import memoised
+
+    @memoised("stalls", depends_on=("steps", "launcher"))
+    def stalls(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+        ...
+
+That is the whole pattern for adding a key: name it once in its decorator, and list in
+``depends_on`` every memoised result and every option it reads (directly: what those read
+in turn follows from their own declarations). The memo keeps one result per name and
+options (the function's other arguments, defaults filled in). A key is known once its
+module is imported, which every caller that can compute it has done. A dependency may
+name a key whose module a run never imports (the findings read the memory analysis only
+for a trace with memory events): no result of it can then be kept, so none can be stale.
+A misspelt dependency is caught by :func:`check`, which ``tests/trace/test_memo.py`` runs
+with the whole package imported.
+
+A trace with other options (:meth:`explorer.trace.model.TraceData.with_steps`) is a view
+whose memo (:meth:`Memo.view`) keeps its own results for the keys that depend, directly or
+through other keys, on an option it changes, and shares every other result with the
+trace it was made from (user frames are not parsed again for another step pattern).
 
 The memo is safe across threads (the viewer computes analyses in workers): one lock guards
 the table, one lock per entry makes a second thread wait for the first one's result instead
-of computing it again, and a result computed while a setting changed is returned to its
-caller but not kept. Nothing here is ever written to disk.
+of computing it again, and a result computed while :meth:`Memo.invalidate` dropped its key
+is returned to its caller but not kept. Nothing here is ever written to disk.
 """
 
 from __future__ import annotations
@@ -17,70 +36,102 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
-
-if TYPE_CHECKING:
-    from explorer.trace.model import TraceData
-
-#: User settings that results can depend on (attributes of the trace, never memo entries).
-SETTINGS: frozenset[str] = frozenset({"step_pattern", "step_nesting"})
-
-#: Every memoised result and what it is computed from (other results, or settings).
-MEMO_KEYS: dict[str, tuple[str, ...]] = {
-    "slice_sides": (),
-    "user_frames": (),
-    "launcher": (),
-    "before_capture": ("launcher",),
-    "frame_codes": ("user_frames", "launcher"),
-    "slice_classes": ("launcher",),
-    "slice_sources": ("frame_codes",),
-    "by_source": ("frame_codes", "launcher", "slice_classes"),
-    "statement_codes": ("frame_codes", "launcher"),
-    "steps": ("step_pattern", "step_nesting"),
-    "attributed_steps": ("steps", "launcher", "before_capture"),
-    "reason_timelines": ("slice_classes", "attributed_steps", "before_capture"),
-    "breakdown": ("steps", "attributed_steps", "reason_timelines"),
-    "memory_timeline": (),
-    "fallback_calls": (),
-    "memory_allocations": ("steps", "frame_codes"),
-    "findings": (
-        "steps",
-        "breakdown",
-        "reason_timelines",
-        "slice_sources",
-        "memory_allocations",
-        "fallback_calls",
-        "statement_codes",
-    ),
-    "dependency_graph": ("steps", "launcher"),
-    "critical_path": ("dependency_graph", "frame_codes"),
-}
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 
-def _check_keys() -> None:
-    for name, deps in MEMO_KEYS.items():
-        unknown = [d for d in deps if d not in MEMO_KEYS and d not in SETTINGS]
-        if unknown:
-            raise ValueError(f"memo key {name!r} depends on undeclared {unknown}")
+class Memoising(Protocol):
+    """What :func:`memoised` needs of a trace: its memo (the model is one)."""
+
+    @property
+    def memo(self) -> Memo: ...
 
 
-_check_keys()
+_registry_lock = threading.Lock()
+#: Every declared key and what it is computed from (keys or options), in declaring order.
+_KEYS: dict[str, tuple[str, ...]] = {}
+#: The options of a trace that results may depend on (attributes, never memo entries).
+_OPTIONS: set[str] = set()
+_closure: dict[str, frozenset[str]] = {}  # reset whenever a declaration is added
+
+
+def declare_options(*names: str) -> None:
+    """Declare options of a trace that memo keys may depend on (the model's step options)."""
+    with _registry_lock:
+        clash = [n for n in names if n in _KEYS]
+        if clash:
+            raise ValueError(f"{clash} are memo keys, not options")
+        _OPTIONS.update(names)
+        _closure.clear()
+
+
+def declare(name: str, depends_on: Iterable[str] = ()) -> None:
+    """Declare the memo key ``name`` and what its result is computed from (other keys, or
+    options). :func:`memoised` does this; call it directly only for a result kept with
+    :meth:`Memo.compute` rather than by a decorated function. Declaring a name again with
+    the same dependencies is harmless (a module reloaded); with others, an error."""
+    deps = tuple(depends_on)
+    with _registry_lock:
+        if name in _OPTIONS:
+            raise ValueError(f"{name!r} is an option, not a memo key")
+        if name in _KEYS and _KEYS[name] != deps:
+            raise ValueError(f"memo key {name!r} is declared twice, with {_KEYS[name]} and {deps}")
+        _KEYS[name] = deps
+        _closure.clear()
+
+
+def declared() -> dict[str, tuple[str, ...]]:
+    """Every key declared so far (by the modules imported so far) and its dependencies."""
+    with _registry_lock:
+        return dict(_KEYS)
+
+
+def options() -> frozenset[str]:
+    """The declared options."""
+    with _registry_lock:
+        return frozenset(_OPTIONS)
+
+
+def check(name: str | None = None) -> None:
+    """Raise ValueError when ``name`` (default: every declared key) depends on a name that
+    is neither a declared key nor an option."""
+    with _registry_lock:
+        names = [name] if name is not None else list(_KEYS)
+        for n in names:
+            unknown = [d for d in _KEYS.get(n, ()) if d not in _KEYS and d not in _OPTIONS]
+            if unknown:
+                raise ValueError(f"memo key {n!r} depends on undeclared {unknown}")
+
+
+def _require(name: str) -> None:
+    if name not in _KEYS:
+        raise KeyError(f"{name!r} is not a declared memo key (see explorer.trace.memo)")
+
+
+def computed_from(name: str) -> frozenset[str]:
+    """Every key and option ``name``'s result is computed from, directly or through other
+    keys (not ``name`` itself)."""
+    with _registry_lock:
+        got = _closure.get(name)
+        if got is not None:
+            return got
+        out: set[str] = set()
+        frontier = set(_KEYS.get(name, ()))
+        while frontier:
+            out |= frontier
+            frontier = {d for f in frontier for d in _KEYS.get(f, ())} - out
+        got = _closure[name] = frozenset(out)
+        return got
 
 
 def dependents(changed: str) -> frozenset[str]:
-    """Every memo key computed, directly or through other keys, from ``changed``."""
-    out: set[str] = set()
-    frontier = {changed}
-    while frontier:
-        new = {k for k, deps in MEMO_KEYS.items() if frontier & set(deps)} - out
-        out |= new
-        frontier = new
-    return frozenset(out)
+    """Every declared key computed, directly or through other keys, from ``changed``."""
+    return frozenset(k for k in declared() if changed in computed_from(k))
 
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T", bound=Memoising)
 
 
 class Memo:
@@ -91,11 +142,36 @@ class Memo:
         self._values: dict[tuple[str, Hashable], Any] = {}
         self._entry_locks: dict[tuple[str, Hashable], threading.RLock] = {}
         self._generation = 0
+        #: For a view: the memo it shares results with, and the options it changes.
+        self._base: Memo | None = None
+        self._changed: frozenset[str] = frozenset()
+
+    def view(self, changed: Iterable[str]) -> Memo:
+        """A memo for a trace that differs from this one's in the options ``changed``: it
+        keeps its own results for the keys computed from any of them and shares the rest
+        with this memo."""
+        changed = frozenset(changed)
+        unknown = changed - options()
+        if unknown:
+            raise KeyError(f"{sorted(unknown)} are not declared options")
+        out = Memo()
+        out._base = self
+        out._changed = changed
+        return out
+
+    def _owner(self, name: str) -> Memo:
+        """The memo that keeps ``name``'s results: this one, or the one a view shares with."""
+        memo = self
+        while memo._base is not None and not (memo._changed & computed_from(name)):
+            memo = memo._base
+        return memo
 
     def compute(self, name: str, options: Hashable, produce: Callable[[], R]) -> R:
         """The result kept under ``(name, options)``, computing it with ``produce`` once."""
-        if name not in MEMO_KEYS:
-            raise KeyError(f"{name!r} is not a declared memo key (see MEMO_KEYS)")
+        _require(name)
+        owner = self._owner(name)
+        if owner is not self:
+            return owner.compute(name, options, produce)
         key = (name, options)
         with self._lock:
             if key in self._values:
@@ -116,40 +192,44 @@ class Memo:
     def peek(self, name: str, options: Hashable = ()) -> Any | None:
         """The kept result, or None when it has not been computed (never computes: for a
         view that must not block)."""
-        if name not in MEMO_KEYS:
-            raise KeyError(f"{name!r} is not a declared memo key (see MEMO_KEYS)")
-        with self._lock:
-            return self._values.get((name, options))
+        _require(name)
+        owner = self._owner(name)
+        with owner._lock:
+            return owner._values.get((name, options))
 
     def invalidate(self, changed: str) -> None:
-        """Drop every result computed from ``changed`` (a setting or a memo key)."""
-        if changed not in SETTINGS and changed not in MEMO_KEYS:
-            raise KeyError(f"{changed!r} is neither a setting nor a memo key")
-        stale = dependents(changed) | ({changed} if changed in MEMO_KEYS else set())
+        """Drop every result of this memo computed from ``changed`` (an option or a key),
+        and ``changed``'s own."""
+        if changed not in options() and changed not in declared():
+            raise KeyError(f"{changed!r} is neither an option nor a memo key")
+        stale = dependents(changed) | {changed}
         with self._lock:
             self._generation += 1
             for key in [k for k in self._values if k[0] in stale]:
                 del self._values[key]
 
     def names(self) -> set[str]:
-        """The names that hold at least one result."""
+        """The names that hold at least one result (for a view: its own and those it shares)."""
         with self._lock:
-            return {name for name, _ in self._values}
+            own = {name for name, _ in self._values}
+        if self._base is None:
+            return own
+        return own | {n for n in self._base.names() if self._owner(n) is not self}
 
 
 def memoised(
-    name: str,
-) -> Callable[[Callable[Concatenate[TraceData, P], R]], Callable[Concatenate[TraceData, P], R]]:
-    """Keep ``f(trace, ...)``'s result in ``trace.memo`` under ``name`` and its options (the
-    other arguments, defaults filled in). ``name`` must be in :data:`MEMO_KEYS`."""
-    if name not in MEMO_KEYS:
-        raise KeyError(f"{name!r} is not a declared memo key (see MEMO_KEYS)")
+    name: str, depends_on: Iterable[str] = ()
+) -> Callable[[Callable[Concatenate[T, P], R]], Callable[Concatenate[T, P], R]]:
+    """Declare the memo key ``name`` (see the module docstring) and keep ``f(trace, ...)``'s
+    result in ``trace.memo`` under it and its options (the other arguments, defaults
+    filled in). ``depends_on`` names every key and option the result is computed from."""
+    declare(name, depends_on)
 
-    def wrap(f: Callable[Concatenate[TraceData, P], R]) -> Callable[Concatenate[TraceData, P], R]:
+    def wrap(f: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T, P], R]:
         signature = inspect.signature(f)
 
         @functools.wraps(f)
-        def memo_call(trace: TraceData, *args: P.args, **kwargs: P.kwargs) -> R:
+        def memo_call(trace: T, *args: P.args, **kwargs: P.kwargs) -> R:
             bound = signature.bind(trace, *args, **kwargs)
             bound.apply_defaults()
             options = tuple(bound.arguments.values())[1:]

@@ -68,6 +68,7 @@ in the whole trace, and the whole trace's steps over the window.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,8 @@ import pandas as pd
 
 from explorer.errors import UsageError
 from explorer.trace.columns import category_matches
-from explorer.trace.memo import Memo, memoised
+from explorer.trace.memo import Memo, declare_options, memoised
+from explorer.trace.source import stack_of
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -116,6 +118,9 @@ NO_ID = -1
 #: Which step annotations count when they nest (an inner ``forward`` inside an outer one).
 STEP_NESTINGS: tuple[str, ...] = ("outermost", "innermost")
 
+#: The trace's options that analyses read (memo keys computed from them name them).
+declare_options("step_pattern", "step_nesting")
+
 #: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -128,6 +133,25 @@ def step_regex(pattern: str) -> re.Pattern[str]:
         raise UsageError(
             f"step pattern {pattern!r} is not a valid regular expression: {exc}"
         ) from None
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Which host annotations are a trace's steps, as a value the single-trace and the
+    job routes pass alike: ``pattern`` a regex (None: ``ProfilerStep#N``, else the whole
+    trace), ``nesting`` which of nested matches count (:data:`STEP_NESTINGS`). A bad
+    pattern or nesting is a :class:`UsageError` when the value is made."""
+
+    pattern: str | None = None
+    nesting: str = "outermost"
+
+    def __post_init__(self) -> None:
+        if self.pattern is not None:
+            step_regex(self.pattern)
+        if self.nesting not in STEP_NESTINGS:
+            raise UsageError(
+                f"step nesting {self.nesting!r} is not one of {', '.join(STEP_NESTINGS)}"
+            )
 
 
 #: Every column of ``slices``, in order, with its dtype ("category": categorical).
@@ -192,9 +216,9 @@ class TraceData:
 
     ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
     ``memo`` keeps the analyses' results for this trace under declared names
-    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_pattern`` is the
-    user's step annotation regex (None: ``ProfilerStep#N``); setting it drops the results
-    that depend on the steps.
+    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_options`` say which
+    annotations are the steps (:class:`StepOptions`); they are a value, fixed for a trace:
+    :meth:`with_steps` gives the trace under others.
     """
 
     slices: pd.DataFrame
@@ -208,40 +232,46 @@ class TraceData:
     execution_trace: pd.DataFrame | None = None
     window: Window | None = field(default=None, compare=False)
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
-    _step_pattern: str | None = field(default=None, init=False, repr=False, compare=False)
-    _step_nesting: str = field(default="outermost", init=False, repr=False, compare=False)
+    step_options: StepOptions = field(default_factory=lambda: StepOptions(), compare=False)
 
-    # -- settings ------------------------------------------------------------------------
+    # -- options -------------------------------------------------------------------------
     @property
     def step_pattern(self) -> str | None:
         """The regex that names this trace's steps for every analysis (None: the default)."""
-        return self._step_pattern
-
-    @step_pattern.setter
-    def step_pattern(self, pattern: str | None) -> None:
-        if pattern is not None:
-            step_regex(pattern)
-        if self.window is not None and pattern != self._step_pattern:
-            raise UsageError("a window's steps are the whole trace's: set the pattern there")
-        if pattern != self._step_pattern:
-            self._step_pattern = pattern
-            self.memo.invalidate("step_pattern")
+        return self.step_options.pattern
 
     @property
     def step_nesting(self) -> str:
         """Which of nested step annotations are the steps: ``"outermost"`` (the default)
         or ``"innermost"`` (:data:`STEP_NESTINGS`)."""
-        return self._step_nesting
+        return self.step_options.nesting
 
-    @step_nesting.setter
-    def step_nesting(self, nesting: str) -> None:
-        if nesting not in STEP_NESTINGS:
-            raise UsageError(f"step nesting {nesting!r} is not one of {', '.join(STEP_NESTINGS)}")
-        if self.window is not None and nesting != self._step_nesting:
-            raise UsageError("a window's steps are the whole trace's: set the nesting there")
-        if nesting != self._step_nesting:
-            self._step_nesting = nesting
-            self.memo.invalidate("step_nesting")
+    def with_steps(self, pattern: str | None = None, nesting: str = "outermost") -> TraceData:
+        """This trace with steps taken from host annotations matching ``pattern`` (None:
+        ``ProfilerStep#N``), the ``nesting`` level of them where they nest: a view over
+        the same tables whose memo keeps its own results for what depends on the steps
+        and shares the rest with this trace's (see :class:`StepOptions`)."""
+        return self.with_step_options(StepOptions(pattern, nesting))
+
+    def with_step_options(self, options: StepOptions) -> TraceData:
+        """This trace under other step options (:meth:`with_steps`); itself when they are
+        its own. A window's steps are the whole trace's: a :class:`UsageError` there."""
+        if options == self.step_options:
+            return self
+        if self.window is not None:
+            raise UsageError("a window's steps are the whole trace's: choose them there")
+        changed = [
+            name
+            for name, mine, theirs in (
+                ("step_pattern", self.step_pattern, options.pattern),
+                ("step_nesting", self.step_nesting, options.nesting),
+            )
+            if mine != theirs
+        ]
+        view = copy.copy(self)
+        view.step_options = options
+        view.memo = self.memo.view(changed)
+        return view
 
     # -- sizes and identity -------------------------------------------------------------
     def __len__(self) -> int:
@@ -302,8 +332,6 @@ class TraceData:
     # -- source frames ------------------------------------------------------------------
     def stack(self, slice_id: int) -> list[tuple[str, int, str]]:
         """The Python stack of a slice, innermost frame first, as (file, line, function)."""
-        from explorer.trace.source import stack_of
-
         return stack_of(self, int(slice_id))
 
     # -- where slices run, and what encloses them ------------------------------------------

@@ -19,12 +19,15 @@ import re
 import sys
 import sysconfig
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from explorer.trace.memo import memoised
-from explorer.trace.model import TraceData
+
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 

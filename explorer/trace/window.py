@@ -134,8 +134,7 @@ def cut(
             reason=reason,
         ),
     )
-    out._step_pattern = trace.step_pattern
-    out._step_nesting = trace.step_nesting
+    out.step_options = trace.step_options
     return out
 
 

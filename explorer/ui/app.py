@@ -10,15 +10,15 @@ the process exit status.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from explorer.errors import OutputError, UsageError
+from explorer.processes import signals_close
+from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.loading import input_files
 from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
 from explorer.ui.qt_types import present
 
@@ -187,29 +187,18 @@ def exec_until_closed(app: Any) -> int:
     it control five times a second (before, Ctrl-C in the terminal did nothing)."""
     from PyQt6.QtCore import QTimer
 
-    caught: list[int] = []
+    def close() -> None:
+        app.closeAllWindows()
+        app.quit()
 
-    def close(signum: int, frame: object) -> None:
-        if not caught:
-            caught.append(signum)
-            app.closeAllWindows()
-            app.quit()
-
-    wanted = (signal.SIGINT, signal.SIGTERM)
-    before = {s: signal.signal(s, close) for s in wanted}
-    tick = QTimer(app)  # the application's: deleted with it, never by Python mid-teardown
-    tick.timeout.connect(_python_moment)
-    tick.start(200)
-    try:
-        status = int(app.exec())
-    finally:
-        tick.stop()
-        for s, handler in before.items():
-            signal.signal(s, handler)
-    if caught == [signal.SIGINT]:
-        raise KeyboardInterrupt
-    if caught == [signal.SIGTERM]:
-        signal.raise_signal(signal.SIGTERM)  # to the handler that was in place
+    with signals_close(close):
+        tick = QTimer(app)  # the application's: deleted with it, never by Python mid-teardown
+        tick.timeout.connect(_python_moment)
+        tick.start(200)
+        try:
+            status = int(app.exec())
+        finally:
+            tick.stop()
     return status
 
 

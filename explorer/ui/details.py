@@ -56,9 +56,10 @@ def related_events(
 def _before_capture(trace: TraceData, i: int) -> bool:
     """Is slice ``i`` device work launched before the capture (no step's)? Read once the
     launches are known (the analyses find them off the UI thread), so a click never waits."""
+    from explorer.analysis.attribution import launched_before_capture
+
     if trace.memo.peek("launcher") is None:
         return False
-    from explorer.analysis.attribution import launched_before_capture
 
     return bool(launched_before_capture(trace)[i])
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from explorer.job import job_document
 from explorer.job.run_dir import job_files
+from explorer.readers import input_files
 from explorer.safe_write import check_target
-from explorer.trace.loading import input_files
 from explorer.ui.app import (
     application,
     exec_until_closed,

@@ -173,6 +173,25 @@ def test_nested_step_annotations_take_the_level_asked() -> None:
         t.use_steps(NESTED, nesting="middle")
 
 
+def test_the_job_route_takes_the_same_step_options(tmp_path: Path) -> None:
+    """A job's rank is analysed under the step options the single-trace route takes (the
+    nesting too, which the job route once dropped): the same steps, in its stored table."""
+    from explorer.job.rank_map import analyse_rank, rank_dir
+    from explorer.store.entry import read_table
+    from explorer.trace.model import StepOptions
+
+    t = explorer.load(CNN)
+    durations = []
+    for options in (StepOptions(), StepOptions(NESTED, "innermost")):
+        store = tmp_path / options.nesting
+        assert analyse_rank(str(CNN), 0, str(store), False, options).error == ""
+        stored = read_table(rank_dir(store, 0), "steps")
+        single = t.with_steps(options.pattern, options.nesting).steps()
+        assert stored["dur_ns"].tolist() == single["dur_ns"].tolist()
+        durations.append(stored["dur_ns"].tolist())
+    assert durations[0] != durations[1]  # the forwards, not the ProfilerSteps
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (CNN.parent).glob("*.pt.trace.json.gz")))
 def test_whole_real_runs_have_no_partial_step(name: str) -> None:
     """The collector's sample runs stop after a whole step: none is partial — not even the

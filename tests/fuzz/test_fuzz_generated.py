@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from explorer.cli.sql import query_trace
+from explorer.readers import read as load_trace
 from explorer.store.query import QueryError
-from explorer.trace.loading import load_trace
 from tests.fuzz.corpus import Case, base_trace, encode, judge, run_verb
 
 SEED = 26

@@ -16,8 +16,8 @@ import pytest
 
 from explorer import store
 from explorer.cli.sql import query_trace
+from explorer.readers import read as load_trace
 from explorer.store.query import QueryError, connect, run
-from explorer.trace.loading import load_trace
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 TRACE = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"

@@ -15,9 +15,9 @@ import pytest
 
 import explorer
 from explorer import store
+from explorer.readers import read as load_trace
+from explorer.store import cache
 from explorer.store.header import HEADER
-from explorer.trace import cache
-from explorer.trace.loading import load_trace
 from tests.conftest import ROOT, SAMPLE_TRACES
 from tests.store.test_store_roundtrip import assert_same_model
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import explorer
-from explorer.trace import cache
-from explorer.trace.loading import load_trace
+from explorer.readers import read as load_trace
+from explorer.store import cache
 from tests.conftest import ROOT
 from tests.store.test_store_roundtrip import assert_same_model
 

@@ -14,7 +14,7 @@ import pytest
 
 from explorer import store
 from explorer.errors import ExplorerError
-from explorer.trace.loading import load_trace
+from explorer.readers import read as load_trace
 from explorer.trace.model import TraceData
 from tests.conftest import SAMPLE_TRACES, shared_trace_files
 

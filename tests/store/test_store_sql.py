@@ -17,8 +17,8 @@ import pytest
 
 from explorer import store
 from explorer.cli.sql import query_trace
+from explorer.readers import read as load_trace
 from explorer.store.query import QueryError, connect, run
-from explorer.trace.loading import load_trace
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 TRACES = [

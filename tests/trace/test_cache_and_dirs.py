@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 import explorer
-from explorer.trace import cache
+from explorer.store import cache
 
 
 def _trace(n: int, pid: int = 1, rank: int | None = None) -> dict:

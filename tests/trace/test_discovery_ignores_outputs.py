@@ -9,7 +9,7 @@ from pathlib import Path
 
 import explorer
 from explorer.cli.main import main
-from explorer.trace.loading import trace_files
+from explorer.readers.rank_dir import trace_files
 from tests.conftest import SAMPLE_TRACES
 
 

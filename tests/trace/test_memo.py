@@ -19,7 +19,8 @@ from explorer.analysis.critical_path import critical_path
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import UsageError
-from explorer.trace.memo import MEMO_KEYS, dependents, memoised
+from explorer.trace import memo as memo_mechanism
+from explorer.trace.memo import declared, dependents, memoised
 
 CNN = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
 #: A user's step annotation in that trace: four ``forward`` ranges, not ProfilerStep#N.
@@ -65,22 +66,39 @@ def test_changing_the_step_pattern_gives_what_a_fresh_trace_gives() -> None:
     _assert_same(_everything(before), default)
 
 
-def test_a_new_step_pattern_drops_exactly_its_dependents() -> None:
-    trace = explorer.load(CNN)
-    _everything(trace)
+def test_a_trace_with_other_steps_keeps_its_own_dependents_and_shares_the_rest() -> None:
+    """``with_steps`` is a view: the results computed from the steps are its own, every
+    other result is the first trace's (not computed again), and the first trace keeps
+    all of its own."""
+    from explorer.trace.source import user_frames
+
+    trace = explorer.load(CNN).data
+    default = _everything(trace)
     kept = trace.memo.names()
-    trace.step_pattern = PATTERN
+    view = trace.with_steps(PATTERN)
     dropped = dependents("step_pattern")
     assert {"steps", "breakdown", "findings", "critical_path"} <= dropped
-    assert trace.memo.names() == kept - dropped
-    assert "user_frames" in trace.memo.names()  # parsing stacks again would be wasted
+    assert view.memo.names() == kept - dropped
+    assert user_frames(view) is user_frames(trace)  # parsing stacks again would be wasted
+    assert view.step_pattern == PATTERN and trace.step_pattern is None
+    assert list(steps(view)["name"]) == ["forward"] * 4
+    _assert_same(_everything(trace), default)  # the first trace is unchanged
+    assert trace.memo.names() == kept
+    assert trace.with_steps(None) is trace  # its own options: itself
+    assert view.with_steps(PATTERN, "innermost").step_nesting == "innermost"
 
 
-def test_a_bad_step_pattern_is_a_usage_error_and_changes_nothing() -> None:
-    trace = explorer.load(CNN)
+def test_step_options_are_a_value_without_a_setter() -> None:
+    """A bad pattern or nesting fails where the options are made and changes nothing; the
+    model has no setter for them (the façade's use_steps is the one setter)."""
+    trace = explorer.load(CNN).data
     bd = breakdown(trace)
     with pytest.raises(UsageError, match="not a valid regular expression"):
-        trace.step_pattern = "("
+        trace.with_steps("(")
+    with pytest.raises(UsageError, match="innermost"):
+        trace.with_steps(PATTERN, "middle")
+    with pytest.raises(AttributeError):
+        trace.step_pattern = PATTERN  # type: ignore[misc]
     assert trace.step_pattern is None
     assert breakdown(trace) is bd
 
@@ -107,7 +125,7 @@ def test_a_result_computed_across_a_setting_change_is_not_kept() -> None:
     trace = explorer.load(CNN)
 
     def produce() -> str:
-        trace.step_pattern = PATTERN  # the user changes the steps while this computes
+        trace.memo.invalidate("step_pattern")  # what this computes from is dropped meanwhile
         return "stale"
 
     assert trace.memo.compute("steps", ("x",), produce) == "stale"
@@ -115,12 +133,44 @@ def test_a_result_computed_across_a_setting_change_is_not_kept() -> None:
 
 
 def test_keys_are_declared() -> None:
-    with pytest.raises(KeyError, match="not a declared memo key"):
-        memoised("breakdwon")
     trace = explorer.load(CNN)
+    with pytest.raises(KeyError, match="not a declared memo key"):
+        trace.memo.compute("breakdwon", (), lambda: 1)
     with pytest.raises(KeyError):
         trace.memo.peek("slice_source")
     assert trace.memo.peek("slice_sources") is None
     slice_sources(trace)
     assert trace.memo.peek("slice_sources") is slice_sources(trace)
-    assert set(dependents("user_frames")) <= set(MEMO_KEYS)
+    assert set(dependents("user_frames")) <= set(declared())
+
+
+def test_every_key_the_package_declares_depends_on_declared_names() -> None:
+    """Keys are declared where their analyses are defined; once every module is imported,
+    each dependency names a declared key or option, and a misspelt one is refused."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(explorer.__path__, "explorer."):
+        if not info.name.startswith(("explorer.ui", "explorer.collect", "explorer.__main__")):
+            importlib.import_module(info.name)
+    memo_mechanism.check()
+    keys = declared()
+    assert {"steps", "breakdown", "findings", "critical_path", "user_frames"} <= set(keys)
+    assert keys["steps"] == ("step_pattern", "step_nesting")
+    assert "breakdown" in dependents("step_nesting") and "user_frames" not in dependents(
+        "step_pattern"
+    )
+
+    @memoised("test_misspelt_dependency", depends_on=("launchr",))
+    def misspelt(trace: Any) -> int:
+        return 1
+
+    try:
+        assert misspelt(explorer.load(CNN).data) == 1
+        with pytest.raises(ValueError, match="depends on undeclared"):
+            memo_mechanism.check()
+    finally:  # the registry is the process's: leave no bad key for the tests after this
+        del memo_mechanism._KEYS["test_misspelt_dependency"]
+        memo_mechanism._closure.clear()
+    with pytest.raises(ValueError, match="declared twice"):
+        memoised("steps", depends_on=("step_pattern",))

@@ -32,8 +32,8 @@ from PyQt6.QtCore import QThread, pyqtSignal
 
 from explorer.analysis.memory_need import check_fits
 from explorer.errors import ExplorerError
+from explorer.store.cache import entry_path
 from explorer.store.lod import fingerprint, open_lod, write_lod
-from explorer.trace.cache import entry_path
 from explorer.ui.timeline.colors import color_ids
 from explorer.ui.timeline.lod import LANE_GROUP, LaneIndex, build_lanes, track_lanes
 

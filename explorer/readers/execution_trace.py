@@ -1,5 +1,5 @@
-"""PyTorch Execution Traces (ExecutionTraceObserver, Chakra schema) attached to the Kineto
-trace captured with them.
+"""PyTorch Execution Traces (ExecutionTraceObserver, Chakra schema): attached to the Kineto
+trace captured with them, never read alone.
 
 An Execution Trace knows what the timeline does not: which tensors each op read and wrote,
 so data dependencies between ops. Its nodes are matched to the timeline's ``cpu_op``
@@ -94,3 +94,18 @@ def attach_execution_trace(trace: TraceData, path: Path) -> None:
     et["slice"] = lookup.reindex(et["rf_id"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
     trace.execution_trace = et
     trace.metadata["execution_trace"] = str(path)
+
+
+def claims(path: Path) -> bool:
+    """Is ``path`` an Execution Trace file (judged from its first bytes)?"""
+    return path.is_file() and is_execution_trace(path)
+
+
+def read(path: Path, options: Any) -> TraceData:
+    """An Execution Trace holds no timeline: named alone, it is an error that says which
+    file to load with it."""
+    raise TraceError(
+        path,
+        "this is a PyTorch Execution Trace, not a timeline trace",
+        "load the Kineto trace captured with it (explorer.load(kineto, execution_trace=this_file))",
+    )
