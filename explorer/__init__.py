@@ -89,6 +89,7 @@ def load_job(
 
     from explorer.job import job_document
     from explorer.job_api import Job
+    from explorer.trace.model import StepOptions
 
     return Job(
         job_document(
@@ -97,7 +98,7 @@ def load_job(
             workers=workers,
             store=None if store is None else Path(store),
             use_cache=use_cache,
-            step_pattern=step_pattern,
+            steps=None if step_pattern is None else StepOptions(step_pattern),
         )
     )
 
