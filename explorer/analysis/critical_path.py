@@ -95,7 +95,7 @@ class CriticalPath:
             "start_ns": int(self.start_ns),
             "end_ns": int(self.end_ns),
             "length_ns": int(self.length_ns),
-            "slices": [int(i) for i in self.slices],
+            "slices": np.asarray(self.slices, dtype=np.int64).tolist(),
             "summary": {str(r.category): int(r.ns) for r in self.summary.itertuples()},
             "top_ops": [
                 {

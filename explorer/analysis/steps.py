@@ -242,6 +242,7 @@ def _cut_losses(trace: TraceData, table: pd.DataFrame) -> list[str]:
     return out
 
 
+@memoised("partial_steps")
 def partial_steps(trace: TraceData) -> dict[int, str]:
     """Step number → why the step is not whole, for the steps marked ``partial``: left out
     of means, medians and ``--fail-on``, and every output says so."""

@@ -9,7 +9,9 @@ drops exactly the results that depend on it, transitively, and nothing else.
 The memo is safe across threads (the viewer computes analyses in workers): one lock guards
 the table, one lock per entry makes a second thread wait for the first one's result instead
 of computing it again, and a result computed while a setting changed is returned to its
-caller but not kept. Nothing here is ever written to disk.
+caller but not kept. The memo itself writes nothing to disk; a trace opened from the cache
+gets a :attr:`Memo.store` (:mod:`explorer.store.results`) that keeps some results beside
+its tables, found again by the next process.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from explorer.trace.model import TraceData
@@ -39,6 +41,7 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "statement_codes": ("frame_codes", "launcher"),
     "steps": ("step_pattern", "step_nesting"),
     "attributed_steps": ("steps", "launcher", "before_capture"),
+    "partial_steps": ("steps",),
     "reason_timelines": ("slice_classes", "attributed_steps", "before_capture"),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
     "memory_timeline": (),
@@ -79,6 +82,17 @@ def dependents(changed: str) -> frozenset[str]:
     return frozenset(out)
 
 
+class ResultStoreLike(Protocol):
+    """Results kept outside the process: ``load`` returns :data:`NOT_STORED` when it has none."""
+
+    def load(self, name: str, options: Hashable) -> Any: ...
+
+    def save(self, name: str, options: Hashable, value: Any) -> None: ...
+
+
+#: What :meth:`ResultStoreLike.load` returns for a result it does not hold.
+NOT_STORED: Any = object()
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -91,6 +105,8 @@ class Memo:
         self._values: dict[tuple[str, Hashable], Any] = {}
         self._entry_locks: dict[tuple[str, Hashable], threading.RLock] = {}
         self._generation = 0
+        #: Where results outlive the process (see :mod:`explorer.store.results`), or None.
+        self.store: ResultStoreLike | None = None
 
     def compute(self, name: str, options: Hashable, produce: Callable[[], R]) -> R:
         """The result kept under ``(name, options)``, computing it with ``produce`` once."""
@@ -106,10 +122,14 @@ class Memo:
                 if key in self._values:  # another thread computed it while we waited
                     return self._values[key]
                 generation = self._generation
-            value = produce()
+            store = self.store
+            stored = store.load(name, options) if store is not None else NOT_STORED
+            value = produce() if stored is NOT_STORED else stored
             with self._lock:
                 if generation == self._generation:
                     kept: R = self._values.setdefault(key, value)
+                    if stored is NOT_STORED and store is not None:
+                        store.save(name, options, kept)
                     return kept
             return value
 
