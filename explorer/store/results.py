@@ -70,6 +70,7 @@ STORED_RESULTS: frozenset[str] = frozenset(
         "memory_allocations",
         "fallback_calls",
         "critical_path",
+        "cross_track_waits",
     }
 )
 

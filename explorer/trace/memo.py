@@ -58,6 +58,7 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     ),
     "dependency_graph": ("steps", "launcher"),
     "critical_path": ("dependency_graph", "frame_codes"),
+    "cross_track_waits": ("dependency_graph",),
 }
 
 
