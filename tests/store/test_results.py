@@ -5,6 +5,7 @@ never a result of another trace file, another step option or other code."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from explorer.analysis.breakdown import breakdown
+from explorer.analysis.findings import findings
+from explorer.cli.main import main
+from explorer.export import to_perfetto
 from explorer.report import render
 from explorer.store import results
 from explorer.trace.loading import load_trace
@@ -156,3 +161,37 @@ def test_a_store_that_cannot_keep_results_still_reports(tmp_path: Path) -> None:
 def test_no_store_without_the_cache(tmp_path: Path) -> None:
     trace = load_trace(SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz", use_cache=False)
     assert trace.memo.store is None
+
+
+def test_an_export_reads_what_the_last_one_stored(tmp_path: Path) -> None:
+    path = GPU[0] if GPU else SAMPLE_TRACES / "cpu_transformer.pt.trace.json.gz"
+    to_perfetto(load_trace(path, store=tmp_path / "cache"), tmp_path / "first.pftrace")
+    again = load_trace(path, store=tmp_path / "cache")
+    to_perfetto(again, tmp_path / "again.pftrace")
+    assert "dependency_graph" not in again.memo.names()  # findings, path and waits read back
+    to_perfetto(load_trace(path, use_cache=False), tmp_path / "fresh.pftrace")
+    fresh = (tmp_path / "fresh.pftrace").read_bytes()
+    assert (tmp_path / "first.pftrace").read_bytes() == fresh
+    assert (tmp_path / "again.pftrace").read_bytes() == fresh
+
+
+def test_sql_reads_the_stored_breakdown_and_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
+    _first_and_reopened(path, tmp_path)
+    query = "SELECT step, device, category, ns FROM breakdown ORDER BY ALL"
+    assert main(["sql", str(path), query, "--store", str(tmp_path), "--format", "csv"]) == 0
+    got = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    fresh = load_trace(path, use_cache=False)
+    want = (
+        breakdown(fresh).astype({"category": str}).sort_values(["step", "device", "category", "ns"])
+    )
+    assert got.to_dict("records") == want.to_dict("records")
+    query = "SELECT kind, time_lost_ns FROM findings ORDER BY id"
+    assert main(["sql", str(path), query, "--store", str(tmp_path), "--format", "csv"]) == 0
+    got = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    assert [(f.kind, f.time_lost_ns) for f in findings(fresh)] == list(
+        got.itertuples(index=False, name=None)
+    )
+    assert len(got)  # the slow data loader is found
