@@ -256,6 +256,7 @@ def partial_steps(trace: TraceData) -> dict[int, str]:
     return out
 
 
+@memoised("step_origin")
 def step_origin(trace: TraceData) -> dict[str, object]:
     """What defined the steps, for the report: ``annotation`` (``ProfilerStep#N``, the
     user's pattern, or ``""`` for the whole trace as one step), ``nesting`` (the level

@@ -66,6 +66,8 @@ STORED_RESULTS: frozenset[str] = frozenset(
         "findings",
         "by_source",
         "partial_steps",
+        "step_origin",
+        "before_capture",
         "memory_timeline",
         "memory_allocations",
         "fallback_calls",

@@ -42,6 +42,7 @@ MEMO_KEYS: dict[str, tuple[str, ...]] = {
     "steps": ("step_pattern", "step_nesting"),
     "attributed_steps": ("steps", "launcher", "before_capture"),
     "partial_steps": ("steps",),
+    "step_origin": ("steps",),
     "reason_timelines": ("slice_classes", "attributed_steps", "before_capture"),
     "breakdown": ("steps", "attributed_steps", "reason_timelines"),
     "memory_timeline": (),
