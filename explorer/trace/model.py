@@ -192,7 +192,8 @@ class TraceData:
 
     ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
     ``memo`` keeps the analyses' results for this trace under declared names
-    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_pattern`` is the
+    (:mod:`explorer.trace.memo`); for a trace opened from the cache, the expensive ones are
+    also kept beside its tables (:mod:`explorer.store.results`). ``step_pattern`` is the
     user's step annotation regex (None: ``ProfilerStep#N``); setting it drops the results
     that depend on the steps.
     """
