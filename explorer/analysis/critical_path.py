@@ -95,7 +95,7 @@ class CriticalPath:
             "start_ns": int(self.start_ns),
             "end_ns": int(self.end_ns),
             "length_ns": int(self.length_ns),
-            "slices": [int(i) for i in self.slices],
+            "slices": np.asarray(self.slices, dtype=np.int64).tolist(),
             "summary": {str(r.category): int(r.ns) for r in self.summary.itertuples()},
             "top_ops": [
                 {
@@ -157,6 +157,10 @@ class PathCosts:
     inferred: np.ndarray | None = None
 
 
+#: Edge types along a thread: their time is the slice whose own time follows the first point.
+ALONG_THREAD: tuple[str, ...] = ("duration", "nest", "sibling", "thread_order")
+
+
 def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     """The slice whose time each edge is (-1: nobody's — an idle gap, a launch delay...).
 
@@ -164,12 +168,14 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     of the slice whose own time follows its first point: the slice after its start, its
     parent after its end (:func:`~explorer.analysis.graph.host_edges.stretch_owner`).
     """
-    etype = np.asarray(EDGE_TYPES, dtype=object)[edges["type"].cat.codes.to_numpy()]
+    # By type code, not by name: an object array of names compared five times over
+    # millions of edges took a second.
+    code = _type_codes(edges)
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
     owner = np.full(len(edges), -1, np.int64)
-    along = np.isin(etype, ["duration", "nest", "sibling", "thread_order"])
+    along = np.isin(code, [EDGE_TYPES.index(t) for t in ALONG_THREAD])
     assert graph.owner_after is not None  # dependency_graph always fills it
     owner[along] = stretch_owner(graph.owner_after, src[along], sp[along] == 1)
     for t, who in (
@@ -179,8 +185,19 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
         ("cross_stream", dst),
         ("runtime_lock", dst),
     ):
-        owner[etype == t] = who[etype == t]
+        mine = code == EDGE_TYPES.index(t)
+        owner[mine] = who[mine]
     return owner
+
+
+def _type_codes(edges: pd.DataFrame) -> np.ndarray:
+    """Each edge's type as its index in :data:`EDGE_TYPES`."""
+    types = edges["type"]
+    cats = [str(c) for c in types.cat.categories]
+    if cats == list(EDGE_TYPES[: len(cats)]):
+        return types.cat.codes.to_numpy()
+    to_edge = np.array([EDGE_TYPES.index(c) for c in cats] + [-1], np.int64)
+    return to_edge[types.cat.codes.to_numpy()]
 
 
 def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
@@ -335,11 +352,12 @@ def _preferring(
 def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
     """The points from the search's source to ``sink`` (source left out), following the
     predecessors back."""
+    back = pred.tolist()  # list indexing: ~10x a numpy scalar read per point
     chain = [sink]
-    p = int(pred[sink])
+    p = back[sink]
     while p != source and p >= 0:
         chain.append(p)
-        p = int(pred[p])
+        p = back[p]
     return np.array(chain[::-1], np.int64)
 
 
@@ -443,9 +461,18 @@ def _summary(cat: np.ndarray, w: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "category": list(PATH_CATEGORIES),
-            "ns": np.array([int(w[cat == c].sum()) for c in PATH_CATEGORIES], np.int64),
+            "ns": _sums_by(cat, w, PATH_CATEGORIES),
         }
     )
+
+
+def _sums_by(labels: np.ndarray, w: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+    """Per name, the sum of ``w`` where ``labels`` is it (labels not in ``names``: none)."""
+    codes = pd.Categorical(labels, categories=list(names)).codes
+    out = np.zeros(len(names), np.int64)
+    ok = codes >= 0
+    np.add.at(out, codes[ok], np.asarray(w, np.int64)[ok])
+    return out
 
 
 def _segments_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -153,3 +153,21 @@ def _span(arrays: SliceArrays, nodes: np.ndarray) -> tuple[int, int]:
     if not len(nodes):
         return (0, 0)
     return int(arrays.ts[nodes].min()), int(arrays.end[nodes].max())
+
+
+#: Dependency-graph edges worth an arrow: a wait that crosses from one track to another.
+CROSS_TRACK_WAITS: frozenset[str] = frozenset({"cross_stream", "sync", "queue"})
+
+
+@memoised("cross_track_waits", depends_on=("dependency_graph",))
+def cross_track_waits(trace: TraceData, step: int | None = None) -> pd.DataFrame:
+    """``src, dst, type`` (type as text): the graph's edges where one stream or thread
+    waited on another (cross-stream events, host syncs, a full launch queue), one per pair
+    of slices. What an export draws as flows; kept (and stored) on its own, so an export
+    after a report does not build the whole graph again."""
+    e = dependency_graph(trace, step).edges
+    keep = e["type"].astype(str).isin(CROSS_TRACK_WAITS).to_numpy() & (
+        e["src"].to_numpy() != e["dst"].to_numpy()
+    )
+    flows = e.loc[keep, ["src", "dst", "type"]].astype({"type": str})
+    return flows.drop_duplicates(["src", "dst"]).reset_index(drop=True)

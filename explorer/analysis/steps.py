@@ -242,6 +242,7 @@ def _cut_losses(trace: TraceData, table: pd.DataFrame) -> list[str]:
     return out
 
 
+@memoised("partial_steps", depends_on=("steps",))
 def partial_steps(trace: TraceData) -> dict[int, str]:
     """Step number → why the step is not whole, for the steps marked ``partial``: left out
     of means, medians and ``--fail-on``, and every output says so."""
@@ -255,6 +256,7 @@ def partial_steps(trace: TraceData) -> dict[int, str]:
     return out
 
 
+@memoised("step_origin", depends_on=("steps",))
 def step_origin(trace: TraceData) -> dict[str, object]:
     """What defined the steps, for the report: ``annotation`` (``ProfilerStep#N``, the
     user's pattern, or ``""`` for the whole trace as one step), ``nesting`` (the level

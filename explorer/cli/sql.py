@@ -1,11 +1,13 @@
 """``explorer sql TRACE_OR_STORE "SELECT ..."``: SQL over a trace's tables with DuckDB.
 
 Tables: ``slices`` (with ``id``), ``tracks``, ``flows``, ``counters``, ``instants``,
-``memory``, ``args`` (``slice_id``, ``json``), ``steps`` and ``findings``; the last three
-are computed only when the query names them. ``TRACE_OR_STORE`` is a trace (read through
-the cache) or a store entry directory written by :func:`explorer.store.write_trace`. When
-the trace's store entry is up to date, a query that names neither ``steps`` nor ``findings``
-reads the entry's files in place (only the columns it uses), never loading the trace.
+``memory``, ``args`` (``slice_id``, ``json``), ``steps``, ``findings`` and ``breakdown``
+(``step, device, category, ns``); the last three are computed only when the query names
+them, or read back from the trace's stored results (:mod:`explorer.store.results`).
+``TRACE_OR_STORE`` is a trace (read through the cache) or a store entry directory written
+by :func:`explorer.store.write_trace`. When the trace's store entry is up to date, a query
+that names none of those three reads the entry's files in place (only the columns it
+uses), never loading the trace.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from explorer.analysis.breakdown import breakdown
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.cli import options
 from explorer.cli.load_warnings import print_load_warnings, print_warnings
 from explorer.cli.progress import terminal_progress
 from explorer.readers import read
-from explorer.store import open_trace
+from explorer.store import open_trace, results
 from explorer.store.cache import cached_entry
 from explorer.store.entry import entry_warnings, is_entry
+from explorer.store.header import read_header
 from explorer.store.query import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -52,7 +56,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "query a trace's tables with SQL (DuckDB): slices, tracks, flows, steps, findings...",
         """Run one SQL query (DuckDB dialect) over the trace's tables: slices (id, ts, dur,
         name, kind, track, parent...), tracks, flows, counters, instants, memory, args
-        (slice_id, json), steps, findings. Times are int64 nanoseconds.""",
+        (slice_id, json), steps, findings, breakdown. Times are int64 nanoseconds.""",
     )
     options.add_trace_input(p, "trace file or directory, or a store entry directory")
     p.add_argument("query", help='the SQL, e.g. "SELECT name, sum(dur) FROM slices GROUP BY 1"')
@@ -78,12 +82,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def analysis_tables(model: TraceData, names: set[str]) -> dict[str, pa.Table | pd.DataFrame]:
-    """``steps`` and ``findings`` as tables, each computed only when named."""
+    """``steps``, ``findings`` and ``breakdown`` as tables, each computed only when named
+    (or read from the store's results, :mod:`explorer.store.results`, when stored)."""
     out: dict[str, pa.Table | pd.DataFrame] = {}
     if "steps" in names:
         out["steps"] = steps(model)
     if "findings" in names:
         out["findings"] = findings_table(findings(model))
+    if "breakdown" in names:
+        out["breakdown"] = breakdown(model).astype({"category": str})
     return out
 
 
@@ -157,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if entry is not None:
             model = open_trace(entry)
+            results.attach(model, entry, read_header(entry))  # steps, findings: stored
         else:
             model = read(
                 path,
@@ -182,7 +190,7 @@ def end_process(message: str) -> None:
 
 
 #: Tables computed from the loaded model rather than read from the store.
-ANALYSIS_TABLES = frozenset({"steps", "findings"})
+ANALYSIS_TABLES = frozenset({"steps", "findings", "breakdown"})
 
 
 def stored_entry(path: Path, *, use_cache: bool, store: str | None) -> Path | None:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
-from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
+from explorer.analysis.dependency_graph import CROSS_TRACK_WAITS, cross_track_waits
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -167,24 +167,18 @@ def explorer_results(
     if critical_path:
         _critical_path(trace, path_analysis.critical_path(trace), out)
     if dependencies:
-        _dependency_flows(dependency_graph(trace), out)
+        _dependency_flows(trace, out)
     return out
 
 
-#: Dependency-graph edges worth an arrow: a wait that crosses from one track to another.
-DEPENDENCY_FLOW_TYPES: frozenset[str] = frozenset({"cross_stream", "sync", "queue"})
+#: Dependency-graph edges worth an arrow (the analysis' own list).
+DEPENDENCY_FLOW_TYPES: frozenset[str] = CROSS_TRACK_WAITS
 
 
-def _dependency_flows(graph: DependencyGraph, out: Results) -> None:
+def _dependency_flows(trace: TraceData, out: Results) -> None:
     """Flows for the edges where one stream or thread waited on another (cross-stream
     events, host syncs, a full launch queue); no slices of their own."""
-    e = graph.edges
-    keep = e["type"].astype(str).isin(DEPENDENCY_FLOW_TYPES).to_numpy() & (
-        e["src"].to_numpy() != e["dst"].to_numpy()
-    )
-    flows = e.loc[keep, ["src", "dst", "type"]].astype({"type": str})
-    flows = flows.drop_duplicates(["src", "dst"])
-    out.flows = pd.concat([out.flows, flows], ignore_index=True)
+    out.flows = pd.concat([out.flows, cross_track_waits(trace)], ignore_index=True)
 
 
 def _finding_slices(trace: TraceData, found: list[Finding]) -> list[ResultSlice]:

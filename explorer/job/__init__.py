@@ -10,11 +10,24 @@ tables. :func:`job_document` runs both and returns the report document that
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from explorer.job.document import JOB_SCHEMA_VERSION, job_document
 from explorer.job.run_dir import is_glob
 from explorer.readers.execution_trace import is_execution_trace
 from explorer.readers.rank_dir import trace_files
+
+if TYPE_CHECKING:
+    from explorer.job.document import JOB_SCHEMA_VERSION, job_document
+
+
+def __getattr__(name: str) -> Any:
+    # The document imports Dask's distributed scheduler (~1.2 s): every verb asks is_job
+    # first, and a single trace's report must not pay for it.
+    if name in ("JOB_SCHEMA_VERSION", "job_document"):
+        from explorer.job import document
+
+        return getattr(document, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_job(path: str) -> bool:

@@ -9,6 +9,8 @@ trace's absolute path and used only when it was made from exactly the file as it
 same size, modification time and inode, stamped *before* the file was read, so a trace
 replaced while it was being parsed is parsed again next time. A damaged, partial or
 outdated entry is not an error: the trace is parsed again and the entry rewritten.
+A trace opened from (or just written to) an entry keeps its expensive analysis results in
+the entry's ``results/`` (:mod:`explorer.store.results`), so the next report reuses them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from explorer.errors import ExplorerError
 from explorer.safe_write import os_reason
-from explorer.store import SourceStamp, StoreDamaged, open_trace, write_trace
+from explorer.store import SourceStamp, StoreDamaged, open_trace, results, write_trace
 from explorer.store.entry import is_entry
 from explorer.store.header import read_header, source_matches
 from explorer.trace.model import TraceData
@@ -56,10 +58,13 @@ def load_cached(
 ) -> TraceData | None:
     """The cached tables of ``path``, or None when there is no entry made from the file as
     ``stamp`` describes it (default: as it is now)."""
+    entry = entry_path(path, root)
     try:
-        return open_trace(entry_path(path, root), source=stamp or source_stamp(path))
+        trace = open_trace(entry, source=stamp or source_stamp(path))
+        results.attach(trace, entry, read_header(entry))
     except StoreDamaged:
         return None
+    return trace
 
 
 def cached_entry(path: Path, *, root: Path | None = None) -> Path | None:
@@ -89,6 +94,7 @@ def save_cached(
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
         write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
+        results.attach(trace, entry, read_header(entry))  # the first report's results kept
         return None
     except OSError as exc:
         return f"{exc.filename or entry.parent}: {os_reason(exc)}"

@@ -73,7 +73,7 @@ WORKERS_START_S = 60
 _PIECE = 1 << 20
 #: Bytes of a plain file read at a time where a chunk is cut: a boundary lies within a few
 #: hundred bytes of where it is looked for, and the bytes between are read by the workers
-#: (1 MB a cut copied twice was ~30 ms of the loading process's CPU at 1M events).
+#: (a larger piece is copied twice by the loading process at every cut).
 _FILE_PIECE = 64 << 10
 #: Text read before giving up on finding the ``traceEvents`` array.
 _HEAD = 4 << 20
@@ -106,8 +106,8 @@ def load_workers(size: int) -> int:
     ``EXPLORER_LOAD_WORKERS`` when set, else for a file of at least :data:`PARALLEL_BYTES`
     loaded from a process's only thread, one worker per core and at least two — even
     without a free core, decoding elsewhere keeps the chunks' millions of short-lived
-    objects out of this process's heap (1M events: peak 389 MB with two workers against
-    450 MB in-process, measured side by side) — else 1."""
+    objects out of this process's heap (a lower peak than decoding in-process, measured
+    side by side) — else 1."""
     env = os.environ.get("EXPLORER_LOAD_WORKERS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -409,8 +409,7 @@ def _run(task: tuple[Any, ...]) -> ChunkColumns:
 
 def _decode_file_range(fd: int, a: int, b: int) -> ChunkColumns:
     """The columns of the events in bytes ``[a, b)`` of the file, read straight between the
-    brackets that make them an array (no second copy of the chunk to add them: ~8% less
-    CPU a chunk, measured on the 1M-event trace)."""
+    brackets that make them an array (no second copy of the chunk to add them)."""
     text = bytearray(b - a + 2)
     text[0], text[-1] = ord("["), ord("]")
     if _pread_into(fd, memoryview(text)[1:-1], a) != b - a:  # the file shrank under the load

@@ -28,7 +28,9 @@ trace it was made from (user frames are not parsed again for another step patter
 The memo is safe across threads (the viewer computes analyses in workers): one lock guards
 the table, one lock per entry makes a second thread wait for the first one's result instead
 of computing it again, and a result computed while :meth:`Memo.invalidate` dropped its key
-is returned to its caller but not kept. Nothing here is ever written to disk.
+is returned to its caller but not kept. The memo itself writes nothing to disk; a trace
+opened from the cache gets a :attr:`Memo.store` (:mod:`explorer.store.results`) that keeps
+some results beside its tables, found again by the next process.
 """
 
 from __future__ import annotations
@@ -129,6 +131,22 @@ def dependents(changed: str) -> frozenset[str]:
     return frozenset(k for k in declared() if changed in computed_from(k))
 
 
+class ResultStoreLike(Protocol):
+    """Results kept outside the process: ``load`` returns :data:`NOT_STORED` when it has none."""
+
+    def load(self, name: str, options: Hashable) -> Any: ...
+
+    def save(self, name: str, options: Hashable, value: Any) -> None: ...
+
+    def for_trace(self, trace: Any) -> ResultStoreLike:
+        """The same stored results for ``trace``, a view of this store's trace under other
+        options (:meth:`TraceData.with_steps`): its results are keyed by its own options."""
+        ...
+
+
+#: What :meth:`ResultStoreLike.load` returns for a result it does not hold.
+NOT_STORED: Any = object()
+
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T", bound=Memoising)
@@ -165,6 +183,8 @@ class Memo:
         while memo._base is not None and not (memo._changed & computed_from(name)):
             memo = memo._base
         return memo
+        #: Where results outlive the process (see :mod:`explorer.store.results`), or None.
+        self.store: ResultStoreLike | None = None
 
     def compute(self, name: str, options: Hashable, produce: Callable[[], R]) -> R:
         """The result kept under ``(name, options)``, computing it with ``produce`` once."""
@@ -182,10 +202,14 @@ class Memo:
                 if key in self._values:  # another thread computed it while we waited
                     return self._values[key]
                 generation = self._generation
-            value = produce()
+            store = self.store
+            stored = store.load(name, options) if store is not None else NOT_STORED
+            value = produce() if stored is NOT_STORED else stored
             with self._lock:
                 if generation == self._generation:
                     kept: R = self._values.setdefault(key, value)
+                    if stored is NOT_STORED and store is not None:
+                        store.save(name, options, kept)
                     return kept
             return value
 

@@ -216,7 +216,8 @@ class TraceData:
 
     ``args_store`` holds the per-slice args; use :meth:`args` rather than touching it.
     ``memo`` keeps the analyses' results for this trace under declared names
-    (:mod:`explorer.trace.memo`); it is never written to disk. ``step_options`` say which
+    (:mod:`explorer.trace.memo`); for a trace opened from the cache, the expensive ones are
+    also kept beside its tables (:mod:`explorer.store.results`). ``step_options`` say which
     annotations are the steps (:class:`StepOptions`); they are a value, fixed for a trace:
     :meth:`with_steps` gives the trace under others.
     """
@@ -271,6 +272,8 @@ class TraceData:
         view = copy.copy(self)
         view.step_options = options
         view.memo = self.memo.view(changed)
+        if self.memo.store is not None:  # results of the view's own steps are stored too
+            view.memo.store = self.memo.store.for_trace(view)
         return view
 
     # -- sizes and identity -------------------------------------------------------------

@@ -1,0 +1,346 @@
+"""Analysis results kept beside a store entry's tables, so a second report does not redo them.
+
+The trace cache's entry of a trace holds its tables; the analyses over them (steps, the
+breakdown, findings, the critical path, ...) take several times as long as reopening the
+tables. A result listed in :data:`STORED_RESULTS` is written, once computed, into the
+entry's ``results/`` directory and read back by the next process that asks for it — the
+report, the export, the viewer and ``explorer sql`` all go through the same memo
+(:class:`explorer.trace.memo.Memo`), so whichever computes a result first pays for it.
+
+A stored result is found under a digest of everything it was computed from:
+
+* the entry's tables (their checksums, from the entry's header: a re-parsed trace is a
+  new entry with new files, and the old entry's results go with it),
+* the analysis code (a digest of the source of ``explorer.analysis`` and ``explorer.trace``,
+  so a changed rule never reads a result of the old one) and :data:`RESULTS_VERSION`,
+* the result's name, its options (the function's arguments) and the trace's settings
+  (step pattern and nesting: a report with ``--steps REGEX`` is a different result).
+
+The tables themselves are never touched: each result is a new directory (``value.json``,
+the result's shape with its plain values, and one Arrow IPC file per frame or array, each
+with its size and CRC-32 in ``value.json``), written complete under a temporary name and
+moved into place by rename. Anything that does not read back exactly as listed is ignored
+and computed again; a result that cannot be written (read-only or full cache) is simply
+not stored. Nothing is unpickled: only plain values, numpy arrays, pandas frames and
+Explorer's own result dataclasses (already imported by the analysis asking) are rebuilt.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import weakref
+from collections.abc import Hashable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from explorer.store.header import checksum
+from explorer.trace.memo import NOT_STORED
+
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+
+#: Bump when how a result is written changes (the analyses' own changes are caught by the
+#: digest of their source).
+RESULTS_VERSION = 1
+RESULTS_DIR = "results"
+VALUE_FILE = "value.json"
+
+#: The memo results worth keeping on disk: what a report, an export or the viewer's panels
+#: need and takes long to compute (per-slice intermediates are cheaper to recompute than to
+#: verify, and are only needed to compute these).
+STORED_RESULTS: frozenset[str] = frozenset(
+    {
+        "steps",
+        "attributed_steps",
+        "breakdown",
+        "findings",
+        "by_source",
+        "partial_steps",
+        "step_origin",
+        "before_capture",
+        "memory_timeline",
+        "memory_allocations",
+        "fallback_calls",
+        "critical_path",
+        "cross_track_waits",
+    }
+)
+
+#: What a lookup returns when there is no stored result (the memo's own marker).
+MISSING: Any = NOT_STORED
+
+
+class Unstorable(Exception):
+    """A value the codec does not write (the result is then just not stored)."""
+
+
+_code_digest: str | None = None
+
+
+def code_digest() -> str:
+    """A digest of the analysis code's source: a stored result is only read by the code
+    that wrote it. Computed once per process (~1 MB of source)."""
+    global _code_digest
+    if _code_digest is None:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha1()
+        for sub in ("analysis", "trace"):
+            for p in sorted((root / sub).rglob("*.py")):
+                h.update(str(p.relative_to(root)).encode())
+                h.update(p.read_bytes())
+        _code_digest = h.hexdigest()
+    return _code_digest
+
+
+def _plain_options(options: Hashable) -> bool:
+    if options is None or isinstance(options, (bool, int, float, str)):
+        return True
+    if isinstance(options, tuple):
+        return all(_plain_options(o) for o in options)
+    return False
+
+
+class ResultStore:
+    """The stored results of one store entry, for one trace opened from it."""
+
+    def __init__(self, entry: Path, header: dict[str, Any], trace: TraceData) -> None:
+        self.directory = Path(entry) / RESULTS_DIR
+        self._tables = hashlib.sha1(
+            json.dumps([header.get("files"), header.get("source")], sort_keys=True).encode()
+        ).hexdigest()
+        self._trace = weakref.ref(trace)
+
+    def for_trace(self, trace: TraceData) -> ResultStore:
+        """These results for ``trace``, a view of this one's trace under other step options
+        (keyed by that view's options)."""
+        out = copy.copy(self)
+        out._trace = weakref.ref(trace)
+        return out
+
+    def _digest(self, name: str, options: Hashable) -> str | None:
+        trace = self._trace()
+        if trace is None or name not in STORED_RESULTS or not _plain_options(options):
+            return None
+        key = [
+            RESULTS_VERSION,
+            code_digest(),
+            self._tables,
+            name,
+            repr(options),
+            trace.step_pattern,
+            trace.step_nesting,
+        ]
+        return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:32]
+
+    def load(self, name: str, options: Hashable) -> Any:
+        """The stored result, or :data:`MISSING`."""
+        digest = self._digest(name, options)
+        if digest is None:
+            return MISSING
+        d = self.directory / digest
+        try:
+            doc = json.loads((d / VALUE_FILE).read_bytes())
+            if doc.get("name") != name:
+                return MISSING
+            tables = [_read_table(d / f"{i}.arrow", meta) for i, meta in enumerate(doc["files"])]
+            return _decode(doc["value"], tables)
+        except MemoryError:
+            raise
+        except Exception:  # absent, partial, damaged or foreign: compute it again
+            return MISSING
+
+    def save(self, name: str, options: Hashable, value: Any) -> None:
+        """Store ``value`` (silently not, when it cannot be encoded or written)."""
+        digest = self._digest(name, options)
+        if digest is None or (self.directory / digest).exists():
+            return
+        tables: list[pa.Table] = []
+        try:
+            tree = _encode(value, tables)
+        except Unstorable:
+            return
+        tmp: str | None = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=f".{digest}.", dir=self.directory)
+            files = []
+            for i, table in enumerate(tables):
+                path = Path(tmp) / f"{i}.arrow"
+                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+                    w.write_table(table)
+                data = path.read_bytes()
+                files.append({"bytes": len(data), "crc32": checksum(data)})
+            doc = {"name": name, "files": files, "value": tree}
+            (Path(tmp) / VALUE_FILE).write_text(json.dumps(doc))
+            os.rename(tmp, self.directory / digest)
+            tmp = None
+        except (OSError, pa.ArrowException, ValueError, TypeError):
+            pass  # not stored: the next process computes it again
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def attach(trace: TraceData, entry: Path, header: dict[str, Any]) -> None:
+    """Let ``trace``'s memo read and write its results in ``entry``'s ``results/``."""
+    trace.memo.store = ResultStore(entry, header, trace)
+
+
+# -- the codec ---------------------------------------------------------------------------
+
+
+def _read_table(path: Path, meta: dict[str, Any]) -> pa.Table:
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) != meta["bytes"] or checksum(data) != meta["crc32"]:
+        raise ValueError(f"{path} is damaged")
+    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+
+
+def _encode(v: Any, tables: list[pa.Table]) -> Any:
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, (int, float)) and type(v) in (int, float):
+        return v
+    if isinstance(v, np.generic):
+        if v.dtype.kind not in "biuf":
+            raise Unstorable(type(v))
+        return {"~": "np", "dtype": v.dtype.str, "v": v.item()}
+    if isinstance(v, (list, tuple)):
+        return {"~": type(v).__name__, "v": [_encode(x, tables) for x in v]}
+    if isinstance(v, dict) and type(v) is dict:
+        return {
+            "~": "dict",
+            "k": [_encode(k, tables) for k in v],
+            "v": [_encode(x, tables) for x in v.values()],
+        }
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind not in "biuf" or v.dtype.byteorder == ">":
+            raise Unstorable(v.dtype)
+        tables.append(pa.table({"a": pa.array(v.reshape(-1))}))
+        return {"~": "array", "t": len(tables) - 1, "dtype": v.dtype.str, "shape": list(v.shape)}
+    if isinstance(v, pd.DataFrame):
+        return _encode_frame(v, tables)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        cls = type(v)
+        if not cls.__module__.startswith("explorer."):
+            raise Unstorable(cls)
+        return {
+            "~": "dc",
+            "m": cls.__module__,
+            "q": cls.__qualname__,
+            "f": {f.name: _encode(getattr(v, f.name), tables) for f in dataclasses.fields(v)},
+        }
+    raise Unstorable(type(v))
+
+
+def _encode_frame(df: pd.DataFrame, tables: list[pa.Table]) -> Any:
+    """A frame as one table of its columns (by position) plus the dtypes to restore."""
+    if not isinstance(df.index, pd.RangeIndex) or df.columns.has_duplicates:
+        raise Unstorable("frame index")
+    cols: dict[str, pa.Array] = {}
+    kinds: list[Any] = []
+    for i, (_, s) in enumerate(df.items()):
+        dtype = s.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            cats = dtype.categories
+            if cats.dtype.kind not in "OU" and not pd.api.types.is_string_dtype(cats.dtype):
+                raise Unstorable("categories")
+            cols[str(i)] = pa.array(s.cat.codes.to_numpy())
+            kinds.append(["cat", [str(c) for c in cats], bool(dtype.ordered), str(cats.dtype)])
+        elif isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+            cols[str(i)] = pa.array(s.to_numpy())
+            kinds.append(["np", dtype.str])
+        elif isinstance(dtype, np.dtype) and dtype.kind == "O":
+            values = s.to_numpy()
+            if not all(isinstance(x, str) for x in values):
+                raise Unstorable("mixed object column")
+            cols[str(i)] = pa.array(values, type=pa.large_string())
+            kinds.append(["str", "object"])
+        elif isinstance(dtype, pd.StringDtype):
+            cols[str(i)] = pa.array(s.array)  # Arrow-backed: no string per row
+            kinds.append(["str", str(dtype)])
+        else:
+            raise Unstorable(dtype)
+    tables.append(pa.table(cols) if cols else pa.table({}))
+    return {
+        "~": "frame",
+        "t": len(tables) - 1,
+        "columns": [_encode(c, tables) for c in df.columns],
+        "kinds": kinds,
+        "rows": len(df),
+        "index": [df.index.start, df.index.stop, df.index.step],
+    }
+
+
+def _decode(v: Any, tables: list[pa.Table]) -> Any:
+    if not isinstance(v, dict):
+        return v
+    tag = v["~"]
+    if tag == "np":
+        return np.dtype(v["dtype"]).type(v["v"])
+    if tag == "list":
+        return [_decode(x, tables) for x in v["v"]]
+    if tag == "tuple":
+        return tuple(_decode(x, tables) for x in v["v"])
+    if tag == "dict":
+        return {_decode(k, tables): _decode(x, tables) for k, x in zip(v["k"], v["v"], strict=True)}
+    if tag == "array":
+        col = tables[v["t"]].column("a").to_numpy()
+        return np.array(col, dtype=np.dtype(v["dtype"])).reshape(v["shape"])
+    if tag == "frame":
+        return _decode_frame(v, tables)
+    if tag == "dc":
+        # Never imports: the analysis asking for the result defined its type.
+        module = sys.modules.get(v["m"]) if str(v["m"]).startswith("explorer.") else None
+        cls = getattr(module, v["q"], None) if module is not None else None
+        if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
+            raise ValueError(f"unknown result type {v['m']}.{v['q']}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {k: _decode(x, tables) for k, x in v["f"].items()}
+        if set(values) != set(fields):
+            raise ValueError(f"{v['q']}'s fields changed")
+        out = cls(**{k: x for k, x in values.items() if fields[k].init})
+        for k, x in values.items():
+            if not fields[k].init:
+                object.__setattr__(out, k, x)
+        return out
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _decode_frame(v: dict[str, Any], tables: list[pa.Table]) -> pd.DataFrame:
+    table = tables[v["t"]]
+    start, stop, step = v["index"]
+    index = pd.RangeIndex(start, stop, step)
+    data: dict[Any, Any] = {}
+    columns = [_decode(c, tables) for c in v["columns"]]
+    for i, kind in enumerate(v["kinds"]):
+        arr = table.column(str(i))
+        if kind[0] == "cat":
+            codes = np.asarray(arr.to_numpy())
+            cats = pd.Index(kind[1], dtype=kind[3])
+            dtype = pd.CategoricalDtype(cats, ordered=kind[2])
+            col: Any = pd.Categorical.from_codes(codes, dtype=dtype)
+        elif kind[0] == "np":
+            col = np.array(arr.to_numpy(zero_copy_only=False), dtype=np.dtype(kind[1]))
+        else:
+            col = arr.to_pandas().astype(object if kind[1] == "object" else kind[1])
+        data[i] = pd.Series(col, copy=False).set_axis(index)
+    if not data:
+        return pd.DataFrame(index=index, columns=pd.Index(columns))
+    out = pd.DataFrame(data, index=index)
+    out.columns = pd.Index(columns)
+    if len(out) != v["rows"]:
+        raise ValueError("frame rows differ")
+    return out
