@@ -133,9 +133,9 @@ class Trace:
 
         found = findings(self.data)
         if predict:
-            from explorer.analysis.whatif import predict_savings
+            from explorer.analysis.whatif import predicted_findings
 
-            found = predict_savings(self.data, found)
+            found = predicted_findings(self.data)
         return Findings(found, none="" if found else no_finding_sentence(self.data))
 
     def report(self, step: int | None = None, top: int = 10) -> Report:

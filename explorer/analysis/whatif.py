@@ -62,6 +62,7 @@ from explorer.analysis.graph.edges import EDGE_TYPES
 from explorer.analysis.graph.host_edges import launch_call_mask
 from explorer.analysis.steps import attributed_windows, steps
 from explorer.errors import UsageError
+from explorer.trace.memo import memoised
 from explorer.trace.memory_limits import ensure_room
 from explorer.trace.model import TraceData
 from explorer.units import fmt_ns
@@ -444,6 +445,25 @@ def fix_mask(trace: TraceData, kind: str) -> np.ndarray:
 
 
 # -- findings -----------------------------------------------------------------------------
+
+
+@memoised(
+    "predicted_findings",
+    depends_on=(
+        "findings",
+        "dependency_graph",
+        "critical_path",
+        "attributed_steps",
+        "slice_classes",
+    ),
+)
+def predicted_findings(trace: TraceData) -> list[Finding]:
+    """The trace's findings, each with what its fix saves, ranked by it (what the report
+    shows). Memoised, and stored beside a cached trace's tables, so a repeat report
+    replays nothing; copies, so the kept findings are never changed under their users."""
+    from explorer.analysis.findings import findings
+
+    return predict_savings(trace, [dataclasses.replace(f) for f in findings(trace)])
 
 
 def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:

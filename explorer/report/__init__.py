@@ -20,7 +20,7 @@ from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
 from explorer.analysis.device_naming import device_naming
-from explorer.analysis.findings import findings, no_finding_sentence
+from explorer.analysis.findings import no_finding_sentence
 from explorer.analysis.steps import (
     counted_steps,
     partial_steps,
@@ -29,7 +29,7 @@ from explorer.analysis.steps import (
     step_times,
     window_of_steps,
 )
-from explorer.analysis.whatif import predict_savings
+from explorer.analysis.whatif import predicted_findings
 from explorer.report import critical_path_section as cps
 from explorer.report import formats
 from explorer.report.sections import trace_report
@@ -86,7 +86,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     # just that step (its breakdown and critical path are the whole trace's).
     found_in = trace if step is None else _step_window(trace, int(step))
     # ranked by what fixing each would save, replayed (issue 30)
-    all_findings = predict_savings(found_in, findings(found_in))
+    all_findings = predicted_findings(found_in)
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "explorer_version": __version__,

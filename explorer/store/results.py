@@ -65,6 +65,7 @@ STORED_RESULTS: frozenset[str] = frozenset(
         "attributed_steps",
         "breakdown",
         "findings",
+        "predicted_findings",
         "by_source",
         "partial_steps",
         "step_origin",

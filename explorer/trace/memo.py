@@ -163,6 +163,8 @@ class Memo:
         #: For a view: the memo it shares results with, and the options it changes.
         self._base: Memo | None = None
         self._changed: frozenset[str] = frozenset()
+        #: Where results outlive the process (see :mod:`explorer.store.results`), or None.
+        self.store: ResultStoreLike | None = None
 
     def view(self, changed: Iterable[str]) -> Memo:
         """A memo for a trace that differs from this one's in the options ``changed``: it
@@ -183,8 +185,6 @@ class Memo:
         while memo._base is not None and not (memo._changed & computed_from(name)):
             memo = memo._base
         return memo
-        #: Where results outlive the process (see :mod:`explorer.store.results`), or None.
-        self.store: ResultStoreLike | None = None
 
     def compute(self, name: str, options: Hashable, produce: Callable[[], R]) -> R:
         """The result kept under ``(name, options)``, computing it with ``produce`` once."""
