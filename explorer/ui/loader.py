@@ -20,7 +20,7 @@ from explorer.analysis.attribution import slice_sources
 from explorer.analysis.breakdown import breakdown
 from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.findings import findings
-from explorer.analysis.steps import steps
+from explorer.analysis.steps import step_times, steps
 from explorer.errors import ExplorerError
 from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace, analysed_trace, in_whole_ids
@@ -88,6 +88,7 @@ class TraceLoader(_CancellableThread):
 ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("slice_sources", slice_sources),
     ("steps", steps),
+    ("step_times", step_times),
     ("breakdown", breakdown),
     ("findings", findings),
     ("dependency_graph", dependency_graph),
@@ -98,6 +99,7 @@ ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 LABELS: dict[str, str] = {
     "slice_sources": "source lines",
     "steps": "steps",
+    "step_times": "step times",
     "breakdown": "step breakdown",
     "findings": "findings",
     "dependency_graph": "dependency graph",

@@ -375,11 +375,15 @@ class MainWindow(QMainWindow):
             self.summary.setText("")
             return
         parts = [plural(len(self.trace.slices), "event")]
-        steps = self.results.get("steps")
-        if steps is not None and len(steps):
-            parts.append(
-                f"{plural(len(steps), 'step')}, mean {fmt_ns(int(steps['dur_ns'].mean()))}"
-            )
+        # the report's step time (steps.step_times: partial steps left out, each step's
+        # window widened to the device work it launched), so the two never disagree
+        times = self.results.get("step_times")
+        if times is not None and len(times):
+            text = f"{plural(len(times), 'step')}, mean {fmt_ns(int(times.mean()))}"
+            steps = self.results.get("steps")
+            if steps is not None and len(steps) > len(times):
+                text += f" (+{len(steps) - len(times)} partial)"
+            parts.append(text)
         found = self.results.get("findings")
         if found is not None:
             lost = sum(int(f.time_lost_ns) for f in found)
@@ -393,7 +397,7 @@ class MainWindow(QMainWindow):
         if self.sender() is not None and self.sender() is not self.analysis:
             return  # a superseded trace's analysis
         self.results[name] = value
-        if name in ("steps", "findings"):
+        if name in ("steps", "step_times", "findings"):
             self._update_summary()
         if name == WINDOW:
             self.show_window(value)

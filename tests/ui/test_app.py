@@ -322,3 +322,21 @@ def test_analysing_shows_which_analysis_and_how_far_then_a_summary_stays(
     window.statusBar().showMessage("something else", 1)
     qtbot.wait(30)
     assert window.summary.isVisible() and window.summary.text() == summary
+
+
+def test_status_summary_gives_the_reports_step_time_on_a_partial_step(
+    window, open_trace, shared_traces
+) -> None:
+    """The AMD MI250 trace's profiler stopped inside its second step: the report counts one
+    whole step (mean 9.29 ms), and the status bar must say the same, not average the
+    fragment in (it said "2 steps, mean 4.67 ms")."""
+    from explorer.analysis.steps import step_times
+    from explorer.units import fmt_ns
+
+    trace = open_trace(
+        window, shared_traces / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    )
+    times = step_times(trace.data)
+    assert len(times) == 1 and len(trace.steps()) == 2
+    summary = window.summary.text()
+    assert f"1 step, mean {fmt_ns(int(times.mean()))} (+1 partial)" in summary, summary
