@@ -34,10 +34,13 @@ PLANTED = {
 
 def _job(out: Path, cause: str, world: int) -> tuple[dict, dict]:
     rank = random.Random().randrange(world)  # the assertion messages say which
-    delay = "60" if cause == "batch" else "100"  # batch: 30 samples a step vs 90, ~1 ms each
+    # batch: 60 samples a step vs 180, ~1 ms each — 120 ms of extra work a step, far above
+    # what a loaded 2-core machine does to a step (at 30 vs 90 samples, ~0.5 ms each, the
+    # 3x rank was once late in only 1 of 4 steady steps); 6 steps: a hiccup or two is outvoted
+    delay = "120" if cause == "batch" else "100"
     info = run_ddp_job(
         out, "--world", str(world), "--slow-rank", str(rank), "--cause", cause,
-        "--delay-ms", delay, "--steps", "5",
+        "--delay-ms", delay, "--steps", "6" if cause == "batch" else "5",
     )  # fmt: skip
     r = run_cli("report", str(out), "--store", str(out / "store"), "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -62,6 +65,7 @@ def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: i
     assert doc["summary"]["straggler_share"] == doc["imbalance"]["share"] > 0.15, case
     if cause == "batch":  # the same ops, with 3x the samples: said with the shapes
         assert c["title"].startswith(f"rank {info['slow_rank']}'s batch is 3× the others'"), c
-        assert "[90, …] vs [30, …]" in c["title"], c
+        n = round(float(info["delay_ms_per_step"]) / 2)  # the script's batch, as planted
+        assert f"[{3 * n}, …] vs [{n}, …]" in c["title"], c
     collect = _line_of("with explorer.collect(")
     assert all(x["line"] != collect for x in s["causes"]), (case, s["causes"])
