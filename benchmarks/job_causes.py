@@ -6,7 +6,8 @@ in a balanced job? Hit rates over real jobs on a loaded machine.
 
 Every job is real: ``scripts/make_job_traces.py`` runs 2-4 ``torch.distributed`` processes
 (gloo, CPU, DDP) under ``explorer.collect()``. Each planted scenario (:data:`SCENARIOS`)
-runs ``--runs`` times, on a random rank of a random world size (2 or 3), ~100 ms a step;
+runs ``--runs`` times, on a random rank of a random world size (2 or 3; ``comm``, on a
+pair: 3 or 4), ~100 ms a step;
 balanced jobs run ``--balanced`` times for each world size 2, 3 and 4. Meanwhile
 ``--burners`` processes spin on the CPU (default: one per core), as other work would on a
 shared machine. Each job is then reported with ``explorer report --format json`` in a
@@ -38,7 +39,11 @@ SCENARIOS: dict[str, tuple[str, str, int]] = {
     "sync": ("sync_stall", "total += flat[i].item()", 100),
     "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)', 100),
     "batch": ("uneven_work", "h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)", 100),
+    "comm": ("communication", "dist.all_reduce(extra_comm, group=group)", 100),
 }
+#: Scenarios planted on a pair (the rank and the next, in their own 2-rank group): the
+#: report names one with the other in ``with_ranks``; they need a rank outside the pair.
+PAIRED = {"comm"}
 
 
 def line_of(text: str) -> int:
@@ -79,7 +84,12 @@ def score(doc: dict, rank: int | None, cause: str) -> dict:
     kind, statement, _ = SCENARIOS[cause]
     found = {} if s is None else {c["what"]: c for c in s["causes"]}
     row["causes"] = sorted(found)
-    row["rank_hit"] = s is not None and s["rank"] == rank
+    if cause in PAIRED:
+        world = len(doc["step_matrix"])
+        pair = {rank, (rank + 1) % world}
+        row["rank_hit"] = s is not None and {s["rank"], *s["with_ranks"]} == pair
+    else:
+        row["rank_hit"] = s is not None and s["rank"] == rank
     row["kind_hit"] = row["rank_hit"] and kind in found
     row["line_hit"] = row["kind_hit"] and found[kind]["line"] == line_of(statement)
     row["line"] = found[kind]["line"] if kind in found else None
@@ -99,7 +109,7 @@ def main() -> None:
     plan: list[tuple[str, int, int | None]] = []
     for cause in args.scenarios:
         for _ in range(args.runs):
-            world = rng.choice([2, 3])
+            world = rng.choice([3, 4] if cause in PAIRED else [2, 3])
             plan.append((cause, world, rng.randrange(world)))
     for world in (2, 3, 4):
         plan += [("balanced", world, None)] * args.balanced

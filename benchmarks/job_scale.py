@@ -47,7 +47,13 @@ def make_job(out: Path, ranks: int, seed: int = 0) -> int:
         doc["traceEvents"] = [
             {**e, "ts": e["ts"] + shift_us} if "ts" in e else e for e in doc["traceEvents"]
         ]
-        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": k, "world_size": ranks}
+        info = doc.get("distributedInfo", {})
+        # the process groups span this job's ranks, not the 4 of the sample run: a copy
+        # that kept [0, 1, 2, 3] put every other rank's collectives in a group of their own
+        groups = [
+            {**g, "pg_size": ranks, "ranks": list(range(ranks))} for g in info.get("pg_config", [])
+        ]
+        doc["distributedInfo"] = {**info, "rank": k, "world_size": ranks, "pg_config": groups}
         env = {**doc["explorer"]["environment"], "host": f"node{k // 8}"}
         doc["explorer"] = {**doc["explorer"], "environment": env}
         doc["synthetic"] = True

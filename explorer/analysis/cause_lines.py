@@ -259,6 +259,7 @@ def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     callee = trace.inherit_down(callee, keep=head | (code < 0) | own_frame | (pcode != code) | span)
     callee[(code < 0) | own_frame | span] = -1
     names = s["name"].astype(str).to_numpy()
+    label = _callee_labels(names, np.flatnonzero(head), parent, python)
     # Weight: exclusive host time under each (frame, callee name).
     host = trace.on_host()
     excl = exclusive_ns(trace, host)
@@ -266,7 +267,7 @@ def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     key = pd.DataFrame(
         {
             "code": code[rows],
-            "name": [callee_name(x) for x in names[callee[rows]]],
+            "name": [label[i] for i in callee[rows]],
             "w": excl[rows].astype(float),
         }
     )
@@ -315,6 +316,40 @@ def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     else:
         stmts = pd.DataFrame({"file": [], "line": [], "function": []})
     return out, stmts
+
+
+#: Decorators' inner functions, as the Python tracer names them: the user's code calls the
+#: function they wrap (``dist.all_reduce`` is ``c10d_logger.py(80): wrapper`` around
+#: ``distributed_c10d.py(3155): all_reduce``).
+_WRAPPERS = frozenset(
+    {"wrapper", "_wrapper", "inner", "_fn", "wrapped", "wrapped_fn", "decorate_context"}
+)
+
+
+def _callee_labels(
+    names: np.ndarray, heads: np.ndarray, parent: np.ndarray, python: np.ndarray
+) -> dict[int, str]:
+    """Per slice right under a user frame (``heads``): its :func:`callee_name`, looking
+    through decorator wrappers (:data:`_WRAPPERS`) to the first Python frame they call."""
+    label = {int(i): callee_name(str(names[i])) for i in heads}
+    wrapped = [i for i, nm in label.items() if nm in _WRAPPERS and _PYFRAME.match(names[i])]
+    if not wrapped:
+        return label
+    kids = np.flatnonzero(python & (parent >= 0))
+    first: dict[int, int] = {}
+    for k in kids[::-1]:  # slices are in start order: the last write is the first child
+        first[int(parent[k])] = int(k)
+    for i in wrapped:
+        j = i
+        for _ in range(3):  # a wrapper around a wrapper
+            j = first.get(j, -1)
+            if j < 0:
+                break
+            nm = callee_name(str(names[j]))
+            if nm not in _WRAPPERS:
+                label[i] = nm
+                break
+    return label
 
 
 def own_frame_parent(own_frame: np.ndarray, parent: np.ndarray, has: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from explorer.errors import ExplorerError, UsageError
 from explorer.job import reduce
 from explorer.job.engine import RankProgress, map_ranks
 from explorer.job.rank_map import RankSummary
-from explorer.job.run_dir import job_files
+from explorer.job.run_dir import job_files, not_one_job
 from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
 from explorer.store.cache import cache_root
 from explorer.trace.model import StepOptions
@@ -64,6 +64,9 @@ def job_document(
     summaries = [s for s in summaries if not s.error]
     if not summaries:
         raise ExplorerError(bad[0].error)
+    unrelated = not_one_job(summaries)
+    if unrelated:
+        raise UsageError(unrelated)
     world = max([s.world_size for s in summaries] + [len(summaries) + len(bad)])
     r = _reduce_ranks(summaries, world)
     blame = rank_blame(r.wait)

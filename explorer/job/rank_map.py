@@ -79,6 +79,10 @@ class RankSummary:
     #: The error is this rank's trace (corrupt, empty, not a trace): the job is analysed
     #: without it. Otherwise (the store cannot be written) the job stops.
     unreadable: bool = False
+    #: The capture's end on the absolute clock (0: unknown), and the rank the trace's own
+    #: ``distributedInfo`` names (-1: none): what tells a job from unrelated traces
+    end_ns: int = 0
+    trace_rank: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -304,6 +308,8 @@ def _analyse(
         world_size=int(meta.get("world_size", dist.get("world_size", -1)) or -1),
         backend=str(dist.get("backend", "")),
         start_ns=int(meta.get("start_ns", 0)),
+        end_ns=int(meta.get("end_ns", 0)),
+        trace_rank=int(trace.rank),
         collectives=len(tables["collectives"]),
         seconds=time.perf_counter() - t0,
         synthetic=bool(trace.synthetic),

@@ -82,6 +82,9 @@ class Straggler:
     steps: list[int]
     waits_in: list[str]  # collective ops the others wait in, most wait first
     causes: list[Cause] = field(default_factory=list)
+    #: Ranks late alike with it, from the collectives of a smaller group they share (the
+    #: other member of a 2-rank group's extra all_reduces): named with it, not apart
+    with_ranks: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,9 +237,10 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
         return v
     if late < MIN_LEAD * runner_up:
         second = int(typical.index[1])
-        v.reason = subgroup_reason(con, [rank, second], len(steady) or 1) or (
-            f"rank {second} is nearly as late"
-        )
+        group = subgroup(con, [rank, second])
+        if group is not None:
+            return _group_verdict(con, v, busy, typical, group, steady_wait)
+        v.reason = f"rank {second} is nearly as late"
         return v
     if late_mask.sum() <= MIN_LATE_STEPS * len(mine):
         v.reason = (
@@ -268,11 +272,21 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
     return v
 
 
-def subgroup_reason(con: duckdb.DuckDBPyConnection, ranks: list[int], steps: int) -> str:
-    """When ``ranks`` are late alike because they run collectives of a smaller group the
-    other ranks are not in: "ranks 1 and 2 are late alike: each spends 52 ms per step in
-    5 allreduces per step of their 2-rank group (pg 1), which the other ranks are not in";
-    else "". (Communication is otherwise no cause: the straggler waits least.)"""
+@dataclass(frozen=True)
+class Subgroup:
+    """Ranks that run the collectives of a process group smaller than the job, which the
+    other ranks are not in (a 2-rank group's extra all_reduces)."""
+
+    pg: str
+    op: str
+    members: list[int]
+    calls: int  # over all members and steps
+    dur_ns: int  # the members' time in them, summed
+
+
+def subgroup(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> Subgroup | None:
+    """The smaller process group (fewer members than the job) whose members are exactly
+    ``ranks`` and in whose collectives they spend the most time, or None."""
     rows = con.execute(
         """
         WITH members AS (
@@ -287,18 +301,132 @@ def subgroup_reason(con: duckdb.DuckDBPyConnection, ranks: list[int], steps: int
         [[int(r) for r in ranks]],
     ).fetchall()
     if not rows:
-        return ""
+        return None
     pg, op, calls, ns, members = rows[0]
-    if sorted(int(r) for r in members) != sorted(ranks):
-        return ""
-    a, b = sorted(ranks)
-    per = float(ns) / len(ranks) / steps
-    n = calls / len(ranks) / steps
+    if sorted(int(r) for r in members) != sorted(int(r) for r in ranks):
+        return None
+    return Subgroup(str(pg), str(op), sorted(int(r) for r in members), int(calls), int(ns))
+
+
+def subgroup_reason(g: Subgroup, steps: int) -> str:
+    """ "ranks 1 and 2 are late alike: each spends 52 ms per step in 5 allreduces per step
+    of their 2-rank group (pg 1), which the other ranks are not in"."""
+    k = len(g.members)
+    per = g.dur_ns / k / max(steps, 1)
+    n = g.calls / k / max(steps, 1)
+    who = " and ".join(str(r) for r in g.members) if k == 2 else ", ".join(map(str, g.members))
     return (
-        f"ranks {a} and {b} are late alike: each spends {fmt_ns(per)} per step in "
-        f"{n:.3g} {op}{'s' if n != 1 else ''} per step of their {len(ranks)}-rank group "
-        f"(pg {pg}), which the other ranks are not in"
+        f"ranks {who} are late alike: each spends {fmt_ns(per)} per step in "
+        f"{n:.3g} {g.op}{'s' if n != 1 else ''} per step of their {k}-rank group "
+        f"(pg {g.pg}), which the other ranks are not in"
     )
+
+
+def _group_verdict(
+    con: duckdb.DuckDBPyConnection,
+    v: Verdict,
+    busy: pd.DataFrame,
+    typical: pd.Series,
+    g: Subgroup,
+    steady_wait: pd.DataFrame,
+) -> Verdict:
+    """The verdict when the two latest ranks are late alike from their own smaller group's
+    collectives. Neither holds the other back — each waits for the other in turn — but
+    together they hold back the ranks outside the group, with the time they themselves
+    spend moving data in the collectives those ranks are not in. So the pair is compared
+    with the ranks outside it, by the same rules as one rank, and named: the latest member
+    (its own time, outside waits, is the most beyond the outsiders'), with the others in
+    ``with_ranks`` and the group's collectives as its ``communication`` cause, at the
+    statement where the members' own time goes beyond the outsiders' most (the
+    ``dist.all_reduce(..., group=...)`` call)."""
+    steps = sorted(int(x) for x in steady_wait["step"].unique())
+    reason = subgroup_reason(g, len(steps) or 1)
+    rank = int(v.worst_rank) if v.worst_rank is not None else g.members[0]
+    outside = [int(r) for r in typical.index if int(r) not in g.members]
+    table = busy.pivot_table(index="step", columns="rank", values="busy_ns", aggfunc="sum")
+    if not outside or rank not in table.columns:
+        v.reason = reason
+        return v
+    late_steps = table[rank] - table[outside].median(axis=1)
+    late = max(float(late_steps.median()), 0.0)
+    step_ns = float(v.step_ns)
+    mask = late_steps.to_numpy() >= MIN_SHARE * step_ns
+    v.late_ns, v.share, v.late_steps = int(late), late / step_ns, int(mask.sum())
+    best_outside = max(float(typical[outside].max()), 0.0)
+    if late < MIN_SHARE * step_ns or late < MIN_LEAD * best_outside:
+        v.reason = reason
+        return v
+    if mask.sum() <= MIN_LATE_STEPS * len(mask):
+        v.reason = f"{reason}; they are late in {int(mask.sum())} of {len(mask)} steady steps"
+        return v
+    own = con.execute(
+        "SELECT sum(transfer_ns)::DOUBLE, sum(dur_ns)::DOUBLE, count(*) FROM coll_aligned "
+        "WHERE rank = ? AND pg = ? AND step IN (SELECT unnest(?::BIGINT[]))",
+        [rank, g.pg, steps],
+    ).fetchone()
+    transfer, dur, calls = own if own is not None and own[0] is not None else (0.0, 0.0, 0)
+    n = len(steps) or 1
+    where = _line_beyond(con, rank, outside)
+    partners = [r for r in g.members if r != rank]
+    per_call = float(calls) / n
+    cause = Cause(
+        "collectives", "communication",
+        f"{per_call:.3g} {g.op}{'s' if per_call != 1 else ''} per step in its "
+        f"{len(g.members)}-rank group with rank{'s' if len(partners) > 1 else ''} "
+        f"{', '.join(map(str, partners))} (pg {g.pg}), which the other ranks are not in",
+        int(float(transfer) / n), int(float(dur) / n), 0,
+        *(where or ("", -1, "")),
+    )  # fmt: skip
+    v.explained_ns = cause.excess_ns_per_step
+    if v.explained_ns < MIN_EXPLAINED * late:
+        v.reason = (
+            f"{reason}; their data movement there explains "
+            f"{100 * v.explained_ns / late:.0f}% of their lateness"
+        )
+        return v
+    others = steady_wait[steady_wait["rank"].isin(outside)]
+    others_wait = float(others.groupby("step")["wait_ns"].mean().median()) if len(others) else 0.0
+    per_other = min(late, others_wait)
+    ops = con.execute(
+        "SELECT op, sum(wait_ns) AS w FROM coll_aligned WHERE rank IN (SELECT unnest(?::BIGINT[])) "
+        "GROUP BY op HAVING sum(wait_ns) > 0 ORDER BY w DESC, op",
+        [outside],
+    ).fetchall()
+    v.straggler = Straggler(
+        rank=rank, share=per_other / step_ns, others_wait_ns_per_step=int(per_other),
+        steps=[int(x) for x in late_steps.index.to_numpy()[mask]],
+        waits_in=[str(o) for o, _ in ops], causes=[cause], with_ranks=partners,
+    )  # fmt: skip
+    v.share = v.straggler.share
+    return v
+
+
+def _line_beyond(
+    con: duckdb.DuckDBPyConnection, rank: int, outside: list[int]
+) -> tuple[str, int, str] | None:
+    """The statement where ``rank``'s own time (all categories, the whole capture: the
+    statements table has no steps) most exceeds the median of the ``outside`` ranks', or
+    None."""
+    row = con.execute(
+        """
+        WITH per AS (
+            SELECT rank, file, line, function, sum(ns)::DOUBLE AS ns FROM cause_lines
+            WHERE file <> '' AND (rank = $1 OR rank IN (SELECT unnest($2::BIGINT[])))
+            GROUP BY ALL
+        ), keys AS (SELECT DISTINCT file, line, function FROM per WHERE rank = $1),
+        outs AS (
+            SELECT k.file, k.line, k.function, median(coalesce(p.ns, 0)) AS ns
+            FROM keys k CROSS JOIN (SELECT unnest($2::BIGINT[]) AS rank) o
+            LEFT JOIN per p ON p.rank = o.rank AND p.file = k.file AND p.line = k.line
+                AND p.function = k.function
+            GROUP BY ALL
+        )
+        SELECT m.file, m.line, m.function FROM per m JOIN outs USING (file, line, function)
+        WHERE m.rank = $1 AND m.file <> '' ORDER BY m.ns - outs.ns DESC, m.line LIMIT 1
+        """,
+        [int(rank), [int(r) for r in outside]],
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]), str(row[2]))
 
 
 def causes(

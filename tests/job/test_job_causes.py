@@ -3,7 +3,8 @@ where that rank's extra time goes, never the ``with explorer.collect(...)`` line
 
 Real ``torch.distributed`` jobs (gloo, CPU, 2-3 processes, each rank under
 ``explorer.collect``) from ``scripts/make_job_traces.py``, one cause planted on a random
-rank, 100 ms a step: far above what a busy 2-core machine does to one process.
+rank (``comm``: on it and the next, which all_reduce extra tensors in their own 2-rank
+group), 100 ms a step: far above what a busy 2-core machine does to one process.
 """
 
 from __future__ import annotations
@@ -29,15 +30,19 @@ PLANTED = {
     "compute": ("compute", "z = torch.tanh(z @ self.work)"),
     "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)'),
     "batch": ("uneven_work", "h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)"),
+    "comm": ("communication", "dist.all_reduce(extra_comm, group=group)"),
 }
 
 
 def _job(out: Path, cause: str, world: int) -> tuple[dict, dict]:
     rank = random.Random().randrange(world)  # the assertion messages say which
-    delay = "60" if cause == "batch" else "100"  # batch: 30 samples a step vs 90, ~1 ms each
+    # batch: 60 samples a step vs 180, ~1 ms each — 120 ms of extra work a step, far above
+    # what a loaded 2-core machine does to a step (at 30 vs 90 samples, ~0.5 ms each, the
+    # 3x rank was once late in only 1 of 4 steady steps); 6 steps: a hiccup or two is outvoted
+    delay = "120" if cause == "batch" else "100"
     info = run_ddp_job(
         out, "--world", str(world), "--slow-rank", str(rank), "--cause", cause,
-        "--delay-ms", delay, "--steps", "5",
+        "--delay-ms", delay, "--steps", "6" if cause == "batch" else "5",
     )  # fmt: skip
     r = run_cli("report", str(out), "--store", str(out / "store"), "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -45,13 +50,22 @@ def _job(out: Path, cause: str, world: int) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize(
-    ("cause", "world"), [("input", 3), ("compute", 2), ("checkpoint", 2), ("batch", 2)]
+    ("cause", "world"),
+    [("input", 3), ("compute", 2), ("checkpoint", 2), ("batch", 2), ("comm", 3)],
 )
 def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: int) -> None:
     info, doc = _job(tmp_path, cause, world)
     case = f"{cause} planted on rank {info['slow_rank']} of {world}"
     s = doc["straggler"]
-    assert s is not None and s["rank"] == info["slow_rank"], (case, doc["imbalance"])
+    assert s is not None, (case, doc["imbalance"])
+    if cause == "comm":
+        # the planted rank and the next run the extra all_reduces together: both spend the
+        # time, each waits for the other in turn, and together they hold the third back.
+        # The later of the two is named, with the other beside it
+        pair = {info["slow_rank"], (info["slow_rank"] + 1) % world}
+        assert {s["rank"], *s["with_ranks"]} == pair, (case, s)
+    else:
+        assert s["rank"] == info["slow_rank"] and s["with_ranks"] == [], (case, s)
     kind, statement = PLANTED[cause]
     found = {c["what"]: c for c in s["causes"]}
     assert kind in found, (case, s["causes"])
@@ -62,6 +76,7 @@ def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: i
     assert doc["summary"]["straggler_share"] == doc["imbalance"]["share"] > 0.15, case
     if cause == "batch":  # the same ops, with 3x the samples: said with the shapes
         assert c["title"].startswith(f"rank {info['slow_rank']}'s batch is 3× the others'"), c
-        assert "[90, …] vs [30, …]" in c["title"], c
+        n = round(float(info["delay_ms_per_step"]) / 2)  # the script's batch, as planted
+        assert f"[{3 * n}, …] vs [{n}, …]" in c["title"], c
     collect = _line_of("with explorer.collect(")
     assert all(x["line"] != collect for x in s["causes"]), (case, s["causes"])

@@ -273,3 +273,20 @@ def test_a_corrupt_rank_is_left_out_and_said_first(sample_job: Path, tmp_path: P
     assert doc["straggler"] is not None and doc["straggler"]["rank"] == 2
     text = run_cli("report", str(run), "--store", str(tmp_path / "store"))
     assert "the first: rank 3 is left out" in text.stdout
+
+
+def test_ranks_table_step_time_is_per_step(sample_doc: dict) -> None:
+    """The Ranks table's "step time" is the rank's mean step (its step-matrix row), not the
+    sum over its steps."""
+    from explorer.units import fmt_ns
+
+    text = render(sample_doc, "text")
+    table = text[text.index("\nRanks\n") :].split("\n\n")[0].splitlines()
+    head = next(i for i, ln in enumerate(table) if ln.startswith("rank  step time"))
+    rows = [ln.split("  ")[0:2] for ln in table[head + 2 :] if ln.strip()]
+    for r in sample_doc["ranks"]:
+        durs = sample_doc["step_matrix"][str(r["rank"])]
+        row = next(ln for ln in table[head + 2 :] if ln.split()[0] == str(r["rank"]))
+        assert fmt_ns(sum(durs) / len(durs)) in row, (row, durs)
+        assert fmt_ns(sum(durs)) not in row or len(durs) == 1, row
+    assert len(rows) == len(sample_doc["ranks"])

@@ -113,7 +113,23 @@ def test_overview_heatmap_straggler_and_collectives(
     model = window.collectives_model
     rows = doc["collectives"]["rows"]
     assert model.rowCount() == len(rows) == doc["collectives"]["matched"]
+    # no sort arrow until the user sorts: the rows are in time order (the document's)
+    header = window.collectives.horizontalHeader()
+    assert header.sortIndicatorSection() == -1
+    assert [model.source_row(i) for i in range(model.rowCount())] == list(range(len(rows)))
     col = list(model.frame.columns).index("caused_wait_ns")
+    window.collectives.sortByColumn(col, Qt.SortOrder.DescendingOrder)
+    # the arrow says what the rows show
+    assert (header.sortIndicatorSection(), header.sortIndicatorOrder()) == (
+        col,
+        Qt.SortOrder.DescendingOrder,
+    )
+    shown = [model.row(i)["caused_wait_ns"] for i in range(model.rowCount())]
+    assert shown == sorted(shown, reverse=True)
+    window.collectives.sortByColumn(col, Qt.SortOrder.AscendingOrder)
+    shown = [model.row(i)["caused_wait_ns"] for i in range(model.rowCount())]
+    assert header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
+    assert shown == sorted(shown)
     window.collectives.sortByColumn(col, Qt.SortOrder.DescendingOrder)
     top = model.row(0)
     assert top["caused_wait_ns"] == max(r["caused_wait_ns"] for r in rows)
