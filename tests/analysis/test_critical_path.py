@@ -532,6 +532,7 @@ def test_allocation_and_queries_are_host_runtime_launches_are_launch_overhead() 
 # --- The path follows the work across threads; its time is what the breakdown says --------
 
 
+@pytest.mark.slow
 def test_path_follows_work_on_another_thread_in_a_real_cpu_run(tmp_path: Path) -> None:
     # A real torch.profiler run (all threads recorded): each step's thread only waits in
     # join() while a worker thread runs the forward and the backward. No name says so.

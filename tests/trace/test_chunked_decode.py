@@ -49,6 +49,7 @@ def _load_with_chunk_size(path: Path, size: int) -> TraceData:
     return build(rechunked, path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name[:40])
 def test_any_chunking_gives_the_same_tables(path: Path) -> None:
     one_pass = _load_with_chunk_size(path, 1_000_000_000)
