@@ -64,21 +64,28 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--store", metavar="DIR", default=None, help="keep the trace's cache entry in DIR"
     )
-    p.add_argument(
-        "--timeout",
-        type=options.non_negative(float),
-        metavar="SECONDS",
-        default=DEFAULT_TIMEOUT_S,
-        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT_S:g}; 0: no limit)",
-    )
-    p.add_argument(
-        "--max-rows",
-        type=options.non_negative(int),
-        metavar="N",
-        default=DEFAULT_MAX_ROWS,
-        help=f"refuse a result of more rows (default {DEFAULT_MAX_ROWS}; 0: no limit)",
-    )
+    _add_limit(p, "--timeout", float, "SECONDS", DEFAULT_TIMEOUT_S, "stop a query that runs longer")
+    _add_limit(p, "--max-rows", int, "N", DEFAULT_MAX_ROWS, "refuse a result of more rows")
     return p
+
+
+def _add_limit(
+    p: argparse.ArgumentParser,
+    flag: str,
+    kind: type[int] | type[float],
+    metavar: str,
+    default: float,
+    what: str,
+) -> None:
+    """A limit option of the query: a number of 0 or more, where 0 is no limit."""
+    shown = f"{default:g}" if kind is float else str(default)
+    p.add_argument(
+        flag,
+        type=options.non_negative(kind),
+        metavar=metavar,
+        default=default,
+        help=f"{what} (default {shown}; 0: no limit)",
+    )
 
 
 def analysis_tables(model: TraceData, names: set[str]) -> dict[str, pa.Table | pd.DataFrame]:

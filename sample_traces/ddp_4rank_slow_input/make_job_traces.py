@@ -1,9 +1,9 @@
-#!/usr/bin/env python
+# FROZEN SNAPSHOT of scripts/make_job_traces.py, as it was when it captured the traces beside
+# it. A report reads this file for the line each cause's time goes to, so its lines must not
+# move: do not edit or reformat it (not even this header's length); change scripts/ instead.
 """Capture a real multi-rank job: a small DDP run on CPU (gloo) under ``explorer.collect()``.
 
-    python scripts/make_job_traces.py OUT_DIR --slow-rank 2 --cause input
-    python scripts/make_job_traces.py OUT_DIR                      # balanced: no rank slowed
-    python scripts/make_job_traces.py --sample                     # re-capture sample_traces/
+    python scripts/make_job_traces.py --sample    # re-captures sample_traces/ (the current script)
 
 Four processes (``torch.multiprocessing``) join one ``torch.distributed`` process group over
 gloo on this machine and train the same small MLP with ``DistributedDataParallel``; every rank

@@ -26,6 +26,7 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> explorer.Trace:
+    pytest.importorskip("torch")  # the workload trains under torch; tests/analysis needs none
     out = tmp_path_factory.mktemp("causes")
     r = subprocess.run(
         [sys.executable, str(WORKLOAD), str(out)], capture_output=True, text=True, timeout=300

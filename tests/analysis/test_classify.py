@@ -120,6 +120,7 @@ def test_communication_is_a_communication_library_on_real_traces(path: Path) -> 
         assert not any(w in name for w in ("broadcast_to", "broadcast_tensors")), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACELENS, ids=lambda p: p.name[:40])
 def test_communication_agrees_with_tracelens(path: Path) -> None:
     """TraceLens's GPU timeline (../shared/traces/tracelens/*.gpu_timeline.csv) counts as

@@ -93,6 +93,7 @@ def test_cpu_rank_communication_is_mostly_exposed() -> None:
         assert row["overlap_ns"] < 0.05 * row["comm_ns"]
 
 
+@pytest.mark.slow
 def test_the_job_report_carries_it(tmp_path: Path) -> None:
     from explorer.job import job_document
 

@@ -48,6 +48,7 @@ def check_path(trace, cp: CriticalPath, all_steps: bool = False) -> None:
     assert (cp.top_ops["ns"].to_numpy() <= cp.length_ns).all()
 
 
+@pytest.mark.slow
 def test_invariants_hold_on_every_real_trace(shared_traces: Path) -> None:
     from tests.conftest import shared_trace_files
 
@@ -352,6 +353,7 @@ def _no_slice_holds_more_than_its_own_time(trace, name: str) -> None:
         assert not over, (name, step, all_steps, over)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name.split(".")[0])
 def test_no_slice_holds_more_path_time_than_its_self_time(path: Path) -> None:
     # The samples record Python stacks: frames that start inside one annotation and end
@@ -359,6 +361,7 @@ def test_no_slice_holds_more_path_time_than_its_self_time(path: Path) -> None:
     _no_slice_holds_more_than_its_own_time(explorer.load(path), path.name)
 
 
+@pytest.mark.slow
 def test_no_slice_holds_more_path_time_than_its_self_time_on_shared_traces(
     shared_traces: Path,
 ) -> None:
@@ -479,6 +482,7 @@ def test_runtime_calls_that_launch_nothing_are_host_runtime(shared_traces: Path)
     assert len(launching) and set(launching["category"]) == {"launch_overhead"}
 
 
+@pytest.mark.slow
 def test_report_steps_and_step_scope_the_path(shared_traces: Path, sample_traces: Path) -> None:
     import json
     import subprocess
@@ -533,6 +537,7 @@ def test_allocation_and_queries_are_host_runtime_launches_are_launch_overhead() 
 # --- The path follows the work across threads; its time is what the breakdown says --------
 
 
+@pytest.mark.slow
 def test_path_follows_work_on_another_thread_in_a_real_cpu_run(tmp_path: Path) -> None:
     # A real torch.profiler run (all threads recorded): each step's thread only waits in
     # join() while a worker thread runs the forward and the backward. No name says so.
@@ -658,6 +663,7 @@ def _waits_with_work_beside(trace, cp, nodes) -> list[tuple[int, int, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_path_never_idles_beside_work(shared_traces: Path) -> None:
     # Older traces name backward ops without the engine's prefix, or record the engine's
     # thread with nothing around it on the main thread; the rule is what is busy.

@@ -89,6 +89,7 @@ def test_fast_route_matches_dp_on_small_real_traces(shared_traces: Path, name: s
             _check_trace(trace, int(step))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name.split(".")[0])
 def test_fast_route_matches_dp_on_sample_traces(path: Path) -> None:
     trace = explorer.load(path)
@@ -115,6 +116,7 @@ def dags(draw):
     return times.astype(np.int64), u, v, cost
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(dags())
 def test_fast_route_matches_every_path_on_generated_dags(dag) -> None:
@@ -170,6 +172,7 @@ def _events(work, span):
     return events
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(sequential_work())
 def test_path_carries_all_work_done_one_track_at_a_time(case) -> None:

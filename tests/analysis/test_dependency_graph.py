@@ -285,6 +285,7 @@ def _one_thread(draw):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_one_thread())
 def test_innermost_open_matches_a_scan(slices) -> None:

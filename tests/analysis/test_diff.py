@@ -157,6 +157,7 @@ def _collect_run(out: Path, workers: int) -> Path:
     return Path(run.trace_path)
 
 
+@pytest.mark.slow
 def test_real_collector_pair_num_workers_0_vs_2(tmp_path: Path) -> None:
     a = explorer.load(_collect_run(tmp_path / "w0", 0))
     b = explorer.load(_collect_run(tmp_path / "w2", 2))

@@ -142,6 +142,7 @@ def test_a_real_capture_that_began_mid_iteration(shared_traces: Path) -> None:
     assert pre_doc == {"ops": len(pre), "end_ns": round(tail_us * 1000)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["timeline_analysis__sampled_rank-0.json.gz", "trace_filter__sampled_rank-1.json.gz"]
 )

@@ -12,7 +12,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import torch
 
 import explorer
 from explorer.analysis.operators import operator_stats, slice_sides
@@ -154,6 +153,7 @@ def test_profiler_steps_have_self_time_below_total() -> None:
 def test_op_nested_in_itself_counts_once(tmp_path: Path) -> None:
     """A real capture with ``aten::div`` called inside a ``record_function("aten::div")``
     range: two calls, the inner one entirely inside the outer one, on one thread."""
+    torch = pytest.importorskip("torch")  # tests/analysis collects and runs without torch
     x = torch.randn(64, 64)
     with explorer.collect(tmp_path, with_stack=False, sampler_interval_s=0.05) as c:
         for _ in range(2):
@@ -185,6 +185,7 @@ NESTED_SAME_NAME = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NESTED_SAME_NAME, ids=lambda p: p.name[:40])
 def test_calls_and_totals_agree_with_the_tensorboard_plugin(path: Path) -> None:
     """The TensorBoard plugin's operator table (torch_tb_profiler, run on the trace) is the

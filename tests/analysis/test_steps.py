@@ -119,6 +119,7 @@ def _cut(path, frac: float, out) -> None:  # noqa: ANN001
     out.write_bytes(data[: int(len(data) * frac)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("frac", "cut_steps"), [(0.5, {4, 5, 6}), (0.9, {6})])
 def test_steps_a_cut_damaged_are_partial_and_the_others_whole(
     shared_traces,

@@ -48,6 +48,7 @@ def assert_round_trip(trace: explorer.Trace, out: Path) -> explorer.Trace:
     return back
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TRACES, reason="../shared/traces is absent and sample_traces/ is empty")
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
 def test_every_real_trace_round_trips(path: Path, tmp_path: Path) -> None:

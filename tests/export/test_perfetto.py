@@ -66,6 +66,7 @@ def assert_faithful(trace: explorer.Trace, out: Path) -> None:
     assert summary.bytes == out.stat().st_size
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TRACES, reason="../shared/traces is absent and sample_traces/ is empty")
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
 def test_every_real_trace_exports_faithfully(path: Path, tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ def _inner_steps(t: explorer.Trace) -> list[int]:
     return numbers[1:-1] if len(numbers) >= 3 else numbers[1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_a_window_of_steps_has_the_whole_traces_breakdown_and_critical_path(path: Path) -> None:
     t = explorer.load(path)

@@ -83,6 +83,7 @@ class _Probe(io.FileIO):
         return super().write(data)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table_format", ["arrow", "parquet"])
 def test_the_write_keeps_no_mapped_args_resident(
     spilled: tuple[ArgsStore, list[bytes], Spill], table_format: str, tmp_path: Path

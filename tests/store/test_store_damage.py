@@ -129,6 +129,7 @@ def _damage(kind: str, entry: Path, rng: random.Random) -> None:
         (entry / HEADER).write_text(json.dumps({**doc, "version": store.STORE_VERSION + 1}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind", ["flip", "truncate", "delete", "empty dir", "old pickle entry", "version"]
 )

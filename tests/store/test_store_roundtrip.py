@@ -38,6 +38,7 @@ def assert_same_model(a: TraceData, b: TraceData) -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
 def test_every_real_trace_round_trips_exactly(path: Path, tmp_path: Path) -> None:
     model = load_trace(path, use_cache=False)

@@ -49,6 +49,7 @@ def _load_with_chunk_size(path: Path, size: int) -> TraceData:
     return build(rechunked, path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name[:40])
 def test_any_chunking_gives_the_same_tables(path: Path) -> None:
     one_pass = _load_with_chunk_size(path, 1_000_000_000)
@@ -115,6 +116,7 @@ def _chunked(
     return build_tables(read.events, read.metadata, read.warnings, path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name[:40])
 def test_byte_range_chunks_give_the_careful_readers_tables(
     path: Path, monkeypatch: pytest.MonkeyPatch
@@ -181,6 +183,7 @@ def _outcome(load: Any, path: Path) -> tuple[str, Any]:
         return "error", str(exc)
 
 
+@pytest.mark.slow
 def test_every_shape_of_file_loads_as_the_careful_reader_loads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,6 +210,7 @@ def test_every_shape_of_file_loads_as_the_careful_reader_loads_it(
     assert outcomes["not_utf8.json"] == "error"
 
 
+@pytest.mark.slow
 def test_quick_split_takes_well_formed_files_and_refuses_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ def _load(path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, cache: Path | 
     return explorer.load(path).data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_spilled_load_gives_the_in_memory_tables(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

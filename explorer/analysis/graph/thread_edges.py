@@ -181,20 +181,22 @@ def handoffs(
         q_out = work[w_lo + last[ok]]
         into, back = sa >= 0, sb >= 0
         sa, q_in, sb, q_out = sa[into], q_in[into], sb[back], q_out[back]
-        edges.add(
-            "handoff",
-            points.slice[sa],
-            points.slice[q_in],
-            np.where(points.is_end[sa], END, START),
-            np.where(points.is_end[q_in], END, START),
-        )
-        edges.add(
-            "handback",
-            points.slice[q_out],
-            points.slice[sb],
-            np.where(points.is_end[q_out], END, START),
-            np.where(points.is_end[sb], END, START),
-        )
+        _add_point_edges(edges, "handoff", points, sa, q_in)
+        _add_point_edges(edges, "handback", points, q_out, sb)
+
+
+def _add_point_edges(
+    edges: EdgeList, kind: str, points: ThreadPoints, src: np.ndarray, dst: np.ndarray
+) -> None:
+    """Edges of ``kind`` from the points ``src`` to the points ``dst`` (indices into
+    ``points``), each leaving or entering its slice at the start or end that point is."""
+    edges.add(
+        kind,
+        points.slice[src],
+        points.slice[dst],
+        np.where(points.is_end[src], END, START),
+        np.where(points.is_end[dst], END, START),
+    )
 
 
 def track_devices(tracks: pd.DataFrame) -> np.ndarray:

@@ -14,8 +14,8 @@ import pytest
 
 from explorer.cli.progress import progress_line
 from explorer.scenarios.large import write_large
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 #: The real traces here load in well under a second (the largest, 0.75 MB gzip, in about
 #: 0.35 s), so the over-a-second load is the large-trace writer's repeated real scenario step:
 #: 1.5M events load in ~2.8 s on a quiet 2-core machine (500k, what this took before, came

@@ -45,6 +45,7 @@ def test_every_verb_has_a_summary_and_a_description() -> None:
         assert parser.description, verb
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["report", "diff"])
 def test_report_formats_are_the_renderers(verb: str, tmp_path, capsys) -> None:
     parser = _verb_parsers()[verb]
