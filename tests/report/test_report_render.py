@@ -40,8 +40,9 @@ def test_json_follows_the_schema_and_matches_the_analyses(traces: dict) -> None:
             rows = bd[(bd["step"] == s["step"]) & (bd["device"] == dev)]
             assert dict(zip(rows["category"].astype(str), rows["ns"].tolist(), strict=True)) == cats
     (f,) = doc["findings"]
-    want = t.findings()[0].to_dict()
+    want = t.findings(predict=True)[0].to_dict()  # the report's: with what the fix saves
     assert f == json.loads(json.dumps(want))
+    assert t.findings()[0].predicted_saving_ns is None  # predicting leaves the kept ones be
     keys = {"kind", "title", "time_lost_ns", "share", "steps", "ranges", "evidence", "source_lines",
             "explanation", "recommendation"}  # fmt: skip
     assert keys <= set(f)
