@@ -12,6 +12,7 @@ from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QToolTip, QWidget
 
 from explorer.analysis.slice_steps import step_rows
+from explorer.trace_api import model_of
 from explorer.ui.timeline import paint
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, PIN_W, STEP_H
 from explorer.ui.timeline.layout import COMPACT_LANES
@@ -41,7 +42,7 @@ class TimelineInputHandler:
     @property
     def trace(self) -> TraceData:
         assert self.view.trace is not None, "no trace shown"
-        return self.view.trace
+        return model_of(self.view.trace)
 
     @property
     def lanes(self) -> LaneIndex:

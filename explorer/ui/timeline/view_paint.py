@@ -10,6 +10,7 @@ import numpy as np
 from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
 
+from explorer.trace_api import model_of
 from explorer.ui.timeline import paint
 from explorer.ui.timeline.geometry import (
     AXIS_H,
@@ -49,7 +50,7 @@ class TimelinePainter:
     @property
     def trace(self) -> TraceData:
         assert self.view.trace is not None, "no trace shown"
-        return self.view.trace
+        return model_of(self.view.trace)
 
     @property
     def lanes(self) -> LaneIndex:
