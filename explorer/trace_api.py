@@ -195,6 +195,13 @@ class Trace:
         )
 
 
+def model_of(trace: Trace | TraceData) -> TraceData:
+    """The model under ``trace``, given a :class:`Trace` or the model itself: the viewer's
+    widgets are shown either (the window's ``Trace``, a job rank's model) and keep what they
+    were given, and hand the analyses the model."""
+    return trace.data if isinstance(trace, Trace) else trace
+
+
 class Findings(list["Finding"]):
     """``trace.findings()``: the ranked :class:`~explorer.analysis.finding.Finding` list,
     which a notebook shows with each finding's time lost, steps, lines and fix (``none``:

@@ -14,7 +14,8 @@ import pandas as pd
 
 from explorer.palette import CATEGORY_LABELS
 from explorer.plot import MISSING, matplotlib_available
-from explorer.units import fmt_bytes, fmt_ns
+from explorer.report.sections import SOURCE_COLUMNS, source, source_cells
+from explorer.units import fmt_ns
 
 #: Scoped to the fragment's own class: a notebook page holds many outputs.
 STYLE = """<style>
@@ -41,11 +42,6 @@ def _chart(draw: Callable[[], Any], what: str) -> str:
     from explorer.plot.figure import figure_html
 
     return f"<div class='chart' data-chart='{escape(what)}'>{figure_html(draw())}</div>"
-
-
-def _where(line: dict[str, Any]) -> str:
-    fn = f" ({line['function']})" if line.get("function") else ""
-    return f"{line['file']}:{line['line']}{fn}"
 
 
 def _table(header: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -88,7 +84,7 @@ def _findings_part(findings: list[dict[str, Any]], total: int | None, none: str)
             else "no time"
         )
         lines = "".join(
-            f"<li><code>{escape(_where(ln))}</code></li>"
+            f"<li><code>{escape(source(ln))}</code></li>"
             for ln in f["source_lines"][:LINES_PER_FINDING]
         )
         parts.append(
@@ -159,24 +155,8 @@ def report_html(doc: dict[str, Any]) -> str:
     parts.append(_findings_part(doc["findings"], doc["findings_total"], doc["no_finding"]))
     if doc["by_source"]:
         parts.append("<h4>Top source lines</h4>")
-        parts.append(
-            _table(
-                ["line", "host", "device", "stall", "copied", "syncs", "fallbacks"],
-                [
-                    [
-                        _where(r),
-                        fmt_ns(r["host_ns"]),
-                        fmt_ns(r["device_ns"]),
-                        fmt_ns(r["stall_ns"]),
-                        fmt_bytes(r["copy_bytes"]),
-                        str(r["sync_count"]),
-                        str(r["fallback_count"]),
-                    ]
-                    for r in doc["by_source"]
-                ],  # fmt: skip
-                set(range(1, 7)),
-            )
-        )
+        rows = [source_cells(r) for r in doc["by_source"]]
+        parts.append(_table(SOURCE_COLUMNS, rows, set(range(1, len(SOURCE_COLUMNS)))))
     return _fragment("report", parts)
 
 
@@ -242,7 +222,7 @@ def diff_html(d: Any) -> str:
                 ["line", "status", "a", "b", "change"],
                 [
                     [
-                        _where({"file": r.file, "line": r.line, "function": r.function}),
+                        source({"file": r.file, "line": r.line, "function": r.function}),
                         str(r.status),
                         fmt_ns(r.a_ns_per_step),
                         fmt_ns(r.b_ns_per_step),
@@ -287,7 +267,7 @@ def job_html(doc: dict[str, Any]) -> str:
                     [
                         str(c.get("title") or c["what"]),
                         fmt_ns(c["excess_ns_per_step"]),
-                        _where(c) if c.get("file") else "-",
+                        source(c) if c.get("file") else "-",
                     ]
                     for c in s["causes"]
                 ],  # fmt: skip

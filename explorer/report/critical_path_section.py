@@ -7,24 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from explorer.palette import CRITICAL_PATH_COLORS
+from explorer.palette import CRITICAL_PATH_COLORS, CRITICAL_PATH_LABELS
 from explorer.report.document import Bar, Chart, Section, Segment, Table
 from explorer.report.sections import pct
 from explorer.units import fmt_ns, plural, shorten
 
-#: What a person reads for each path category.
-LABELS: dict[str, str] = {
-    "host_compute": "host compute",
-    "compile": "compile",
-    "input": "input (loader)",
-    "host_runtime": "host runtime",
-    "launch_overhead": "launch overhead",
-    "device_compute": "device compute",
-    "data_movement": "data movement",
-    "communication": "communication",
-    "sync_wait": "sync wait",
-    "idle_gap": "idle gaps",
-}
+LABELS: dict[str, str] = CRITICAL_PATH_LABELS  # what a person reads for each category
 COLOURS: dict[str, str] = CRITICAL_PATH_COLORS  # the one palette (explorer/palette.py)
 #: Rows of the ops, lines and segment tables each format shows.
 TOP = 10

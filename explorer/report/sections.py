@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from explorer.palette import CATEGORY_COLORS
+from explorer.palette import CATEGORY_COLORS, CATEGORY_LABELS
 from explorer.report.document import (
     Bar,
     Chart,
@@ -26,16 +26,7 @@ from explorer.report.document import (
 )
 from explorer.units import fmt_bytes, fmt_ns
 
-#: What people read for each breakdown category.
-LABELS = {
-    "compute": "compute",
-    "data_movement": "data movement",
-    "communication": "communication",
-    "host_bound": "host-bound idle",
-    "sync_stall": "sync stall",
-    "compile": "compile",
-    "other_idle": "other idle",
-}
+LABELS: dict[str, str] = CATEGORY_LABELS  # what people read for each breakdown category
 #: Rows of the per-step table (the JSON report keeps every step).
 MAX_STEP_ROWS = 50
 
@@ -63,6 +54,24 @@ def step_range(steps: list[int]) -> str:
 def source(line: dict[str, Any]) -> str:
     fn = f" ({line['function']})" if line.get("function") else ""
     return f"{line['file']}:{line['line']}{fn}"
+
+
+#: The columns of a top-source-lines table (the report's, a notebook's): the line, then
+#: the numbers :func:`source_cells` gives.
+SOURCE_COLUMNS = ["line", "host", "device", "stall", "copied", "syncs", "fallbacks"]
+
+
+def source_cells(line: dict[str, Any]) -> list[str]:
+    """One row of a top-source-lines table: where the line is, its times, bytes, counts."""
+    return [
+        source(line),
+        fmt_ns(line["host_ns"]),
+        fmt_ns(line["device_ns"]),
+        fmt_ns(line["stall_ns"]),
+        fmt_bytes(line["copy_bytes"]),
+        str(line["sync_count"]),
+        str(line["fallback_count"]),
+    ]
 
 
 def head(doc: dict[str, Any]) -> list[Line]:
@@ -312,20 +321,9 @@ def _findings(doc: dict[str, Any], anchors: dict[str, str]) -> Section:
 
 def _by_source(rows: list[dict[str, Any]], anchors: dict[str, str]) -> Section:
     table = Table(
-        ["line", "host", "device", "stall", "copied", "syncs", "fallbacks"],
-        [
-            [
-                source(r),
-                fmt_ns(r["host_ns"]),
-                fmt_ns(r["device_ns"]),
-                fmt_ns(r["stall_ns"]),
-                fmt_bytes(r["copy_bytes"]),
-                str(r["sync_count"]),
-                str(r["fallback_count"]),
-            ]
-            for r in rows
-        ],  # fmt: skip
-        frozenset(range(1, 7)),
+        SOURCE_COLUMNS,
+        [source_cells(r) for r in rows],
+        frozenset(range(1, len(SOURCE_COLUMNS))),
         code=frozenset({0}),
         anchors=[anchors[source(r)] for r in rows],
     )

@@ -19,7 +19,7 @@ from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.analysis.dependency_graph import DependencyGraph
 from explorer.trace.model import TraceData
-from explorer.ui.qt_types import present
+from explorer.trace_api import Trace, model_of
 from explorer.units import fmt_ns
 
 MAX_RELATED = 40
@@ -83,7 +83,7 @@ class DetailsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.trace: TraceData | None = None
+        self.trace: Trace | TraceData | None = None  # as given: the window's Trace, or a model
         self.graph: DependencyGraph | None = None
         self.slice_id = -1
         self.related: list[tuple[int, int, str]] = []
@@ -110,7 +110,13 @@ class DetailsPanel(QWidget):
         layout.addWidget(self.browser, 1)
         self._empty()
 
-    def set_trace(self, trace: TraceData | None) -> None:
+    @property
+    def model(self) -> TraceData:
+        """The shown trace's model (a slice is only shown with a trace)."""
+        assert self.trace is not None, "no trace shown"
+        return model_of(self.trace)
+
+    def set_trace(self, trace: Trace | TraceData | None) -> None:
         self.trace = trace
         self.graph = None
         self.sources = None
@@ -161,7 +167,7 @@ class DetailsPanel(QWidget):
         if self.trace is None or slice_id < 0 or slice_id >= len(self.trace):
             self._empty()
             return
-        self.related = related_events(self.trace, slice_id, self.graph)
+        self.related = related_events(model_of(self.trace), slice_id, self.graph)
         self._set_title(str(self.trace.slices["name"].iat[slice_id]))
         self.browser.setHtml(self._html(slice_id))
 
@@ -183,7 +189,7 @@ class DetailsPanel(QWidget):
     def _fields(self, i: int) -> list[tuple[str, str]]:
         """The slice's own columns as (label, HTML) rows: kind, times, track, depth, and
         the ids, bytes and memory kinds it has."""
-        t = present(self.trace, "the trace")
+        t = self.model
         s = t.slices
         esc = html.escape
         ts, dur = int(s["ts"].iat[i]), int(s["dur"].iat[i])
@@ -232,7 +238,7 @@ class DetailsPanel(QWidget):
     def _relations_html(self, i: int) -> list[str]:
         """Links to the parent and to the related events (launches, flows, edges)."""
         out = []
-        parent = int(present(self.trace, "the trace").slices["parent"].iat[i])
+        parent = int(self.model.slices["parent"].iat[i])
         if parent >= 0:
             out.append(f"<p><b>Parent</b>: {self._link_to(parent)}</p>")
         if self.related:
@@ -246,7 +252,7 @@ class DetailsPanel(QWidget):
 
     def _args_html(self, i: int) -> list[str]:
         """The slice's args, the usual ones first."""
-        args = present(self.trace, "the trace").args(i)
+        args = self.model.args(i)
         if not args:
             return []
         esc = html.escape
@@ -261,7 +267,7 @@ class DetailsPanel(QWidget):
         return out
 
     def _link_to(self, j: int) -> str:
-        s = present(self.trace, "the trace").slices
+        s = self.model.slices
         full = str(s["name"].iat[j])
         name = html.escape(full if len(full) <= LINK_CHARS else full[: LINK_CHARS - 1] + "…")
         return (

@@ -27,6 +27,7 @@ from PyQt6.QtWidgets import (
 )
 
 from explorer.ui.job_model import Heatmap
+from explorer.ui.qt_types import present
 from explorer.units import fmt_ns
 
 #: The colour scale's ends: zero and the longest time in the matrix.
@@ -137,10 +138,11 @@ class HeatmapView(QTableView):
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.horizontalHeader().setMinimumSectionSize(60)
-        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.selectionModel().selectionChanged.connect(self._selection_changed)
+        columns = present(self.horizontalHeader())
+        columns.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        columns.setMinimumSectionSize(60)
+        present(self.verticalHeader()).setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        present(self.selectionModel()).selectionChanged.connect(self._selection_changed)
         self.activated.connect(lambda index: self.rank_activated.emit(self.rank_of(index.row())))
 
     def rank_of(self, row: int) -> int:
@@ -150,7 +152,7 @@ class HeatmapView(QTableView):
         return self.heat.map.ranks.index(rank)
 
     def selected_ranks(self) -> list[int]:
-        rows = sorted({i.row() for i in self.selectionModel().selectedRows()})
+        rows = sorted({i.row() for i in present(self.selectionModel()).selectedRows()})
         return [self.rank_of(r) for r in rows]
 
     def _selection_changed(self, *_: Any) -> None:

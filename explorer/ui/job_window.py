@@ -13,6 +13,7 @@ Double-click (or Enter): the rank's trace in the full single-trace window.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from explorer.ui.job_model import (
 )
 from explorer.ui.job_stack import StackedTimelines
 from explorer.ui.main_window import MainWindow
+from explorer.ui.qt_types import only_while, present
 from explorer.ui.status_bar import add_progress
 from explorer.units import fmt_ns
 
@@ -186,16 +188,18 @@ class JobWindow(QMainWindow):
         def current() -> bool:
             return analysis is self.analysis
 
-        analysis.progress.connect(lambda done, total: current() and self._progress(done, total))
-        analysis.analysed.connect(lambda doc, per: current() and self._analysed(doc, per))
-        analysis.failed.connect(lambda message: current() and self._failed(message))
-        analysis.cancelled.connect(lambda: current() and self._end_progress("Analysis cancelled"))
+        analysis.progress.connect(only_while(current, self._progress))
+        analysis.analysed.connect(only_while(current, self._analysed))
+        analysis.failed.connect(only_while(current, self._failed))
+        analysis.cancelled.connect(
+            only_while(current, partial(self._end_progress, "Analysis cancelled"))
+        )
         self.setWindowTitle(f"{Path(run).name or run} — job — Explorer")
         self.progress.setRange(0, 0)  # busy until the first rank is in
         self.progress.show()
         self.cancel_button.setEnabled(True)
         self.cancel_button.show()
-        self.statusBar().showMessage(f"Analysing the ranks of {run}…")
+        present(self.statusBar()).showMessage(f"Analysing the ranks of {run}…")
         analysis.start()
 
     def cancel(self) -> None:
@@ -204,17 +208,17 @@ class JobWindow(QMainWindow):
         if self.analysis is not None and self.analysis.isRunning():
             self.analysis.cancel()
             self.cancel_button.setEnabled(False)
-            self.statusBar().showMessage("Cancelling: stopping the workers…")
+            present(self.statusBar()).showMessage("Cancelling: stopping the workers…")
 
     def _progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
-        self.statusBar().showMessage(f"{done} of {total} ranks analysed")
+        present(self.statusBar()).showMessage(f"{done} of {total} ranks analysed")
 
     def _end_progress(self, message: str) -> None:
         self.progress.hide()
         self.cancel_button.hide()
-        self.statusBar().showMessage(message, 10000)
+        present(self.statusBar()).showMessage(message, 10000)
         if self.doc is None:
             self.headline.setText(message)
 
@@ -255,9 +259,10 @@ class JobWindow(QMainWindow):
         """Give the heatmap the height its rows need (a few ranks leave the timelines more
         room), at most 45% of the window."""
         rows = self.heatmap.heat.rowCount()
-        table = self.heatmap.horizontalHeader().height() + 4
+        table = present(self.heatmap.horizontalHeader()).height() + 4
         table += sum(self.heatmap.rowHeight(r) for r in range(min(rows, 64)))
-        above = self.splitter.widget(0).sizeHint().height() - self.heatmap.sizeHint().height()
+        top_pane = present(self.splitter.widget(0))
+        above = top_pane.sizeHint().height() - self.heatmap.sizeHint().height()
         top = min(above + table + 8, int(0.45 * self.height()))
         self.splitter.setSizes([top, max(self.height() - top, 200)])
 
@@ -281,11 +286,13 @@ class JobWindow(QMainWindow):
         ranks = ranks[:MAX_STACKED]
         loader = RankTraces(self.doc["store"], list(ranks), self)
         self.rank_loader = loader
-        loader.loaded.connect(lambda traces: loader is self.rank_loader and self._stack(traces))
-        loader.failed.connect(
-            lambda message: loader is self.rank_loader and self.show_error(message)
-        )
-        self.statusBar().showMessage(
+
+        def current() -> bool:
+            return loader is self.rank_loader
+
+        loader.loaded.connect(only_while(current, self._stack))
+        loader.failed.connect(only_while(current, self.show_error))
+        present(self.statusBar()).showMessage(
             f"Reading rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}…"
         )
         self.tabs.setCurrentIndex(0)
@@ -308,7 +315,7 @@ class JobWindow(QMainWindow):
                 f"{self.stack_hint.text()} ({selected} ranks selected: the first "
                 f"{len(traces)} are shown.)"
             )
-        self.statusBar().clearMessage()
+        present(self.statusBar()).clearMessage()
 
     def open_rank_window(self, rank: int) -> MainWindow:
         """The rank's trace in the full single-trace window (loaded in the background)."""

@@ -9,6 +9,7 @@ Docks can be moved and tabbed; their layout and the window geometry are saved in
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from explorer.ui.panels.dependency_graph import DependencyGraphPanel
 from explorer.ui.panels.memory import MemoryPanel
 from explorer.ui.panels.operators import OperatorsPanel
 from explorer.ui.panels.source import SourcePanel
+from explorer.ui.qt_types import only_while, present
 from explorer.ui.search import SearchBar
 from explorer.ui.status_bar import add_progress
 from explorer.ui.timeline.view import TimelineView
@@ -174,20 +176,21 @@ class MainWindow(QMainWindow):
         self.window_note.setObjectName("window_note")
         self.window_note.setStyleSheet("color:#8a5300")
         self.window_note.hide()
-        self.statusBar().addPermanentWidget(self.window_note)
+        present(self.statusBar()).addPermanentWidget(self.window_note)
         # What the open trace is, once loaded: events, steps, findings. Permanent (on the
         # left), so the transient messages beside it never leave the bar empty.
         self.summary = QLabel(self)
         self.summary.setObjectName("trace_summary")
-        self.statusBar().insertWidget(0, self.summary)
+        present(self.statusBar()).insertWidget(0, self.summary)
 
     def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
+        bar = present(self.menuBar())
+        file_menu = present(bar.addMenu("&File"))
         open_action = QAction("&Open…", self)
         open_action.setShortcut(QKeySequence.StandardKey.Open)
         open_action.triggered.connect(self.open_dialog)
         file_menu.addAction(open_action)
-        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu = present(file_menu.addMenu("Open &Recent"))
         file_menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -195,7 +198,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(quit_action)
         self._fill_recent_menu()
 
-        view_menu = self.menuBar().addMenu("&View")
+        view_menu = present(bar.addMenu("&View"))
         for label, keys, slot in (
             ("Fit trace", "0", self.timeline.fit_all),
             ("Fit selection", "F", self.timeline.fit_selection),
@@ -211,10 +214,10 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
-        help_menu = self.menuBar().addMenu("&Help")
-        keys = QAction("Keys", self)
-        keys.triggered.connect(self._show_keys)
-        help_menu.addAction(keys)
+        help_menu = present(bar.addMenu("&Help"))
+        keys_action = QAction("Keys", self)
+        keys_action.triggered.connect(self._show_keys)
+        help_menu.addAction(keys_action)
 
     def _wire(self) -> None:
         t = self.timeline
@@ -233,7 +236,8 @@ class MainWindow(QMainWindow):
         self.findings.evidence_step.connect(self.step_to_slice)
         self.search.results_changed.connect(t.highlight)
         self.search.current_changed.connect(self.reveal)
-        for panel in [self.findings, *self.panels.values()]:
+        showing: list[FindingsPanel | TracePanel] = [self.findings, *self.panels.values()]
+        for panel in showing:
             panel.slices_selected.connect(self.show_slices)
             panel.range_requested.connect(t.set_visible_range)
         operators = self.panels["operators"]
@@ -260,14 +264,16 @@ class MainWindow(QMainWindow):
         def current() -> bool:  # a load the user replaced by opening another file is ignored
             return loader is self.loader
 
-        loader.progress.connect(lambda pct, msg: current() and self._progress(pct, msg))
-        loader.loaded.connect(lambda trace, p=str(path): current() and self._loaded(p, trace))
-        loader.failed.connect(lambda message: current() and self.show_error(message))
-        loader.cancelled.connect(lambda: current() and self._end_progress("Loading cancelled"))
+        loader.progress.connect(only_while(current, self._progress))
+        loader.loaded.connect(only_while(current, partial(self._loaded, str(path))))
+        loader.failed.connect(only_while(current, self.show_error))
+        loader.cancelled.connect(
+            only_while(current, partial(self._end_progress, "Loading cancelled"))
+        )
         self.progress.setValue(0)
         self.progress.show()
         self.cancel_button.show()
-        self.statusBar().showMessage(f"Loading {path}…")
+        present(self.statusBar()).showMessage(f"Loading {path}…")
         self.loader.start()
 
     def cancel_load(self) -> None:
@@ -277,12 +283,12 @@ class MainWindow(QMainWindow):
     def _progress(self, percent: int, message: str) -> None:
         self.progress.setValue(percent)
         if message:
-            self.statusBar().showMessage(message)
+            present(self.statusBar()).showMessage(message)
 
     def _end_progress(self, message: str = "") -> None:
         self.progress.hide()
         self.cancel_button.hide()
-        self.statusBar().showMessage(message, 5000)
+        present(self.statusBar()).showMessage(message, 5000)
 
     def _loaded(self, path: str, trace: Trace) -> None:
         self._end_progress(f"Loaded {len(trace):,} events")
@@ -336,7 +342,9 @@ class MainWindow(QMainWindow):
                 panel.set_trace(trace)
         warnings = trace.metadata.get("warnings") or []
         if warnings:
-            self.statusBar().showMessage(f"{len(warnings)} reader warning(s): {warnings[0]}", 15000)
+            present(self.statusBar()).showMessage(
+                f"{len(warnings)} reader warning(s): {warnings[0]}", 15000
+            )
         self._update_summary()
         self.analysis = AnalysisRunner(trace, self)
         self.analysis.starting.connect(self.analysis_starting)
@@ -357,7 +365,7 @@ class MainWindow(QMainWindow):
         self.progress.show()
         if "findings" not in self.results:
             self.findings.show_progress(text)
-        self.statusBar().showMessage(text)
+        present(self.statusBar()).showMessage(text)
 
     def analyses_done(self) -> None:
         if self.sender() is not None and self.sender() is not self.analysis:
@@ -365,7 +373,7 @@ class MainWindow(QMainWindow):
         self.progress.hide()
         self.progress.setRange(0, 100)
         self.progress.setFormat("%p%")
-        self.statusBar().clearMessage()
+        present(self.statusBar()).clearMessage()
         self._update_summary()
 
     def _update_summary(self) -> None:
@@ -440,7 +448,7 @@ class MainWindow(QMainWindow):
         if name == "findings":
             self.findings.show_error(message)
         self.analysis_errors.append(f"{name.replace('_', ' ')} failed: {message}")
-        self.statusBar().showMessage(self.analysis_errors[-1], 10000)
+        present(self.statusBar()).showMessage(self.analysis_errors[-1], 10000)
         text = "\n".join(self.analysis_errors)
         if self.error_box is not None and self.error_box.isVisible():
             self.error_box.setText(text)
@@ -571,15 +579,17 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         for path in self.recent_files():
             action = self.recent_menu.addAction(path)
-            action.triggered.connect(lambda _=False, p=path: self.open_path(p))
+            present(action).triggered.connect(lambda _=False, p=path: self.open_path(p))
         self.recent_menu.setEnabled(bool(self.recent_files()))
 
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt name)
-        if event.mimeData().hasUrls():
+    def dragEnterEvent(self, event: QDragEnterEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is not None and present(event.mimeData()).hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt name)
-        urls = [u for u in event.mimeData().urls() if u.isLocalFile()]
+    def dropEvent(self, event: QDropEvent | None) -> None:  # noqa: N802 (Qt name)
+        if event is None:
+            return
+        urls = [u for u in present(event.mimeData()).urls() if u.isLocalFile()]
         if urls:
             self.open_path(urls[0].toLocalFile())
             event.acceptProposedAction()
@@ -625,5 +635,5 @@ class MainWindow(QMainWindow):
                 worker.wait(5000)
         # The panels' jobs run in the global pool; one still running when Python exits
         # crashes the interpreter, so let them finish (their results are dropped).
-        QThreadPool.globalInstance().waitForDone(10000)
+        present(QThreadPool.globalInstance()).waitForDone(10000)
         super().closeEvent(event)

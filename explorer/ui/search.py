@@ -17,6 +17,7 @@ from PyQt6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QToolButt
 from explorer.errors import UsageError
 from explorer.trace.columns import category_matches
 from explorer.trace.model import TraceData
+from explorer.trace_api import Trace, model_of
 
 
 def search_slices(trace: TraceData, pattern: str, regex: bool = False) -> np.ndarray:
@@ -48,7 +49,7 @@ class SearchBar(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.trace: TraceData | None = None
+        self.trace: Trace | TraceData | None = None  # as given: the window's Trace, or a model
         self.results = np.zeros(0, np.int64)
         self.index = -1
         self.field = QLineEdit(self)
@@ -76,7 +77,7 @@ class SearchBar(QWidget):
         row.addWidget(self.prev_button)
         row.addWidget(self.next_button)
 
-    def set_trace(self, trace: TraceData | None) -> None:
+    def set_trace(self, trace: Trace | TraceData | None) -> None:
         self.trace = trace
         self.run()
 
@@ -95,7 +96,7 @@ class SearchBar(QWidget):
             self.count.setText("")
         else:
             try:
-                self.results = search_slices(self.trace, text, self.regex.isChecked())
+                self.results = search_slices(model_of(self.trace), text, self.regex.isChecked())
                 self.count.setText(f"{len(self.results):,} matches")
                 self.count.setStyleSheet("")
             except UsageError:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from PyQt6 import sip
 from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal, pyqtSlot
-from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+from PyQt6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QWidget
 
 from explorer.analysis.memory_need import check_analyses_fit
 from explorer.errors import ExplorerError
@@ -77,6 +77,8 @@ class TracePanel(QWidget):
     #: Whether the panel's aggregations can read a window of steps (:attr:`subject`) when a
     #: memory limit keeps the analyses to one; a panel that cannot refuses there.
     READS_WINDOW: ClassVar[bool] = False
+    #: The panel's status line, made by the panel (:meth:`show_status` writes there).
+    status: QLabel
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,8 +108,16 @@ class TracePanel(QWidget):
         self.show_status(message)
 
     def show_status(self, text: str) -> None:
-        """Say ``text`` on the panel's status line."""
-        raise NotImplementedError
+        """Say ``text`` on the panel's status line (:attr:`status`; a panel whose line is
+        another widget says it there)."""
+        self.status.setText(text)
+
+    def trace_with(self, slice_id: int) -> Trace | None:
+        """The shown trace, if ``slice_id`` is one of its slices; None if no trace is shown
+        or the id is not one of its slices."""
+        if self.trace is None or not 0 <= slice_id < len(self.trace.slices):
+            return None
+        return self.trace
 
     @property
     def subject(self) -> Trace | None:

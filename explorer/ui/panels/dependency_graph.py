@@ -180,13 +180,10 @@ class DependencyGraphPanel(TracePanel):
         subject = present(self.subject, "the trace")  # whole, or the steps that fit
         self.run_in_background(lambda: trace_steps(subject), self._steps_ready, self._failed)
 
-    def show_status(self, text: str) -> None:
-        self.status.setText(text)
-
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Centre the graph on the selected slice (in "around selection" mode)."""
-        if self.trace is None or not 0 <= slice_id < len(self.trace.slices):
+        if self.trace_with(slice_id) is None:
             return
         row = self.subject_row(slice_id)
         if row < 0:  # outside the steps that fit in memory

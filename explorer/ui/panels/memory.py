@@ -137,9 +137,6 @@ class MemoryPanel(TracePanel):
         self.status.setText("Reading memory events…")
         self.run_in_background(lambda: memory_data(trace.data), self._data_ready, self._failed)
 
-    def show_status(self, text: str) -> None:
-        self.status.setText(text)
-
     @pyqtSlot(int, int)
     def on_range(self, start_ns: int, end_ns: int) -> None:
         """Follow the timeline's zoom: show the same time range."""

@@ -134,15 +134,13 @@ class OperatorsPanel(TracePanel):
         self._fill_scopes()
         self.scope.setCurrentIndex(self.scope.count() - 1)  # the range item; triggers compute
 
-    def show_status(self, text: str) -> None:
-        self.status.setText(text)
-
     @pyqtSlot(int)
     def on_selection(self, slice_id: int) -> None:
         """Select the row of the selected slice's name (without echoing a selection back)."""
-        if self.trace is None or not 0 <= slice_id < len(self.trace.slices):
+        trace = self.trace_with(slice_id)
+        if trace is None:
             return
-        name = str(self.trace.slices["name"].iat[int(slice_id)])
+        name = str(trace.slices["name"].iat[int(slice_id)])
         self.select_name(name)
 
     def select_name(self, name: str) -> bool:

@@ -27,6 +27,7 @@ from PyQt6.QtGui import QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPaintEvent
 from PyQt6.QtWidgets import QScrollBar, QWidget
 
 from explorer.trace.model import KINDS, TraceData
+from explorer.trace_api import Trace, model_of
 from explorer.ui.timeline.colors import category_codes, color_ids, palette
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, MIN_SPAN_NS, SCROLL_W, STEP_H
 from explorer.ui.timeline.lane_builder import LaneBuilder, lod_directory, wait_for_builders
@@ -62,7 +63,7 @@ class TimelineView(QWidget):
         self.setMouseTracking(True)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setMinimumSize(400, 200)
-        self.trace: TraceData | None = None
+        self.trace: Trace | TraceData | None = None  # as given: the window's Trace, or a model
         self.lanes: LaneIndex | None = None
         #: ``"indexing"`` (rows only), ``"coarse"`` (busy per track) or ``"full"``.
         self.lanes_state = "full"
@@ -148,13 +149,14 @@ class TimelineView(QWidget):
         return self.input.legend_text()
 
     # -- data ----------------------------------------------------------------------------
-    def set_trace(self, trace: TraceData) -> None:
+    def set_trace(self, trace: Trace | TraceData) -> None:
         """Show the whole trace. A trace of ``background_from`` slices or more is indexed
         off the GUI thread; this returns at once and the frames refine as the index comes."""
         self._stop_builder()
         self.trace = trace
+        model = model_of(trace)
         self.index_error = ""
-        s = trace.slices
+        s = model.slices
         self._name_codes, self._names = category_codes(s["name"])
         kind_codes, kinds = category_codes(s["kind"])
         used = np.zeros(len(kinds) + 1, bool)
@@ -169,13 +171,13 @@ class TimelineView(QWidget):
         self.related = []
         self.range = None
         self.scroll_y = 0
-        self.extent = self._extent_of(trace)
+        self.extent = self._extent_of(model)
         if len(s) < self.background_from:
             self._set_lanes(build_lanes(s, color_ids(s["kind"], s["name"])), "full")
         else:
-            tracks = trace.tracks["id"].to_numpy()
+            tracks = model.tracks["id"].to_numpy()
             self._set_lanes(LaneIndex.tracks_only(s["track"].to_numpy(), tracks), "indexing")
-            self._start_builder(trace)
+            self._start_builder(model)
         self.fit_all()
 
     def _set_lanes(self, lanes: LaneIndex, state: str) -> None:
@@ -184,7 +186,7 @@ class TimelineView(QWidget):
         self.lanes = lanes
         self.lanes_state = state
         assert self.trace is not None  # lanes are built for the trace shown
-        self.layout_ = TrackLayout(self.trace, lanes, frozenset(self.expanded_groups))
+        self.layout_ = TrackLayout(model_of(self.trace), lanes, frozenset(self.expanded_groups))
         if old is not None:
             self.layout_.collapsed = set(old.collapsed)
             self.layout_.pinned = list(old.pinned)

@@ -4,8 +4,6 @@ collapse and pin."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from PyQt6.QtCore import QPointF, Qt
 from PyQt6.QtGui import QKeyEvent, QMouseEvent, QWheelEvent
@@ -16,42 +14,17 @@ from explorer.ui.timeline import paint
 from explorer.ui.timeline.geometry import AXIS_H, LABEL_W, LEGEND_H, PIN_W, STEP_H
 from explorer.ui.timeline.layout import COMPACT_LANES
 from explorer.ui.timeline.paint import step_device
+from explorer.ui.timeline.view_part import ViewPart
 from explorer.units import fmt_ns
-
-if TYPE_CHECKING:
-    from explorer.trace.model import TraceData
-    from explorer.ui.timeline.layout import TrackLayout
-    from explorer.ui.timeline.lod import LaneIndex
-    from explorer.ui.timeline.view import TimelineView
 
 ZOOM_STEP = 0.8  # one W press or wheel notch shows 80% of the window
 PAN_STEP = 0.2  # one A/D press moves a fifth of the window
 DRAG_PX = 4  # a press that moves less than this is a click
 
 
-class TimelineInputHandler:
+class TimelineInputHandler(ViewPart):
     """The view's mouse and key handlers (the view forwards its Qt events here); they
     only change the view's state and call its methods."""
-
-    def __init__(self, view: TimelineView) -> None:
-        self.view = view
-
-    # The view's trace, lane index and layout: painting and handling input only happen
-    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
-    @property
-    def trace(self) -> TraceData:
-        assert self.view.trace is not None, "no trace shown"
-        return self.view.trace
-
-    @property
-    def lanes(self) -> LaneIndex:
-        assert self.view.lanes is not None, "no trace shown"
-        return self.view.lanes
-
-    @property
-    def layout(self) -> TrackLayout:
-        assert self.view.layout_ is not None, "no trace shown"
-        return self.view.layout_
 
     def _area(self, pos: QPointF) -> str:
         if pos.y() < AXIS_H:

@@ -4,8 +4,6 @@ one thing)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
@@ -23,43 +21,18 @@ from explorer.ui.timeline.geometry import (
 )
 from explorer.ui.timeline.layout import COMPACT_LANES, LANE_H, Row
 from explorer.ui.timeline.lod import counter_pixels, lane_rects, visible_positions
+from explorer.ui.timeline.view_part import ViewPart
 from explorer.units import fmt_bytes, fmt_ns
-
-if TYPE_CHECKING:
-    from explorer.trace.model import TraceData
-    from explorer.ui.timeline.layout import TrackLayout
-    from explorer.ui.timeline.lod import LaneIndex
-    from explorer.ui.timeline.view import TimelineView
 
 COUNTER = QColor("#6b8fb3")
 ARROW = QColor("#e0561b")
 ARROW_HALO = QColor(255, 255, 255, 220)
 
 
-class TimelinePainter:
+class TimelinePainter(ViewPart):
     """The view's painting: :meth:`paint` is its ``paintEvent``. Reads the view's state and
     writes what the painting found out (the legend entries left out, the axis gutter's text,
     the last frame's counts) back to it."""
-
-    def __init__(self, view: TimelineView) -> None:
-        self.view = view
-
-    # The view's trace, lane index and layout: painting and handling input only happen
-    # once a trace is shown (``paint`` and the handlers check ``view.trace`` first).
-    @property
-    def trace(self) -> TraceData:
-        assert self.view.trace is not None, "no trace shown"
-        return self.view.trace
-
-    @property
-    def lanes(self) -> LaneIndex:
-        assert self.view.lanes is not None, "no trace shown"
-        return self.view.lanes
-
-    @property
-    def layout(self) -> TrackLayout:
-        assert self.view.layout_ is not None, "no trace shown"
-        return self.view.layout_
 
     def paint(self, event: QPaintEvent | None = None) -> None:
         self.view.paint_count += 1
