@@ -171,7 +171,9 @@ class JobWindow(QMainWindow):
         # Rows come in time order until the user sorts: no arrow until then (enabling
         # sorting shows one on the first column, descending, that the empty model could
         # not apply — an arrow over rows in another order)
-        self.collectives.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        present(self.collectives.horizontalHeader()).setSortIndicator(
+            -1, Qt.SortOrder.AscendingOrder
+        )
         self.tabs.addTab(self.collectives, "Collectives")
 
     def _build_status_bar(self) -> None:
