@@ -1,6 +1,7 @@
 """``explorer whatif TRACE --remove input_stall --scale 'aten::mm=0.5'``: each step's time
 if that were fixed, by replaying the dependency graph (:mod:`explorer.analysis.whatif`),
-and the new critical path."""
+and the new critical path. ``explorer whatif RUN_DIR --rank K --remove input_stall``: each
+rank's step of a job with the fix on rank K (:mod:`explorer.job.whatif`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "replayed with it removed (--remove) or sped up (--scale), every recorded "
         "dependency kept. A selector is a finding kind (input_stall, sync_stall, ...: what "
         "its fix removes), 'stream N' (the device work on stream N) or a slice name "
-        "(aten::mm); what nests in it and the device work it launched go with it.",
+        "(aten::mm); what nests in it and the device work it launched go with it. On a "
+        "job (a run dir of several ranks) the fix is made on --rank K and every rank's "
+        "step is predicted through the collectives they share.",
     )
     options.add_trace_input(p, "trace file (.json/.json.gz) or directory")
     p.add_argument(
@@ -45,8 +48,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--rank",
         type=int,
         default=None,
-        help="for a job (run dir): the rank the change is made on; every rank's step is "
-        "predicted through the collectives (default: the job's first rank)",
+        help="for a job (run dir): the rank the fix is made on; every rank's step is "
+        "predicted through the matched collectives",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
@@ -144,8 +147,12 @@ def _run_job(args: argparse.Namespace, scale: dict[str, float]) -> int:
     if scale:
         raise UsageError("--scale is for a single trace: on a job, name the fix with --remove")
     files = job_files(args.trace)
-    rank = args.rank if args.rank is not None else min(r for r, _ in files)
-    result = job_what_if(files, rank, args.remove, use_cache=not args.no_cache)
+    if args.rank is None:
+        raise UsageError(
+            f"{args.trace} is a job: name the rank the fix is made on, --rank K (ranks: "
+            f"{', '.join(str(r) for r, _ in files)}; 'explorer report' names the straggler)"
+        )
+    result = job_what_if(files, args.rank, args.remove, use_cache=not args.no_cache)
     if args.json:
         out = result.to_dict()
         out["steady_steps"] = result.steady_steps

@@ -108,6 +108,9 @@ def test_job_report_and_whatif_verb_give_the_prediction(
     bad = run_cli("whatif", str(run), "--rank", "5", "--remove", "input_stall")
     assert bad.returncode != 0
     assert "no such rank" in bad.stderr and "Traceback" not in bad.stderr
+    which = run_cli("whatif", str(run), "--remove", "input_stall")
+    assert which.returncode == 2
+    assert "--rank K (ranks: 0, 1" in which.stderr and "Traceback" not in which.stderr
 
 
 def test_a_rank_the_job_does_not_have_is_a_usage_error() -> None:
