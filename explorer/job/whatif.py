@@ -358,3 +358,14 @@ def straggler_what_if(
     except UsageError:
         return None
     return result.to_dict()
+
+
+def slowed_vs_balanced(result: JobWhatIf) -> tuple[int, int]:
+    """For a job run with ``make_job_traces.py --alternate`` (the cause in even steps only):
+    the predicted step of its slowed steps with the fix and the measured step of its
+    balanced ones (medians over ranks and steady-state steps, the first step left out)."""
+    t = result.steps
+    t = t[t["step"].isin(result.steady_steps) & (t["step"] >= 1)]
+    slowed = t[t["step"] % 2 == 0]["after_ns"]
+    balanced = t[t["step"] % 2 == 1]["before_ns"]
+    return int(slowed.median()), int(balanced.median())
