@@ -49,18 +49,22 @@ CAUSES: dict[str, str] = {
 class SyntheticBatches(Dataset):
     """Random samples; ``delay_s`` per item stands for slow decoding on disk."""
 
-    def __init__(self, n: int, width: int, delay_s: float, seed: int) -> None:
+    def __init__(
+        self, n: int, width: int, delay_s: float, seed: int, extra: tuple[float, int] = (0, 1)
+    ) -> None:
         g = torch.Generator().manual_seed(seed)
         self.x = torch.randn(n, width, generator=g)
         self.y = torch.randint(0, 10, (n,), generator=g)
         self.delay_s = delay_s
+        self.extra = extra  # (seconds more per item, batch size): in even batches only
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        more = self.extra[0] if (i // self.extra[1]) % 2 == 0 else 0.0
+        if self.delay_s or more:
+            time.sleep(self.delay_s + more)
         return self.x[i], self.y[i]
 
 
@@ -107,6 +111,7 @@ def _rank_main(
     steps: int,
     delay_ms: float,
     input_ms: float,
+    alternate: bool = False,
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -120,7 +125,9 @@ def _rank_main(
             batch = max(1, round(delay_ms / 2))
             batch = 3 * batch if slow else batch
         per_item = (input_ms + (delay_ms if slow and cause == "input" else 0.0)) / 1000 / batch
-        data = SyntheticBatches(batch * steps, width, per_item, seed=rank)
+        extra = (per_item - input_ms / 1000 / batch, batch) if alternate else (0.0, 1)
+        per_item = input_ms / 1000 / batch if alternate else per_item
+        data = SyntheticBatches(batch * steps, width, per_item, seed=rank, extra=extra)
         loader = DataLoader(data, batch_size=batch, num_workers=0)
         extra = max(1, round(delay_ms / 3)) if slow and cause == "compute" else 0
         model = DistributedDataParallel(MLP(width, extra, per_sample))
@@ -183,12 +190,14 @@ def run_job(
     steps: int = 6,
     delay_ms: float = 30.0,
     input_ms: float = 0.0,
+    alternate: bool = False,
 ) -> list[Path]:
     """Run the job; returns the per-rank trace files, rank order.
 
     ``slow_rank`` (None: balanced) is slowed by ``cause`` (one of :data:`CAUSES`) by about
     ``delay_ms`` per step. ``input_ms`` is every rank's data loading time per batch (a job
-    whose ranks all wait for data alike). ``out`` must not already hold traces: nothing is
+    whose ranks all wait for data alike). ``alternate``: the input cause slows even steps
+    only, so the odd ones are the balanced job under the same load. ``out`` must not already hold traces: nothing is
     overwritten.
     """
     if cause not in CAUSES:
@@ -200,7 +209,7 @@ def run_job(
     slow = -1 if slow_rank is None else int(slow_rank)
     mp.start_processes(
         _rank_main,
-        args=(world, _free_port(), str(out_dir), slow, cause, steps, delay_ms, input_ms),
+        args=(world, _free_port(), str(out_dir), slow, cause, steps, delay_ms, input_ms, alternate),
         nprocs=world,
         join=True,
         start_method="spawn",
@@ -214,6 +223,7 @@ def run_job(
                 "cause": cause if slow_rank is not None else None,
                 "delay_ms_per_step": delay_ms,
                 "input_ms_per_step": input_ms,
+                "alternate": alternate,
                 "steps": steps,
             },  # fmt: skip
             indent=1,
@@ -256,6 +266,9 @@ def main() -> None:
         "--input-ms", type=float, default=0.0, help="every rank's data loading per batch (ms)"
     )
     parser.add_argument(
+        "--alternate", action="store_true", help="slow even steps only (input cause)"
+    )
+    parser.add_argument(
         "--sample", action="store_true", help=f"re-capture {SAMPLE_DIR.relative_to(ROOT)}"
     )
     args = parser.parse_args()
@@ -270,7 +283,7 @@ def main() -> None:
     t0 = time.perf_counter()
     files = run_job(
         out, slow_rank=slow_rank, cause=cause, world=args.world, steps=args.steps,
-        delay_ms=args.delay_ms, input_ms=args.input_ms,
+        delay_ms=args.delay_ms, input_ms=args.input_ms, alternate=args.alternate,
     )  # fmt: skip
     size = sum(f.stat().st_size for f in files) / 1024
     if args.sample:

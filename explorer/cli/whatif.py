@@ -1,6 +1,7 @@
 """``explorer whatif TRACE --remove input_stall --scale 'aten::mm=0.5'``: each step's time
 if that were fixed, by replaying the dependency graph (:mod:`explorer.analysis.whatif`),
-and the new critical path."""
+and the new critical path. ``explorer whatif RUN_DIR --rank K --remove input_stall``: each
+rank's step of a job with the fix on rank K (:mod:`explorer.job.whatif`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "replayed with it removed (--remove) or sped up (--scale), every recorded "
         "dependency kept. A selector is a finding kind (input_stall, sync_stall, ...: what "
         "its fix removes), 'stream N' (the device work on stream N) or a slice name "
-        "(aten::mm); what nests in it and the device work it launched go with it.",
+        "(aten::mm); what nests in it and the device work it launched go with it. On a "
+        "job (a run dir of several ranks) the fix is made on --rank K and every rank's "
+        "step is predicted through the collectives they share.",
     )
     options.add_trace_input(p, "trace file (.json/.json.gz) or directory")
     p.add_argument(
@@ -40,6 +43,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=[],
         metavar="SELECTOR=FACTOR",
         help="their time times FACTOR (0 to 1), e.g. 'aten::mm=0.5' or 'stream 7=0.8'",
+    )
+    p.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="for a job (run dir): the rank the fix is made on; every rank's step is "
+        "predicted through the matched collectives",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
@@ -107,6 +117,14 @@ def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     if not args.remove and not scale:
         raise UsageError("name what to change: --remove SELECTOR and/or --scale SELECTOR=FACTOR")
+    from explorer.job import is_job
+
+    if is_job(args.trace):
+        return _run_job(args, scale)
+    if args.rank is not None:
+        raise UsageError(
+            f"--rank is for a job (a run dir of several ranks): {args.trace} is one trace"
+        )
     trace = explorer.load(
         args.trace, use_cache=not args.no_cache, progress=terminal_progress(source=args.trace)
     )
@@ -117,4 +135,43 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(result))
     print_load_warnings(trace)
+    return 0
+
+
+def _run_job(args: argparse.Namespace, scale: dict[str, float]) -> int:
+    """A job: the change on one rank, every rank's step through the matched collectives
+    (:mod:`explorer.job.whatif`)."""
+    from explorer.job.run_dir import job_files
+    from explorer.job.whatif import job_what_if
+
+    if scale:
+        raise UsageError("--scale is for a single trace: on a job, name the fix with --remove")
+    files = job_files(args.trace)
+    if args.rank is None:
+        raise UsageError(
+            f"{args.trace} is a job: name the rank the fix is made on, --rank K (ranks: "
+            f"{', '.join(str(r) for r, _ in files)}; 'explorer report' names the straggler)"
+        )
+    result = job_what_if(files, args.rank, args.remove, use_cache=not args.no_cache)
+    if args.json:
+        out = result.to_dict()
+        out["steady_steps"] = result.steady_steps
+        out["steps"] = [
+            {"rank": int(r.rank), "step": int(r.step), "before_ns": int(r.before_ns),
+             "after_ns": int(r.after_ns)}
+            for r in result.steps.itertuples()
+        ]  # fmt: skip
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    table = result.steps.pivot(index="step", columns="rank", values="after_ns")
+    before = result.steps.pivot(index="step", columns="rank", values="before_ns")
+    ranks = [int(c) for c in table.columns]
+    lines = [result.line(), "", "step  " + "  ".join(f"{'rank ' + str(r):>21}" for r in ranks)]
+    for step in table.index[:MAX_ROWS]:
+        cells = [
+            f"{fmt_ns(before.at[step, r]):>9} -> {fmt_ns(table.at[step, r]):>9}" for r in ranks
+        ]
+        lines.append(f"{int(step):>4}  " + "  ".join(f"{c:>21}" for c in cells))
+    print("\n".join(lines))
     return 0

@@ -99,6 +99,13 @@ def job_document(
         + [w for s in summaries for w in (f"rank {s.rank}: {x}" for x in s.warnings)]
         + r.ambiguous,
     }
+    if r.straggler is not None:  # what fixing its cause buys the job (explorer.job.whatif)
+        from explorer.job.whatif import straggler_what_if
+
+        kept = [(k, f) for k, f in files if k in {s.rank for s in summaries}]
+        entry = straggler_what_if(kept, r.straggler, list(r.verdict.startup_steps), use_cache)
+        if entry is not None:
+            doc["straggler"]["whatif"] = entry
     if len(summaries) < world:
         doc["warnings"].append(
             f"{len(summaries)} of {world} ranks are present: the others' waits are not seen"

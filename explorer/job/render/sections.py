@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.job.straggler import MIN_SHARE as STRAGGLER_MIN_SHARE
+from explorer.job.whatif import whatif_line
 from explorer.report.document import Chart, Document, Section, Table
 from explorer.units import fmt_bytes, fmt_ns, fmt_rate
 
@@ -147,7 +148,8 @@ def _straggler(doc: dict[str, Any]) -> Section:
     return Section(
         "straggler",
         f"Straggler: rank {s['rank']}",
-        lead=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"],
+        lead=[f"Late in steps {steps}; the others wait in {', '.join(s['waits_in'])}.{apart}"]
+        + ([whatif_line(s["whatif"])] if s.get("whatif") else []),
         tables=_table(
             ["why", "rank " + str(s["rank"]), "other ranks (median)", "extra / step", "where"],
             rows,
