@@ -34,7 +34,7 @@ SOURCE = SCRIPT.read_text().splitlines()
 
 #: cause -> (the kind the report must name, the statement its line must be, delay ms)
 SCENARIOS: dict[str, tuple[str, str, int]] = {
-    "input": ("input_stall", "time.sleep(self.delay_s)", 100),
+    "input": ("input_stall", "time.sleep(self.delay_s + more)", 100),
     "compute": ("compute", "z = torch.tanh(z @ self.work)", 100),
     "sync": ("sync_stall", "total += flat[i].item()", 100),
     "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)', 100),

@@ -34,6 +34,8 @@ def test_bare_pytest_imports_the_test_helpers() -> None:
 WITHOUT_TORCH = """
 import sys
 
+import pytest
+
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):

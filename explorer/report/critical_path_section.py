@@ -38,7 +38,8 @@ def to_dict(cp: Any) -> dict[str, Any]:
     d["longest_segments"] = [
         {"label": str(r.label), "start_ns": int(r.start_ns), "end_ns": int(r.end_ns),
          "ns": int(r.ns), "top_op": str(r.top_op)}
-        for r in cp.segments.nlargest(TOP, "ns").sort_values("start_ns").itertuples()
+        for r in (cp.segments.nlargest(TOP, "ns").sort_values("start_ns")
+                  if len(cp.segments) else cp.segments).itertuples()  # empty: untyped columns
     ]  # fmt: skip
     d["slices_total"] = len(d["slices"])
     d["slices"] = d["slices"][:MAX_SLICES]  # a report stays readable; exports take all

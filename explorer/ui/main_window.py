@@ -629,10 +629,13 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
         if self.remember:
             self.save_layout()
+        # A cancelled worker stops between analyses, not inside one: wait for the one in
+        # flight (on a loaded machine one took over 5 s). A QThread destroyed while its
+        # Python code still runs aborts the process with a traceback instead of closing.
         for worker in (self.loader, self.analysis):
             if worker is not None and worker.isRunning():
                 worker.cancel()
-                worker.wait(5000)
+                worker.wait(60000)
         # The panels' jobs run in the global pool; one still running when Python exits
         # crashes the interpreter, so let them finish (their results are dropped).
         present(QThreadPool.globalInstance()).waitForDone(10000)

@@ -26,7 +26,7 @@ def _line_of(text: str) -> int:
 
 #: cause -> (the kind the report must name, the statement it must point at)
 PLANTED = {
-    "input": ("input_stall", "time.sleep(self.delay_s)"),
+    "input": ("input_stall", "time.sleep(self.delay_s + more)"),
     "compute": ("compute", "z = torch.tanh(z @ self.work)"),
     "checkpoint": ("host_io", 'torch.save({"model": model.state_dict(), "pad": pad}, ckpt)'),
     "batch": ("uneven_work", "h = torch.tanh(torch.tanh(x @ self.proj) @ self.big)"),
