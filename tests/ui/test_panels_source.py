@@ -76,10 +76,16 @@ def test_selection_opens_the_file_at_the_line_with_heat(qtbot, trace, settings):
     assert panel.view.textCursor().blockNumber() + 1 == line
     text_line = panel.view.document().findBlockByNumber(line - 1).text()
     assert "matmul_heavy_step" in text_line
-    assert panel.view.heat.get(line, 0) == pytest.approx(1.0)  # the hottest line here
     lines = panel.data.lines
-    row = lines[(lines["file"] == panel.current_file) & (lines["line"] == line)].iloc[0]
+    mine = lines[lines["file"] == panel.current_file]
+    row = mine[mine["line"] == line].iloc[0]
     assert row["host_ns"] > 0
+    # Heat is relative to the file's hottest line (which line that is depends on the run:
+    # under load another line of this file can take longer than the matmul's).
+    hottest = mine.loc[mine["host_ns"].idxmax()]
+    assert panel.view.heat[int(hottest["line"])] == pytest.approx(1.0)
+    assert panel.view.heat[line] == pytest.approx(row["host_ns"] / hottest["host_ns"])
+    assert panel.view.heat[line] > 0 and max(panel.view.heat.values()) == pytest.approx(1.0)
     assert "host" in panel.view.line_tooltip(line)
     assert panel.view.times[line].endswith("s")  # the line's time, written in the gutter
     assert str(line) in panel.location.text()
