@@ -254,9 +254,7 @@ def open_trace(
         raise StoreDamaged(d, f"{HEADER} lists no tables")
     if not set(TABLES) <= set(names) <= set(TABLES + OPTIONAL_TABLES):
         raise StoreDamaged(d, f"{HEADER} lists unexpected tables {names}")
-    table_format = header.get("table_format")
-    if table_format not in TABLE_FORMATS:
-        raise StoreDamaged(d, f"unknown table format {table_format!r}")
+    table_format = table_format_of(d, header)
     raw = {name: map_checked(d, header, name + TABLE_FORMATS[table_format]) for name in names}
     args_data = map_checked(d, header, ARGS_FILES[table_format])
     meta_bytes = read_checked(d, header, METADATA_FILE)
@@ -283,15 +281,24 @@ def open_trace(
     )
 
 
+def table_format_of(directory: Path, header: dict[str, Any]) -> str:
+    """The table format the header of the entry at ``directory`` names (a key of
+    ``TABLE_FORMATS``), or :class:`StoreDamaged`: one check for every reader of an entry."""
+    table_format = header.get("table_format")
+    if table_format not in TABLE_FORMATS:
+        raise StoreDamaged(directory, f"unknown table format {table_format!r}")
+    return str(table_format)
+
+
 def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
     """One table of the entry at ``directory`` (a model table or an extra table), verified
     against the header and with its categories restored; :class:`StoreDamaged` otherwise."""
     d = Path(directory)
     header = read_header(d)
-    table_format = header.get("table_format")
+    table_format = table_format_of(d, header)
     categories = header.get("categories")
-    if table_format not in TABLE_FORMATS or not isinstance(categories, dict):
-        raise StoreDamaged(d, f"{HEADER} is incomplete")
+    if not isinstance(categories, dict):
+        raise StoreDamaged(d, f"{HEADER} lists no table categories")
     data = map_checked(d, header, name + TABLE_FORMATS[table_format])
     try:
         return decode_table(name, data, categories.get(name, {}), table_format)

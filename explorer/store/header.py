@@ -9,6 +9,7 @@ file as it is now, so a trace replaced during its own parse is never cached as t
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import mmap
@@ -60,13 +61,7 @@ class SourceStamp:
         return cls(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, reader_version)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "mtime_ns": self.mtime_ns,
-            "inode": self.inode,
-            "reader_version": self.reader_version,
-        }
+        return dataclasses.asdict(self)
 
 
 def checksum(data: bytes | memoryview, running: int = 0) -> int:

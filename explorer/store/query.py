@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
-from explorer.store.entry import OPTIONAL_TABLES, TABLES
+from explorer.store.entry import OPTIONAL_TABLES, TABLES, table_format_of
 from explorer.store.header import HEADER, StoreDamaged, map_checked, read_header
 from explorer.store.tables import ARGS_FILES, TABLE_FORMATS, args_table, arrow_table
 from explorer.trace.model import TraceData
@@ -64,10 +64,10 @@ def entry_tables(
     ``names`` limits them to those (unknown names are ignored)."""
     d = Path(directory)
     header = read_header(d)
-    table_format = header.get("table_format")
+    table_format = table_format_of(d, header)
     stored = header.get("tables")
-    if table_format not in TABLE_FORMATS or not isinstance(stored, list):
-        raise StoreDamaged(d, f"{HEADER} is incomplete")
+    if not isinstance(stored, list):
+        raise StoreDamaged(d, f"{HEADER} lists no tables")
     wanted = {*TABLES, *OPTIONAL_TABLES, "args"} if names is None else set(names)
     files = {t: t + TABLE_FORMATS[table_format] for t in stored if t in wanted}
     if "args" in wanted:

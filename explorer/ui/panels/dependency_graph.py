@@ -54,22 +54,28 @@ ROW_GAP = 12.0  # between the nesting rows of one lane: the channel edges run in
 LABEL_W = 170.0
 CRITICAL = QColor("#d9453d")
 
+# One row per edge type: colour and Qt pen style. "handoff"/"handback": a track recording
+# nothing -> work elsewhere meanwhile -> back (inferred, not causal); "queue": a launch
+# blocked on a full launch queue.
+_EDGE_TABLE = """
+nest          #b0b7bf  DotLine
+sibling       #b0b7bf  DotLine
+thread_order  #7a8691  SolidLine
+handoff       #5c6670  DashLine
+handback      #5c6670  DashLine
+launch        #57a773  DashLine
+stream_order  #3d85c6  SolidLine
+cross_stream  #8e5cc4  DashDotLine
+sync          #d9453d  DashLine
+fwdbwd        #c9b458  DashDotDotLine
+data          #e69138  SolidLine
+runtime_lock  #a87fcf  DotLine
+queue         #c2185b  DashDotLine
+"""
 #: Edge type → (colour, pen style). Types not listed are drawn grey and solid.
 EDGE_STYLES: dict[str, tuple[str, Qt.PenStyle]] = {
-    "nest": ("#b0b7bf", Qt.PenStyle.DotLine),
-    "sibling": ("#b0b7bf", Qt.PenStyle.DotLine),
-    "thread_order": ("#7a8691", Qt.PenStyle.SolidLine),
-    # a track recording nothing -> work elsewhere meanwhile -> back (inferred, not causal)
-    "handoff": ("#5c6670", Qt.PenStyle.DashLine),
-    "handback": ("#5c6670", Qt.PenStyle.DashLine),
-    "launch": ("#57a773", Qt.PenStyle.DashLine),
-    "stream_order": ("#3d85c6", Qt.PenStyle.SolidLine),
-    "cross_stream": ("#8e5cc4", Qt.PenStyle.DashDotLine),
-    "sync": ("#d9453d", Qt.PenStyle.DashLine),
-    "fwdbwd": ("#c9b458", Qt.PenStyle.DashDotDotLine),
-    "data": ("#e69138", Qt.PenStyle.SolidLine),
-    "runtime_lock": ("#a87fcf", Qt.PenStyle.DotLine),
-    "queue": ("#c2185b", Qt.PenStyle.DashDotLine),  # launch blocked on a full launch queue
+    name: (colour, Qt.PenStyle[style])
+    for name, colour, style in (row.split() for row in _EDGE_TABLE.strip().splitlines())
 }
 
 
