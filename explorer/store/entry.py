@@ -244,8 +244,7 @@ def open_trace(
     another format version raises :class:`StoreDamaged` (never wrong data). With ``source``,
     the entry must have been made from exactly that file (else :class:`StoreDamaged`).
     """
-    d = Path(directory)
-    header = read_header(d)
+    d, header, table_format = open_header(directory)
     if source is not None and not source_matches(header, source):
         raise StoreDamaged(d, "made from another version of the trace file")
     categories = header.get("categories")
@@ -254,7 +253,6 @@ def open_trace(
         raise StoreDamaged(d, f"{HEADER} lists no tables")
     if not set(TABLES) <= set(names) <= set(TABLES + OPTIONAL_TABLES):
         raise StoreDamaged(d, f"{HEADER} lists unexpected tables {names}")
-    table_format = table_format_of(d, header)
     raw = {name: map_checked(d, header, name + TABLE_FORMATS[table_format]) for name in names}
     args_data = map_checked(d, header, ARGS_FILES[table_format])
     meta_bytes = read_checked(d, header, METADATA_FILE)
@@ -281,21 +279,22 @@ def open_trace(
     )
 
 
-def table_format_of(directory: Path, header: dict[str, Any]) -> str:
-    """The table format the header of the entry at ``directory`` names (a key of
-    ``TABLE_FORMATS``), or :class:`StoreDamaged`: one check for every reader of an entry."""
+def open_header(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], str]:
+    """The entry at ``directory``: its path, its checked header and the table format the
+    header names (a key of ``TABLE_FORMATS``), or :class:`StoreDamaged` — one check for
+    every reader of an entry."""
+    d = Path(directory)
+    header = read_header(d)
     table_format = header.get("table_format")
     if table_format not in TABLE_FORMATS:
-        raise StoreDamaged(directory, f"unknown table format {table_format!r}")
-    return str(table_format)
+        raise StoreDamaged(d, f"unknown table format {table_format!r}")
+    return d, header, str(table_format)
 
 
 def read_table(directory: str | os.PathLike[str], name: str) -> pd.DataFrame:
     """One table of the entry at ``directory`` (a model table or an extra table), verified
     against the header and with its categories restored; :class:`StoreDamaged` otherwise."""
-    d = Path(directory)
-    header = read_header(d)
-    table_format = table_format_of(d, header)
+    d, header, table_format = open_header(directory)
     categories = header.get("categories")
     if not isinstance(categories, dict):
         raise StoreDamaged(d, f"{HEADER} lists no table categories")

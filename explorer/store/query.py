@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 import duckdb
@@ -21,8 +20,8 @@ import pandas as pd
 import pyarrow as pa
 
 from explorer.errors import ExplorerError
-from explorer.store.entry import OPTIONAL_TABLES, TABLES, table_format_of
-from explorer.store.header import HEADER, StoreDamaged, map_checked, read_header
+from explorer.store.entry import OPTIONAL_TABLES, TABLES, open_header
+from explorer.store.header import HEADER, StoreDamaged, map_checked
 from explorer.store.tables import ARGS_FILES, TABLE_FORMATS, args_table, arrow_table
 from explorer.trace.model import TraceData
 
@@ -62,9 +61,7 @@ def entry_tables(
     (but the ``id`` column of an Arrow entry's ``slices``, which it does not store).
     Every file used is verified against the header first (:class:`StoreDamaged`).
     ``names`` limits them to those (unknown names are ignored)."""
-    d = Path(directory)
-    header = read_header(d)
-    table_format = table_format_of(d, header)
+    d, header, table_format = open_header(directory)
     stored = header.get("tables")
     if not isinstance(stored, list):
         raise StoreDamaged(d, f"{HEADER} lists no tables")
