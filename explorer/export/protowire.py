@@ -63,19 +63,30 @@ class Block(list):
 
     def flat(self) -> np.ndarray:
         """Every message's bytes, back to back (uint8): each part writes its columns of
-        one matrix, and one ``np.compress`` keeps the bytes of the parts present."""
+        one matrix, and one ``np.compress`` keeps the bytes of the parts present.
+
+        The matrix is filled column-major (a part's byte ``j`` of every message is one
+        contiguous row: the varint columns are written without a stride) and transposed
+        once; only parts some messages lack mark bytes to drop."""
         if not self:
             return np.zeros(0, np.uint8)
         n = len(self[0].present)
         width = sum(p.width for p in self)
-        data = np.empty((n, width), np.uint8)
-        keep = np.empty((n, width), bool)
+        columns = np.empty((width, n), np.uint8)
+        partial = []
         col = 0
         for p in self:
-            p.fill(data[:, col : col + p.width])
-            keep[:, col : col + p.width] = p.present[:, None]
+            p.fill(columns[col : col + p.width].T)
+            if not p.present.all():
+                partial.append((col, p))
             col += p.width
-        return np.compress(keep.ravel(), data.ravel())
+        data = np.ascontiguousarray(columns.T).reshape(-1)
+        if not partial:
+            return data
+        keep = np.ones((n, width), bool)
+        for col, p in partial:
+            keep[~p.present, col : col + p.width] = False
+        return np.compress(keep.reshape(-1), data)
 
 
 def matrix_part(rows: np.ndarray, present: np.ndarray) -> Part:
