@@ -66,8 +66,9 @@ class Block(list):
         one matrix, and one ``np.compress`` keeps the bytes of the parts present.
 
         The matrix is filled column-major (a part's byte ``j`` of every message is one
-        contiguous row: the varint columns are written without a stride) and transposed
-        once; only parts some messages lack mark bytes to drop."""
+        contiguous row: the varint columns are written without a stride), and one boolean
+        gather reads it back message by message; only parts some messages lack mark bytes
+        to drop."""
         if not self:
             return np.zeros(0, np.uint8)
         n = len(self[0].present)
@@ -80,13 +81,12 @@ class Block(list):
             if not p.present.all():
                 partial.append((col, p))
             col += p.width
-        data = np.ascontiguousarray(columns.T).reshape(-1)
         if not partial:
-            return data
-        keep = np.ones((n, width), bool)
+            return np.ascontiguousarray(columns.T).reshape(-1)
+        keep = np.ones((width, n), bool)  # column-major too: a part's rows are contiguous
         for col, p in partial:
-            keep[~p.present, col : col + p.width] = False
-        return np.compress(keep.reshape(-1), data)
+            keep[col : col + p.width] = p.present
+        return columns.T[keep.T]  # message by message (C order of the transposed view)
 
 
 def matrix_part(rows: np.ndarray, present: np.ndarray) -> Part:
