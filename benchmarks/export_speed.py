@@ -3,7 +3,8 @@
 Measures, in one run on the same loaded trace:
 
 - the full export, as ``explorer export`` writes it and the README describes it (the
-  trace plus the Findings and Critical path rows and the dependency flows): once on a freshly
+  trace plus the Findings row, the Critical path row's runs and the flows where the path
+  crosses tracks), its size and what the results add to the plain export: once on a freshly
   loaded trace, so the analyses it needs are computed inside the timing, then the median
   of ``--repeat`` runs with them already computed;
 - ``to_perfetto`` slices/s with Explorer's own rows left out (the exporter alone);
@@ -104,10 +105,12 @@ def main() -> None:
         full_cpu.append(time.process_time() - c)
     full_med, full_cpu_med = statistics.median(full_times), statistics.median(full_cpu)
     print(
-        f"full export (findings + critical path rows + dependency flows, {full.result_slices:,} "
-        f"result slices): first {full_first:.2f} s ({full_first_cpu:.2f} s CPU) on a fresh trace "
+        f"full export (findings + critical path runs + the path's cross-track flows, "
+        f"{full.result_slices:,} result slices, {full.flows:,} flows, "
+        f"{full.bytes / 1e6:.1f} MB): first {full_first:.2f} s ({full_first_cpu:.2f} s CPU) on a fresh trace "
         f"-> {n / full_first:,.0f} slices/s, {n / full_first_cpu:,.0f} per CPU-second "
-        "(computing findings, dependency graph and critical path included); "
+        "(computing findings, dependency graph and critical path included: what an export "
+        "without a report before it pays); "
         f"median {full_med:.2f} s ({full_cpu_med:.2f} s CPU) over {a.repeat} more -> "
         f"{n / full_med:,.0f} slices/s, {n / full_cpu_med:,.0f} per CPU-second"
     )

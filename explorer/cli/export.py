@@ -31,7 +31,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "export",
         "write a trace as Perfetto protobuf (.pftrace) or Chrome JSON",
         f"""Write TRACE for other tools. The format follows OUT's ending ({endings}) unless
-        --format says otherwise.""",
+        --format says otherwise. Explorer's results come as rows of an "Explorer" group:
+        "Findings" (one slice per finding over the time it covers, its text in args, arrows
+        to its evidence) and "Critical path" (the report's path as runs: consecutive path
+        time on one thread or stream is one slice named after its top op, with the track,
+        the slices it passes through and its top ops in args; the runs cover the path's
+        time exactly), plus an arrow between the original slices wherever the path crosses
+        from one track to another (a launch, a sync, a hand-off). After a report they are
+        read from the store, not computed again.""",
     )
     options.add_trace_input(
         p,

@@ -2,9 +2,12 @@
 
 Thin by design: each verb lives in its own module (``explorer/cli/<verb>.py``) exposing
 ``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``, and is listed
-once in :data:`COMMANDS` (an explicit registry of static imports, like memray's
-``_COMMANDS``: a verb module that fails to import is an error, never a silently missing
-verb). Verb modules import their heavy dependencies inside ``run``. This module parses,
+once in :data:`COMMANDS` (an explicit registry, like memray's ``_COMMANDS``: a verb module
+that fails to import is an error, never a silently missing verb). A command line naming a
+verb imports that verb's module only (``explorer report`` never imports what ``sql`` or
+``view`` need: DuckDB, the viewer's checks); ``explorer --help`` and anything argparse must
+refuse import them all. Verb modules import their heavy dependencies inside ``run``. This
+module parses,
 dispatches, and turns :class:`~explorer.errors.ExplorerError` into one line on stderr
 and exit status 2 — a user never sees a traceback for a problem they can fix.
 """
@@ -13,32 +16,39 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from explorer import __version__
-from explorer.cli import demo, diff, export, info, report, sql, view, whatif
 from explorer.errors import ExplorerError
 from explorer.processes import sigterm_unwinds
 from explorer.safe_write import os_error_line
 
-#: Every verb and its module, in the order ``--help`` lists them.
-COMMANDS: dict[str, ModuleType] = {
-    "demo": demo,
-    "info": info,
-    "report": report,
-    "diff": diff,
-    "export": export,
-    "view": view,
-    "sql": sql,
-    "whatif": whatif,
+#: Every verb and its module (under ``explorer.cli``), in the order ``--help`` lists them.
+COMMANDS: dict[str, str] = {
+    "demo": "demo",
+    "info": "info",
+    "report": "report",
+    "diff": "diff",
+    "export": "export",
+    "view": "view",
+    "sql": "sql",
+    "whatif": "whatif",
 }
 VERBS: tuple[str, ...] = tuple(COMMANDS)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def verb_module(verb: str) -> ModuleType:
+    """The module of ``verb`` (imported on first use)."""
+    return importlib.import_module(f"explorer.cli.{COMMANDS[verb]}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser: every verb's, or with ``only`` that verb's alone (what a
+    command line naming it needs to parse it)."""
     parser = argparse.ArgumentParser(
         prog="explorer",
         description="Why is this training step slow, and which line of my code is responsible?",
@@ -46,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"explorer {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for module in COMMANDS.values():
+    for verb in [only] if only is not None else VERBS:
+        module = verb_module(verb)
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
     return parser
@@ -73,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 'explorer TRACE' is short for 'explorer view TRACE'.
     if argv and argv[0] not in VERBS and not argv[0].startswith("-") and os.path.exists(argv[0]):
         argv = ["view", *argv]
-    parser = build_parser()
+    verb = argv[0] if argv and argv[0] in VERBS else None
+    parser = build_parser(verb)
     args, extra = parser.parse_known_args(argv)
     if extra:  # what argparse would refuse, with the verb's usage and the closest flags
         verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

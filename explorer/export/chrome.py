@@ -106,7 +106,7 @@ def to_chrome(
         first_id = 2 + max(int(trace.flows["flow_id"].max()) if len(trace.flows) else 0, 0)
         first_id += len(trace.flows) + len(results.flows)
         writer.add(_evidence_lines(trace, results, origin, where, first_id))
-        writer.add(_path_lines(trace, results, origin))
+        writer.add(_path_lines(results, origin))
         meta = {k: v for k, v in trace.metadata.items() if k not in _READER_KEYS}
         meta.pop("exportedBy", None)  # written first, above
         meta["baseTimeNanoseconds"] = int(trace.metadata.get("start_ns", 0) or 0)
@@ -410,32 +410,34 @@ def _evidence_lines(
     return out
 
 
-def _path_lines(trace: TraceData, results: Results, origin: int) -> np.ndarray:
-    """The critical path's slices copied onto the Explorer process's "Critical path" row,
-    with the id and row of the slice each one repeats."""
-    ids = results.path
-    if len(ids) == 0:
+def _path_lines(results: Results, origin: int) -> np.ndarray:
+    """The critical path's runs on the Explorer process's "Critical path" row, with the
+    track each is on, the slices it passes through and its top ops."""
+    runs = results.path
+    if len(runs) == 0:
         return np.zeros(0, object)
-    sl = trace.slices
-    names, name_code = _category_json(sl["name"])
-    labels = np.array([_ENC.encode(str(x)) for x in trace.tracks["label"]], object)
-    track = sl["track"].to_numpy(np.int64)[ids]
+
+    def text(column: str) -> np.ndarray:
+        return np.array([_ENC.encode(str(x)) for x in runs[column]], object)
+
     return (
         b'{"ph":"X","cat":"explorer","name":'
-        + names[name_code[ids]]
+        + text("name")
         + b',"pid":"'
         + EXPLORER_PID.encode()
         + b'","tid":"'
         + CRITICAL_PATH_ROW.encode()
         + b'"'
         + b',"ts":'
-        + _us(sl["ts"].to_numpy(np.int64)[ids] + origin)
+        + _us(runs["ts"].to_numpy(np.int64) + origin)
         + b',"dur":'
-        + _us(sl["dur"].to_numpy(np.int64)[ids])
-        + b',"args":{"slice id":'
-        + ids.astype("S20").astype(object)
-        + b',"on":'
-        + labels[track]
+        + _us(runs["dur"].to_numpy(np.int64))
+        + b',"args":{"on":'
+        + text("on")
+        + b',"slices":'
+        + runs["slices"].to_numpy(np.int64).astype("S20").astype(object)
+        + b',"top ops":'
+        + text("ops")
         + b"}}"
     )
 

@@ -13,7 +13,7 @@ The file is a stream of ``TracePacket`` messages on one trusted sequence:
    the earlier end) and ``terminating_flow_ids`` (at the later end);
 4. Explorer's own rows (see :mod:`explorer.export.perfetto_results`): the findings
    (protobuf objects, written before the events so that the flows they begin towards
-   their evidence precede the slices that end them), and the critical path's copies, in
+   their evidence precede the slices that end them), and the critical path's runs, in
    time order like the trace's slices.
 
 Timestamps are absolute nanoseconds (``metadata["start_ns"] + ts``), so the trace lines up
@@ -86,8 +86,7 @@ def to_perfetto(
 ) -> PerfettoExport:
     """Write ``trace`` to ``path`` as a Perfetto protobuf trace and say what was written.
 
-    ``results`` defaults to Explorer's findings, critical path and dependency flows of the
-    trace (:func:`~explorer.export.results.explorer_results`).
+    ``results`` defaults to Explorer's findings and critical path of the trace (:func:`~explorer.export.results.explorer_results`).
     """
     path = Path(path)
     with open(path, "wb") as f:
@@ -124,7 +123,7 @@ def write_perfetto(
     tables = _event_tables(trace, layout, instants, inst_track, flows, names, cats, strings)
     tables.start_ns -= ids.shift_ns
     start_ns = tables.start_ns
-    path_tables = critical_path_tables(trace, results, rows, tables, cats, strings)
+    path_tables = critical_path_tables(results, rows, tables, names, cats, strings)
 
     summary = PerfettoExport(path=Path())  # the caller knows the path
     head = _interned_head(names, cats, tables.annotations.names, strings)

@@ -329,7 +329,7 @@ def _flow_slots(
     None when a packet of this chunk has more than :data:`_MAX_FLOW_SLOTS` of them."""
     out_ptr, out_ids, in_ptr, in_ids = flow_csr
     block = w.Block()
-    if len(out_ids) == 0:
+    if len(out_ids) == 0 and len(in_ids) == 0:  # only flows a finding begins end here
         return block
     n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
     n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
@@ -360,7 +360,7 @@ def _flow_tail(
     to its track event (10 bytes per id: a two-byte tag and a fixed64)."""
     out_ptr, out_ids, in_ptr, in_ids = flow_csr
     m = len(sid)
-    if len(out_ids) == 0:
+    if len(out_ids) == 0 and len(in_ids) == 0:
         return np.zeros(0, np.uint8), np.zeros(m, np.int64)
     n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
     n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
@@ -373,8 +373,12 @@ def _flow_tail(
     is_out = k < n_out[rows]
     ids = np.where(
         is_out,
-        out_ids[np.clip(out_ptr[sid[rows]] + k, 0, len(out_ids) - 1)],
-        in_ids[np.clip(in_ptr[sid[rows]] + k - n_out[rows], 0, max(len(in_ids) - 1, 0))],
+        out_ids[np.clip(out_ptr[sid[rows]] + k, 0, max(len(out_ids) - 1, 0))]
+        if len(out_ids)
+        else 0,
+        in_ids[np.clip(in_ptr[sid[rows]] + k - n_out[rows], 0, max(len(in_ids) - 1, 0))]
+        if len(in_ids)
+        else 0,
     )
     items = np.empty((total, 10), np.uint8)
     items[:, :2] = np.where(is_out[:, None], _FLOW_TAG[None, :], _TERMINATING_FLOW_TAG[None, :])

@@ -2,8 +2,8 @@
 a "Critical path" row (see :mod:`explorer.export.results` for what they hold).
 
 Findings are few and carry long texts, so they are written as protobuf objects with
-inline names. The critical path can hold a good part of a long trace, so its copies go
-through the same column-wise encoder as the trace's own slices.
+inline names. The critical path's runs can be many on a long trace, so they go through the
+same column-wise encoder as the trace's own slices.
 """
 
 from __future__ import annotations
@@ -60,10 +60,9 @@ def layout_result_rows(layout: TrackLayout, results: Results, trace: TraceData) 
     layout.group_uuid["explorer"] = group
     for r, row in enumerate(results.rows()):
         if row == CRITICAL_PATH_ROW:
-            ids = results.path
-            ts = trace.slices["ts"].to_numpy(np.int64)[ids]
-            dur = trace.slices["dur"].to_numpy(np.int64)[ids]
-            lanes = _lanes(np.zeros(len(ids), np.int64), ts, dur)
+            ts = results.path["ts"].to_numpy(np.int64)
+            dur = results.path["dur"].to_numpy(np.int64)
+            lanes = _lanes(np.zeros(len(ts), np.int64), ts, dur)
             out.uuids[row] = layout.add_lanes(group, row, int(lanes.max()) + 1, r)
             out.path_uuid = np.asarray(out.uuids[row], np.int64)[lanes]
             continue
@@ -87,31 +86,31 @@ def _lanes(group: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def critical_path_tables(
-    trace: TraceData,
     results: Results,
     rows: ResultRows,
     main: EventTables,
+    names: Any,
     cats: Any,
     strings: StringTable,
 ) -> EventTables | None:
-    """Columns for the critical path's copies: the original slice's name and times on the
-    "Critical path" row, with the slice id and the row it came from as annotations."""
-    ids = results.path
-    k = len(ids)
+    """Columns for the critical path's runs on the "Critical path" row: named after their
+    top op, with the track they are on, their slice count and top ops as annotations."""
+    runs = results.path
+    k = len(runs)
     if k == 0:
         return None
-    track = trace.slices["track"].to_numpy(np.int64)[ids]
-    labels = trace.tracks["label"].astype(str).to_numpy()[track]
     ann = Annotations(names=main.annotations.names)  # one name table for the sequence
-    ann.add("slice id", ids, np.ones(k, bool), string=False)
-    ann.add("on", strings.iids(labels), np.ones(k, bool), string=True)
+    every = np.ones(k, bool)
+    ann.add("on", strings.iids(runs["on"]), every, string=True)
+    ann.add("slices", runs["slices"].to_numpy(np.int64), every, string=False)
+    ann.add("top ops", strings.iids(runs["ops"]), runs["ops"].to_numpy(object) != "", string=True)
     empty = np.zeros(0, np.int64)
     return EventTables(
         start_ns=main.start_ns,
-        ts=main.ts[ids],
-        dur=main.dur[ids],
+        ts=runs["ts"].to_numpy(np.int64),
+        dur=runs["dur"].to_numpy(np.int64),
         slice_uuid=rows.path_uuid,
-        slice_name_iid=main.slice_name_iid[ids],
+        slice_name_iid=names.codes(runs["name"].astype(str)),
         slice_cat_iid=np.full(k, cats.get(CATEGORY), np.int64),
         annotations=ann,
         flow_csr=(np.zeros(k + 1, np.int64), empty, np.zeros(k + 1, np.int64), empty),

@@ -63,19 +63,30 @@ class Block(list):
 
     def flat(self) -> np.ndarray:
         """Every message's bytes, back to back (uint8): each part writes its columns of
-        one matrix, and one ``np.compress`` keeps the bytes of the parts present."""
+        one matrix, and one ``np.compress`` keeps the bytes of the parts present.
+
+        The matrix is filled column-major (a part's byte ``j`` of every message is one
+        contiguous row: the varint columns are written without a stride), and one boolean
+        gather reads it back message by message; only parts some messages lack mark bytes
+        to drop."""
         if not self:
             return np.zeros(0, np.uint8)
         n = len(self[0].present)
         width = sum(p.width for p in self)
-        data = np.empty((n, width), np.uint8)
-        keep = np.empty((n, width), bool)
+        columns = np.empty((width, n), np.uint8)
+        partial = []
         col = 0
         for p in self:
-            p.fill(data[:, col : col + p.width])
-            keep[:, col : col + p.width] = p.present[:, None]
+            p.fill(columns[col : col + p.width].T)
+            if not p.present.all():
+                partial.append((col, p))
             col += p.width
-        return np.compress(keep.ravel(), data.ravel())
+        if not partial:
+            return np.ascontiguousarray(columns.T).reshape(-1)
+        keep = np.ones((width, n), bool)  # column-major too: a part's rows are contiguous
+        for col, p in partial:
+            keep[col : col + p.width] = p.present
+        return columns.T[keep.T]  # message by message (C order of the transposed view)
 
 
 def matrix_part(rows: np.ndarray, present: np.ndarray) -> Part:

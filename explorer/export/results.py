@@ -1,7 +1,20 @@
-"""Explorer's own results as rows of an exported trace: a "Findings" row with one slice
-per finding over the time it covers, a "Critical path" row repeating the slices that set
-the step's time with flows along the path's edges between the original slices, and flows
-for the dependency graph's cross-track waits (cross-stream events, host syncs).
+"""Explorer's own results as rows of an exported trace:
+
+* a "Findings" row: one slice per finding over the time it covers, with its text in args
+  and flows to (up to :data:`MAX_EVIDENCE_LINKS` of) its evidence slices;
+* a "Critical path" row: the path the report shows (the span of every step; the whole
+  trace when it has none) as *runs* — consecutive path time on one thread or stream is one
+  slice (the path's segments), named after the op holding most of it, with the track it
+  is on, how many slices it passes through and its top ops in args. The runs tile the
+  path: they cover its time exactly, from its start to its end;
+* flows where the path crosses from one track to another (a launch, a sync, a hand-off
+  between threads, a stream waiting on another), between the original slices. The path's
+  steps along one thread (a slice, its child, its next sibling) are not drawn: the run
+  already says the path stays there.
+
+A report stores the findings and the critical path beside the trace's tables
+(:mod:`explorer.store.results`), so an export after a report reads them back and computes
+only what it writes.
 
 The analyses are imported statically: a missing module or a failing analysis is an error
 that surfaces, never a silently missing row.
@@ -20,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
-from explorer.analysis.dependency_graph import CROSS_TRACK_WAITS, cross_track_waits
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -30,6 +42,10 @@ FINDINGS_ROW = "Findings"
 #: A finding links to at most this many of its evidence slices (heaviest first).
 MAX_EVIDENCE_LINKS = 32
 CRITICAL_PATH_ROW = "Critical path"
+#: A critical-path run lists this many of its ops (most path time first).
+RUN_TOP_OPS = 3
+#: The columns of :attr:`Results.path`.
+RUN_COLUMNS = ("ts", "dur", "name", "on", "slices", "ops")
 
 
 @dataclass
@@ -51,9 +67,11 @@ class Results:
 
     slices: list[ResultSlice] = field(default_factory=list)
     """Few, hand-made slices (findings), each with its own args."""
-    path: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    """Slice ids on the critical path, in path order: copied onto the "Critical path" row
-    (column-wise: a path can hold a good part of a long trace)."""
+    path: pd.DataFrame = field(default_factory=lambda: no_runs())
+    """The critical path's runs, in path order (written column-wise): ``ts, dur`` (trace
+    ns), ``name`` (the op holding most of the run), ``on`` (the track's label),
+    ``slices`` (how many slices the path passes through in it), ``ops`` (its top ops and
+    their path time, as text)."""
     flows: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(
             {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "type": []}
@@ -86,7 +104,7 @@ class Results:
                 )
                 for s in self.slices
             ],
-            path=ids[self.path],
+            path=self.path,
             flows=flows,
         )
 
@@ -151,34 +169,38 @@ def _packed_results() -> tuple[Any, ...]:
 
 
 def explorer_results(
-    trace: TraceData,
-    *,
-    findings: bool = True,
-    critical_path: bool = True,
-    dependencies: bool = True,
+    trace: TraceData, *, findings: bool = True, critical_path: bool = True
 ) -> Results:
-    """Findings and critical path of ``trace`` as slices and flows to export, and flows for
-    the dependency graph's cross-track waits."""
+    """Findings and critical path of ``trace`` as slices and flows to export (the
+    report's: read back from the store when a report stored them)."""
     out = Results()
     if len(trace.slices) == 0:
         return out
     if findings:
         out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
     if critical_path:
-        _critical_path(trace, path_analysis.critical_path(trace), out)
-    if dependencies:
-        _dependency_flows(trace, out)
+        _critical_path(trace, report_path(trace), out)
     return out
 
 
-#: Dependency-graph edges worth an arrow (the analysis' own list).
-DEPENDENCY_FLOW_TYPES: frozenset[str] = CROSS_TRACK_WAITS
+def report_path(trace: TraceData) -> path_analysis.CriticalPath:
+    """The critical path the report shows and the export writes: over the span of every
+    step (the whole trace when it has none)."""
+    return path_analysis.critical_path(trace, None, all_steps=True)
 
 
-def _dependency_flows(trace: TraceData, out: Results) -> None:
-    """Flows for the edges where one stream or thread waited on another (cross-stream
-    events, host syncs, a full launch queue); no slices of their own."""
-    out.flows = pd.concat([out.flows, cross_track_waits(trace)], ignore_index=True)
+def no_runs() -> pd.DataFrame:
+    """An empty :attr:`Results.path`."""
+    return pd.DataFrame(
+        {
+            "ts": np.zeros(0, np.int64),
+            "dur": np.zeros(0, np.int64),
+            "name": pd.Series([], dtype=object),
+            "on": pd.Series([], dtype=object),
+            "slices": np.zeros(0, np.int64),
+            "ops": pd.Series([], dtype=object),
+        }
+    )
 
 
 def _finding_slices(trace: TraceData, found: list[Finding]) -> list[ResultSlice]:
@@ -213,19 +235,72 @@ def _finding_slices(trace: TraceData, found: list[Finding]) -> list[ResultSlice]
 
 
 def _critical_path(trace: TraceData, cp: path_analysis.CriticalPath, out: Results) -> None:
-    """The critical path's slices (copied onto their own row by the exporters), and flows
-    along the path's edges between the original slices."""
-    ids = np.asarray(cp.slices, np.int64)
-    ids = ids[(ids >= 0) & (ids < len(trace.slices))]
-    if len(ids) == 0:
-        return
-    out.path = ids
+    """The critical path's runs, and flows where it crosses tracks."""
+    out.path = path_runs(trace, cp)
     edges = cp.edges
-    if len(edges):
-        keep = edges["src"].to_numpy() != edges["dst"].to_numpy()
-        pairs = edges.loc[keep, ["src", "dst"]]
-    else:  # no edge list: link the path's slices in order
-        pairs = pd.DataFrame({"src": ids[:-1], "dst": ids[1:]})
-        pairs = pairs[pairs["src"] != pairs["dst"]]
-    pairs = pairs.drop_duplicates().assign(type="critical_path")
-    out.flows = pd.concat([out.flows, pairs], ignore_index=True)
+    if not len(edges):
+        return
+    n = len(trace.slices)
+    src = edges["src"].to_numpy(np.int64)
+    dst = edges["dst"].to_numpy(np.int64)
+    ok = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (src != dst)
+    track = trace.slices["track"].to_numpy(np.int64)
+    cross = np.zeros(len(src), bool)
+    cross[ok] = track[src[ok]] != track[dst[ok]]
+    pairs = pd.DataFrame({"src": src[cross], "dst": dst[cross]}).drop_duplicates()
+    out.flows = pd.concat([out.flows, pairs.assign(type="critical_path")], ignore_index=True)
+
+
+def path_runs(trace: TraceData, cp: path_analysis.CriticalPath) -> pd.DataFrame:
+    """The path's segments (consecutive path time on one track, :attr:`CriticalPath.
+    segments`) as the "Critical path" row's slices (:attr:`Results.path`'s columns): each
+    edge of the path that holds time belongs to the segment its time ends in, its owner
+    slice to the slices the run passes through and its time to its op's."""
+    seg = cp.segments
+    if not len(seg) or not len(cp.edges):
+        return no_runs()
+    start = seg["start_ns"].to_numpy(np.int64)
+    end = seg["end_ns"].to_numpy(np.int64)
+    k = len(seg)
+    w = cp.edges["weight"].to_numpy(np.int64)
+    owner = cp.edges["owner"].to_numpy(np.int64)
+    edge_end = cp.start_ns + np.cumsum(w)
+    run = np.minimum(np.searchsorted(end, edge_end, side="left"), k - 1)
+    has = (owner >= 0) & (owner < len(trace.slices)) & (w > 0)
+    run, owner, w = run[has], owner[has], w[has]
+    # slices per run: distinct (run, owner) pairs (sorted: run-major keys)
+    n = max(len(trace.slices), 1)
+    pair = np.sort(run * n + owner)
+    distinct = pair[np.r_[True, pair[1:] != pair[:-1]]] if len(pair) else pair
+    count = np.bincount(distinct // n, minlength=k)
+    # path time per (run, op name), then each run's top ones
+    names = trace.slices["name"]
+    m = len(names.cat.categories) + 1
+    key = run * m + names.cat.codes.to_numpy(np.int64)[owner]
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    at = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
+    ns = np.add.reduceat(w[order], at) if len(key) else np.zeros(0, np.int64)
+    key = key[at]
+    key_run = key // m
+    best = np.lexsort((-ns, key_run))
+    first = np.searchsorted(key_run[best], np.arange(k))
+    rank = np.arange(len(best)) - first[key_run[best]]
+    top = best[rank < RUN_TOP_OPS]
+    cats = [str(c) for c in names.cat.categories] + [""]
+    ops: list[list[str]] = [[] for _ in range(k)]
+    for r, c, t in zip(
+        key_run[top].tolist(), (key[top] % m).tolist(), ns[top].tolist(), strict=True
+    ):
+        ops[r].append(f"{cats[c]} ({t / 1e6:.3f} ms)")
+    top_op = seg["top_op"].astype(str).to_numpy(dtype=object)
+    return pd.DataFrame(
+        {
+            "ts": start,
+            "dur": end - start,
+            "name": np.where(top_op == "", "waiting", top_op).astype(object),
+            "on": seg["label"].astype(str).to_numpy(dtype=object),
+            "slices": count.astype(np.int64),
+            "ops": np.array(["; ".join(o) for o in ops], dtype=object),
+        }
+    )

@@ -53,13 +53,13 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     bd = breakdown(trace, step)
     partial = partial_steps(trace)
     steps_out = []
+    # each step's breakdown by device (sorted) then category: one pass, not a filter per step
+    by_step: dict[int, dict[str, dict[str, int]]] = {}
+    for dev, g in bd.groupby("device", sort=True):
+        for s, c, n in zip(g["step"].tolist(), g["category"], g["ns"].tolist(), strict=True):
+            by_step.setdefault(int(s), {}).setdefault(str(dev), {})[str(c)] = int(n)
     for row in st.itertuples(index=False):
-        part = bd[bd["step"] == row.step]
-        per_dev: dict[str, dict[str, int]] = {}
-        for dev, g in part.groupby("device", sort=True):
-            per_dev[str(dev)] = {
-                str(c): int(n) for c, n in zip(g["category"], g["ns"], strict=True)
-            }
+        per_dev = by_step.get(int(row.step), {})
         steps_out.append(
             {
                 "step": int(row.step),

@@ -5,6 +5,7 @@ section every format renders from that data alone, computing nothing but shares.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from explorer.palette import CRITICAL_PATH_COLORS, CRITICAL_PATH_LABELS
@@ -22,7 +23,8 @@ MAX_SLICES = 10_000
 
 def to_dict(cp: Any) -> dict[str, Any]:
     """The section as plain data (the JSON report's ``critical_path``), plus the segments."""
-    d = cp.to_dict()
+    # the listed slices only: a million-event path's ids as a Python list took 70 ms
+    d = dataclasses.replace(cp, slices=cp.slices[:MAX_SLICES]).to_dict()
     d["segments"] = [
         {
             "label": str(r.label),
@@ -41,8 +43,7 @@ def to_dict(cp: Any) -> dict[str, Any]:
         for r in (cp.segments.nlargest(TOP, "ns").sort_values("start_ns")
                   if len(cp.segments) else cp.segments).itertuples()  # empty: untyped columns
     ]  # fmt: skip
-    d["slices_total"] = len(d["slices"])
-    d["slices"] = d["slices"][:MAX_SLICES]  # a report stays readable; exports take all
+    d["slices_total"] = len(cp.slices)  # a report stays readable; exports take all
     return d
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import explorer
 from explorer.export import to_chrome
-from explorer.export.results import Results
+from explorer.export.results import Results, report_path
 from explorer.scenarios import write as write_scenario
 from tests.export.conftest import sample_files, shared_files
 
@@ -79,7 +79,14 @@ def test_results_become_an_explorer_process(tmp_path: Path) -> None:
     first = next(e for e in rows if e["name"] == found[0].title)
     assert first["args"]["recommendation"] == found[0].recommendation
     path = [e for e in rows if e["tid"] == "Critical path"]
-    assert len(path) == len(trace.critical_path().slices) > 0
+    cp = report_path(trace.data)
+    assert len(path) == len(cp.segments) > 0  # one slice per run, not per path slice
+    runs = sorted((round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in path)
+    assert runs[0][0] == cp.start_ns  # ts from the trace's start (baseTimeNanoseconds)
+    assert sum(d for _, d in runs) == cp.length_ns  # the runs tile the path exactly
+    assert all(a + d == b for (a, d), (b, _) in zip(runs, runs[1:], strict=False))
+    labels = set(trace.tracks["label"].astype(str))
+    assert all(e["args"]["on"] in labels and e["args"]["slices"] >= 0 for e in path)
     assert summary.result_slices == len(found) + len(path)
     back = explorer.load(out, use_cache=False)
     assert len(back.slices) == len(trace.slices) + summary.result_slices

@@ -9,7 +9,7 @@ import pytest
 
 import explorer
 from explorer.export import to_perfetto
-from explorer.export.results import CRITICAL_PATH_ROW, FINDINGS_ROW, Results
+from explorer.export.results import CRITICAL_PATH_ROW, FINDINGS_ROW, Results, report_path
 from explorer.scenarios import write as write_scenario
 from explorer.trace.build import trace_from_events
 from tests.export.conftest import sample_files, shared_files
@@ -269,28 +269,64 @@ def test_findings_and_critical_path_rows(tmp_path: Path) -> None:
     assert evidence and linked == evidence
     finding_anns = [a for a in parsed.annotations if "recommendation" in a]
     assert {a["title"] for a in finding_anns} == {f.title for f in found}
-    cp = trace.critical_path()
-    assert parsed.slices_on(CRITICAL_PATH_ROW) == len(cp.slices)
-    assert summary.result_slices == len(found) + len(cp.slices)
-    assert summary.flows > valid_flow_count(trace)  # the critical path's own links
+    cp = report_path(trace.data)
+    assert parsed.slices_on(CRITICAL_PATH_ROW) == len(cp.segments) > 0
+    assert summary.result_slices == len(found) + len(cp.segments)
+    assert_path_runs(trace, parsed, cp)
 
 
-def test_dependency_graph_waits_become_flows(shared_traces: Path, tmp_path: Path) -> None:
+def assert_path_runs(trace: explorer.Trace, parsed, cp) -> None:
+    """The "Critical path" row holds the path as runs that tile it exactly (start to end,
+    no gap, no overlap), each on a track of the trace with the slices it passes through."""
+    start = int(trace.metadata["start_ns"])
+    path_rows = {u for u in explorer_uuids(parsed) if parsed.track_name(u) == CRITICAL_PATH_ROW}
+    runs = sorted((t, d) for u, _, t, d in parsed.completed if u in path_rows)
+    assert runs[0][0] == start + cp.start_ns
+    assert runs[-1][0] + runs[-1][1] == start + cp.end_ns
+    assert all(a + d == b for (a, d), (b, _) in zip(runs, runs[1:], strict=False))
+    assert sum(d for _, d in runs) == cp.length_ns
+    labels = set(trace.tracks["label"].astype(str))
+    run_args = [a for a in parsed.annotations if "top ops" in a or ("on" in a and "slices" in a)]
+    assert len(run_args) == len(runs)
+    assert all(a["on"] in labels and int(a["slices"]) >= 0 for a in run_args)
+    # the path's time on its slices, each counted once in the run it holds time in
+    e = cp.edges
+    held = e[(e["owner"] >= 0) & (e["weight"] > 0)]
+    assert sum(int(a["slices"]) for a in run_args) >= held["owner"].nunique()
+
+
+def test_the_critical_path_crossing_tracks_becomes_flows(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """Where the path moves to another thread or stream (a launch, a sync, a stream
+    waiting on another), an arrow joins the two original slices; its steps along one
+    thread are the run itself, not arrows."""
     path = shared_traces / "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz"
     trace = explorer.load(path, use_cache=False)
-    edges = trace.dependency_graph().edges
-    waits = edges[edges["type"].astype(str).isin(["cross_stream", "sync"])]
-    assert len(waits) > 0
+    cp = report_path(trace.data)
+    track = trace.slices["track"].to_numpy()
+    e = cp.edges[cp.edges["src"] != cp.edges["dst"]]
+    src, dst = e["src"].to_numpy(), e["dst"].to_numpy()
+    crossing = track[src] != track[dst]
+    kinds = set(e["type"].astype(str)[crossing])
+    assert crossing.any() and {"launch", "sync"} <= kinds, kinds
     out = tmp_path / "deps.pftrace"
-    to_perfetto(trace, out)
+    summary = to_perfetto(trace, out)
     parsed = check(out)
     start = int(trace.metadata["start_ns"])
     sl = trace.slices
+
+    def end(i: int) -> tuple[int, str]:
+        return int(sl["ts"].iat[i]) + start, str(sl["name"].iat[i])
+
     ends = set(parsed.flow_ends.values())
-    for src, dst in zip(waits["src"], waits["dst"], strict=True):
-        a = (int(sl["ts"].iat[src]) + start, str(sl["name"].iat[src]))
-        b = (int(sl["ts"].iat[dst]) + start, str(sl["name"].iat[dst]))
-        assert (a, b) in ends or (b, a) in ends, (a, b)
+    for a, b in zip(src[crossing], dst[crossing], strict=True):
+        assert (end(a), end(b)) in ends or (end(b), end(a)) in ends, (a, b)
+    along = {(end(a), end(b)) for a, b in zip(src[~crossing], dst[~crossing], strict=True)}
+    own = {(end(a), end(b)) for a, b in zip(trace.flows["src"], trace.flows["dst"], strict=True)}
+    assert not (along - own) & ends  # no arrow for a step along one thread
+    assert summary.flows == len(parsed.flow_ends) < valid_flow_count(trace) + len(e)
+    assert_path_runs(trace, parsed, cp)
 
 
 def test_size_is_well_under_the_json(tmp_path: Path) -> None:

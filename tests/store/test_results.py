@@ -176,6 +176,22 @@ def test_an_export_reads_what_the_last_one_stored(tmp_path: Path) -> None:
     assert (tmp_path / "again.pftrace").read_bytes() == fresh
 
 
+def test_an_export_after_a_report_reads_its_findings_and_path(tmp_path: Path) -> None:
+    """The export writes the report's findings and critical path: after a report it reads
+    them (and the slices' source frames) from the store and builds no graph (the analyses
+    they come from never run), and
+    writes the same bytes as an export that computed everything."""
+    path = GPU[0] if GPU else SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
+    _first_and_reopened(path, tmp_path / "cache")
+    again = load_trace(path, store=tmp_path / "cache")
+    to_perfetto(again, tmp_path / "after.pftrace")
+    assert {"findings", "critical_path", "frame_codes"} <= again.memo.names()
+    # nor the slices' source lines (each slice's stack walked) for their annotations
+    assert not {"dependency_graph", "steps", "breakdown", "user_frames"} & again.memo.names()
+    to_perfetto(load_trace(path, use_cache=False), tmp_path / "fresh.pftrace")
+    assert (tmp_path / "after.pftrace").read_bytes() == (tmp_path / "fresh.pftrace").read_bytes()
+
+
 def test_sql_reads_the_stored_breakdown_and_findings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
