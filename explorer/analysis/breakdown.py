@@ -53,7 +53,7 @@ import pandas as pd
 
 from explorer.analysis.classify import classes
 from explorer.analysis.steps import select_steps
-from explorer.trace.columns import category_values
+from explorer.trace.columns import category_in
 from explorer.trace.kinds import device_label, device_vendor, process_vendor
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
@@ -140,6 +140,22 @@ class ReasonTimeline:
             out[:, 1] = np.minimum(out[:, 1], end)
         return out[out[:, 1] > out[:, 0]]
 
+    def ranges_in(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """:meth:`ranges` clipped to each window ``[starts[j], ends[j])`` in turn, all
+        concatenated in window order (n x 2 int64): one binary search, not a scan per window."""
+        runs = self._reason(name)[2]
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        lo = np.searchsorted(runs[:, 1], starts, side="right")  # first run ending after start
+        hi = np.searchsorted(runs[:, 0], ends, side="left")  # runs starting before end
+        n = np.maximum(hi - lo, 0)
+        win = np.repeat(np.arange(len(starts)), n)
+        at = lo[win] + (np.arange(len(win)) - (np.cumsum(n) - n)[win])
+        out = runs[at].copy()
+        out[:, 0] = np.maximum(out[:, 0], starts[win])
+        out[:, 1] = np.minimum(out[:, 1], ends[win])
+        return out[out[:, 1] > out[:, 0]]
+
 
 def track_device_labels(trace: TraceData) -> dict[int, str]:
     """Device track id → device label (``cuda:0``, ``rocm:2``, ``mtia:17``, ``gpu:3`` when the vendor
@@ -178,9 +194,11 @@ def host_reason_intervals(
     return ts, ts + s["dur"].to_numpy()[keep], code[keep]
 
 
+@memoised("host_slice_reasons", depends_on=("slice_classes",))
 def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     """Per slice, the index of its reason in the mode's table (:data:`DEVICE_REASONS` or
     :data:`HOST_REASONS`), -1 for slices that give none (device slices, whole-step spans).
+    Read-only, computed once per trace and mode.
 
     The one classifier of host time: the breakdown sweeps these intervals, and the critical
     path names its host edges with the same reasons.
@@ -188,8 +206,8 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
     cls = classes(trace)
-    kind = category_values(s["kind"])
-    host = trace.on_host() & ~cls.span & (kind != "other") & (kind != "device_annotation")
+    kind = trace.kind_in
+    host = trace.on_host() & ~cls.span & ~kind("other", "device_annotation")
     code = np.full(len(s), -1, np.int64)
 
     def put(name: str, mask: np.ndarray) -> None:
@@ -199,12 +217,13 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
 
     put("host_sync", cls.host_sync)
     put("host_compile", cls.compile)
-    put("host_fallback", kind == "fallback")
+    put("host_fallback", kind("fallback"))
     put("host_input", cls.input)
     put("host_comm", cls.blocking_collective)
-    put("host_copy", kind == "copy")
-    put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
+    put("host_copy", kind("copy"))
+    put("host_compute", kind("cpu_op", "kernel", "runtime"))
     put("host_busy", np.ones(len(s), bool))
+    code.flags.writeable = False
     return code
 
 
@@ -219,7 +238,7 @@ def device_reason_intervals(
     code = np.where(on & owned, device_slice_reasons(trace), -1)
     copy = code == 2
     keep = code >= 0
-    pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
+    pageable = category_in(s["src_mem"], ["Pageable"]) | category_in(s["dst_mem"], ["Pageable"])
     blocking = copy & (pageable | synchronous_copies(trace))
     return ts[keep], te[keep], code[keep], blocking[keep]
 
@@ -274,17 +293,19 @@ def _launched_by_steps_outside(trace: TraceData, k: np.ndarray) -> np.ndarray:
     return out & ((at < first) | (at >= last))
 
 
+@memoised("device_slice_reasons", depends_on=("slice_classes",))
 def device_slice_reasons(trace: TraceData) -> np.ndarray:
     """Per slice, the index in :data:`DEVICE_REASONS` of what it is as device work
     (0 compute, 1 communication, 2 data movement, 3 a wait; -1 none), by kind and name alone
-    — callers pick the slices that run on a device."""
-    kind = category_values(trace.slices["kind"])
+    — callers pick the slices that run on a device. Read-only, computed once per trace."""
+    kind = trace.kind_in
     cls = classes(trace)
-    code = np.full(len(kind), -1, np.int64)
-    code[(kind == "kernel") | (kind == "fallback")] = 0
-    code[(kind == "collective") | cls.device_collective] = 1
-    code[np.isin(kind, ["memcpy", "memset", "copy"]) | cls.dma] = 2
-    code[kind == "sync"] = 3
+    code = np.full(len(trace.slices), -1, np.int64)
+    code[kind("kernel", "fallback")] = 0
+    code[kind("collective") | cls.device_collective] = 1
+    code[kind("memcpy", "memset", "copy") | cls.dma] = 2
+    code[kind("sync")] = 3
+    code.flags.writeable = False
     return code
 
 

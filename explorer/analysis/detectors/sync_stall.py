@@ -29,9 +29,7 @@ def detect(ctx: Context) -> list[Finding]:
         return []
     assert m is not None
     sync = ctx.outermost(classes(ctx.trace).host_sync)
-    in_steps = np.zeros(len(sync), bool)
-    for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
-        in_steps |= (ctx.ts >= s) & (ctx.ts < e)
+    in_steps = ctx.starts_in_steps
     n_sync = int(np.count_nonzero(sync & in_steps))
     n_steps = max(len(ctx.steps), 1)
     title = f"Sync stall: {n_sync / n_steps:.3g} host syncs per step drain the device queue"
