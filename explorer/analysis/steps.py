@@ -180,7 +180,7 @@ def _partial_reasons(trace: TraceData, table: pd.DataFrame) -> list[str]:
     if n < 2:
         return out
     typical = float(np.median(dur[:-1]))
-    ops = _per_step(trace, table, np.isin(category_values(trace.slices["kind"]), _HOST_WORK))
+    ops = _per_step(trace, table, trace.kind_in(*_HOST_WORK))
     if dur[-1] < FRAGMENT_SHARE * typical and ops[-1] < FRAGMENT_OPS * np.median(ops[:-1]):
         out[-1] = (
             f"the profiler stopped during it: {fmt_ns(int(dur[-1]))} long with {ops[-1]} "
@@ -217,10 +217,13 @@ def _launches_lost(trace: TraceData, table: pd.DataFrame) -> np.ndarray:
     """Per step, how many launch calls in its host range have no device work in the trace."""
     s = trace.slices
     corr = s["correlation"].to_numpy(np.int64)
-    kind = category_values(s["kind"])
-    calls = trace.on_host() & (corr >= 0) & (kind == "runtime") & trace.name_matches(_LAUNCH_CALL)
-    ran = np.isin(corr, corr[trace.on_device() & (corr >= 0)])
-    return _per_step(trace, table, calls & ~ran)
+    calls = np.flatnonzero(
+        trace.on_host() & (corr >= 0) & trace.kind_in("runtime") & trace.name_matches(_LAUNCH_CALL)
+    )
+    ran = np.isin(corr[calls], corr[trace.on_device() & (corr >= 0)])
+    lost = np.zeros(len(s), bool)
+    lost[calls[~ran]] = True
+    return _per_step(trace, table, lost)
 
 
 #: Kinds of events a cut can lose from some steps only (Kineto writes host ops, runtime
@@ -232,10 +235,9 @@ def _cut_losses(trace: TraceData, table: pd.DataFrame) -> list[str]:
     """Per step of a trace cut short, which kinds of event it lost ("" for none): a step
     holding under half as many of a kind as the step with most of them (steps of one
     training loop run the same ops)."""
-    kind = category_values(trace.slices["kind"])
     out = [""] * len(table)
     for name in _CUT_KINDS:
-        count = _per_step(trace, table, kind == name)
+        count = _per_step(trace, table, trace.kind_in(name))
         most = int(count.max()) if len(count) else 0
         for i in np.flatnonzero(count < most / 2):
             out[i] += (", " if out[i] else "") + f"{count[i]} of {most} {name} events"

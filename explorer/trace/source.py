@@ -202,14 +202,23 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     files = _unify_spellings(frames.files)
     # Inherit from the parent, shallowest first.
     frame = trace.inherit_down(own, keep=own != 0)
+    # The columns categorised over the frames in use, then spread by integer codes: the
+    # same categoricals as from one string per slice, without making them.
+    used, at = np.unique(frame, return_inverse=True)
     out = pd.DataFrame(
         {
-            "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
+            "file": _spread(np.asarray(files, dtype=object)[used], at),
             "line": np.asarray(frames.lines, np.int64)[frame],
-            "function": pd.Categorical(np.asarray(frames.funcs, dtype=object)[frame]),
+            "function": _spread(np.asarray(frames.funcs, dtype=object)[used], at),
         }
     )
     return out
+
+
+def _spread(values: np.ndarray, at: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(values[at])``, categorised over ``values`` alone."""
+    small = pd.Categorical(values)
+    return pd.Categorical.from_codes(small.codes[at], dtype=small.dtype)
 
 
 #: Functions only a backend or a tensor-subclass library defines: the package whose frame
