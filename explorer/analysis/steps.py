@@ -44,7 +44,7 @@ import pandas as pd
 from explorer.analysis.attribution import launched_before_capture, launcher
 from explorer.errors import UsageError
 from explorer.trace.columns import category_values
-from explorer.trace.memo import memoised
+from explorer.trace.memo import declare, memoised
 from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
 from explorer.trace.window import cut
 from explorer.units import fmt_ns
@@ -70,6 +70,7 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """
     if trace.window is not None:
         return trace.window.steps[STEP_COLUMNS]
+    asked = pattern
     if pattern is None:
         pattern = trace.step_pattern
     if pattern is not None:
@@ -82,8 +83,16 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
         out = _matching_steps(trace, PROFILER_STEP, numbered_by_name=True)
         if out is None:
             out = _whole_trace(trace)
-    out["partial"] = np.array([bool(r) for r in _partial_reasons(trace, out)], dtype=bool)
+    reasons = _partial_reasons(trace, out)
+    trace.memo.compute(_PARTIAL_REASONS, (asked,), lambda: reasons)  # for partial_steps
+    out["partial"] = np.array([bool(r) for r in reasons], dtype=bool)
     return out[STEP_COLUMNS]
+
+
+#: :func:`_partial_reasons` of the steps table, kept by :func:`steps` for
+#: :func:`partial_steps` (computed again only where the steps came from the store).
+_PARTIAL_REASONS = "step_partial_reasons"
+declare(_PARTIAL_REASONS, depends_on=("steps",))
 
 
 def _hits(trace: TraceData, rx: re.Pattern[str]) -> tuple[np.ndarray, int]:
@@ -249,7 +258,11 @@ def partial_steps(trace: TraceData) -> dict[int, str]:
     """Step number → why the step is not whole, for the steps marked ``partial``: left out
     of means, medians and ``--fail-on``, and every output says so."""
     st = steps(trace)
-    reasons = _partial_reasons(trace, st) if trace.window is None else None
+    reasons = (
+        trace.memo.compute(_PARTIAL_REASONS, (None,), lambda: _partial_reasons(trace, st))
+        if trace.window is None
+        else None
+    )
     out: dict[int, str] = {}
     for i, row in enumerate(st.itertuples(index=False)):
         if row.partial:
