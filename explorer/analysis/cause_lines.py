@@ -396,12 +396,14 @@ def cause_lines(
     ids = np.flatnonzero(ids) if np.asarray(ids).dtype == bool else np.asarray(ids, np.int64)
     if len(ids) == 0:
         return []
+    code, stmts = statement_codes(trace)
+    if len(stmts) == 0:  # no slice has a statement (a trace without Python stacks)
+        return []
     roots = np.zeros(n, bool)
     roots[ids] = True
     root_of = np.where(roots, np.arange(n), -1)
     root_of = trace.inherit_down(root_of, keep=roots)
     inside = root_of >= 0
-    code, stmts = statement_codes(trace)
     host = trace.on_host()
     w = exclusive_ns(trace, host & inside).astype(float)
     on_dev = trace.on_device()

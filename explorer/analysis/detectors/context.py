@@ -269,8 +269,10 @@ class Context:
         recommendation: str,
         time_lost_ns: int | None = None,
         details: dict[str, Any] | None = None,
+        source_lines: list[tuple[str, int, str]] | None = None,
     ) -> Finding:
-        """A finding for measured reason ``m``, with evidence among ``candidates`` (ids)."""
+        """A finding for measured reason ``m``, with evidence among ``candidates`` (ids);
+        its source lines are those of the evidence's overlap unless ``source_lines``."""
         ids = (
             np.flatnonzero(candidates)
             if candidates.dtype == bool
@@ -294,7 +296,7 @@ class Context:
             steps=[int(s) for s, v in zip(self.steps["step"], m.per_step, strict=True) if v > 0],
             ranges=[(int(a), int(b)) for a, b in ranges],
             evidence=evidence,
-            source_lines=cause_lines(self.trace, ids, ov),
+            source_lines=cause_lines(self.trace, ids, ov) if source_lines is None else source_lines,
             explanation=explanation,
             recommendation=recommendation,
             device=m.device,
