@@ -100,35 +100,58 @@ class ReasonTimeline:
     """One device's time cut into disjoint segments, each with one reason.
 
     Segment ``i`` is ``[bounds[i], bounds[i+1])`` with reason ``reasons[seg[i]]`` (or no
-    reason when ``seg[i] == -1``, which is ``other_idle``).
+    reason when ``seg[i] == -1``, which is ``other_idle``); ``seg`` is int8.
     """
 
     device: str
     reasons: tuple[tuple[str, str], ...]
     bounds: np.ndarray
     seg: np.ndarray
-    _per_reason: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+    _per_reason: dict[str, tuple[int, np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _runs: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
-    def _reason(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(mask, cumulative length, maximal runs) of one reason, computed once: detectors
-        ask for the same reason per step and per slice many times."""
+    def _reason(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+        """(code, its segments, their lengths' running sum from 0) of one reason, computed
+        once: detectors ask for the same reason per step and per slice many times. Kept
+        per reason's own segments, so all reasons together hold one entry per segment."""
         if name not in self._per_reason:
             k = [r for r, _ in self.reasons].index(name)
-            mask = self.seg == k
-            cum = np.concatenate([[0], np.cumsum(np.diff(self.bounds) * mask)])
-            self._per_reason[name] = (mask, cum, _runs(self.bounds, mask, None, None))
+            at = np.flatnonzero(self.seg == k)
+            cum = np.concatenate([[0], np.cumsum(self.bounds[at + 1] - self.bounds[at])])
+            self._per_reason[name] = (k, at, cum.astype(np.int64, copy=False))
         return self._per_reason[name]
 
     def reason_ns(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """ns of reason ``name`` inside each window ``[starts[j], ends[j])``."""
-        mask, cum, _ = self._reason(name)
-        return _covered(self.bounds, mask, starts, ends, cum)
+        k, at, cum = self._reason(name)
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        if len(self.seg) == 0:
+            return np.zeros(len(starts), np.int64)
+        return np.maximum(self._upto(k, at, cum, ends) - self._upto(k, at, cum, starts), 0)
+
+    def _upto(self, k: int, at: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Length of the reason's segments in ``(-inf, t)``, exactly (see :func:`_covered`)."""
+        bounds, n = self.bounds, len(self.seg)
+        i = np.searchsorted(bounds, t, side="right") - 1  # the segment holding t
+        i_c = np.clip(i, 0, n - 1)
+        inside = (i >= 0) & (i < n)
+        partial = np.where(inside & (self.seg[i_c] == k), t - bounds[i_c], 0)
+        full = cum[np.searchsorted(at, np.clip(i, 0, n), side="left")]  # segments before i
+        return np.where(i < 0, 0, full + partial)
+
+    def _runs_of(self, name: str) -> np.ndarray:
+        """The maximal runs of one reason, computed once."""
+        if name not in self._runs:
+            k = self._reason(name)[0]
+            self._runs[name] = _runs(self.bounds, self.seg == k, None, None)
+        return self._runs[name]
 
     def ranges(self, name: str, start: int | None = None, end: int | None = None) -> np.ndarray:
         """Maximal ``(start, end)`` runs of reason ``name`` (n x 2 int64), optionally clipped."""
-        runs = self._reason(name)[2]
+        runs = self._runs_of(name)
         if start is not None:
             runs = runs[runs[:, 1] > start]
         if end is not None:
@@ -143,7 +166,7 @@ class ReasonTimeline:
     def ranges_in(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """:meth:`ranges` clipped to each window ``[starts[j], ends[j])`` in turn, all
         concatenated in window order (n x 2 int64): one binary search, not a scan per window."""
-        runs = self._reason(name)[2]
+        runs = self._runs_of(name)
         starts = np.asarray(starts, np.int64)
         ends = np.asarray(ends, np.int64)
         lo = np.searchsorted(runs[:, 1], starts, side="right")  # first run ending after start
@@ -405,7 +428,7 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     if not labels:
         hs, he, hc = host_reason_intervals(trace, device_mode=False)
         bounds, seg = sweep(hs, he, hc, len(HOST_REASONS))
-        out["host"] = ReasonTimeline("host", HOST_REASONS, bounds, seg)
+        out["host"] = ReasonTimeline("host", HOST_REASONS, bounds, seg.astype(np.int8))
     else:
         hs, he, hc = host_reason_intervals(trace, device_mode=True)
         by_label: dict[str, list[int]] = {}
@@ -422,7 +445,7 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
             _relabel_refill(bounds, seg, he[hc == _R["host_sync"]], _R["sync_refill"])
             _relabel_refill(bounds, seg, he[hc == _R["host_fallback"]], _R["fallback_refill"])
             _relabel_refill(bounds, seg, de[blocking], _R["copy_refill"])
-            out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
+            out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg.astype(np.int8))
     return out
 
 

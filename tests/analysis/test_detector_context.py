@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.analysis.breakdown import _covered
 from explorer.analysis.detectors.context import Context
 from explorer.trace.columns import category_in, category_values
 from explorer.trace.model import KINDS
@@ -111,3 +112,23 @@ def test_inherit_down_is_the_walk_to_the_nearest_kept_ancestor(sample_traces: Pa
             want[i] = want[parent[i]]
     assert np.array_equal(got, want)
     assert (got >= 0).sum() > keep.sum()  # values did flow down
+
+
+@pytest.mark.parametrize("name", [NEURON, "cpu_item_every_step.pt.trace.json.gz"])
+def test_reason_time_is_the_dense_sum(sample_traces: Path, name: str) -> None:
+    """Each reason's time in any window, from the reason's own segments, is the sum over
+    every segment masked by the reason (the dense formula), to the ns."""
+    ctx = Context(explorer.load(sample_traces / name).data)
+    rng = np.random.default_rng(0)
+    for tl in ctx.timelines.values():
+        lo, hi = int(tl.bounds[0]) - 10, int(tl.bounds[-1]) + 10
+        a = rng.integers(lo, hi, 2000)
+        b = a + rng.integers(0, (hi - lo) // 3, 2000)
+        a = np.r_[a, tl.bounds[:-1], ctx.ts]  # segment edges and slice starts exactly
+        b = np.r_[b, tl.bounds[1:], ctx.end]
+        nonzero = 0
+        for k, (reason, _) in enumerate(tl.reasons):
+            got = tl.reason_ns(reason, a, b)
+            assert np.array_equal(got, _covered(tl.bounds, tl.seg == k, a, b))
+            nonzero += int((got > 0).sum())
+        assert nonzero > 0
