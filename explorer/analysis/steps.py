@@ -404,7 +404,7 @@ def _launched_device_end(
         inside_end, before_end = h1.copy(), h0.copy()
     if len(h0) == 0:
         return inside_end, before_end
-    work, k, inside = _launches(trace, h0, h1)
+    work, k, inside = _launches(trace)
     all_ends = trace.ends() if end is None else end
     starts = trace.slices["ts"].to_numpy(np.int64) if ts is None else ts
     ends = all_ends[work].astype(np.int64)
@@ -421,17 +421,22 @@ def _launched_device_end(
     return inside_end, before_end
 
 
-def _launches(
-    trace: TraceData, h0: np.ndarray, h1: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@memoised("step_launches", depends_on=("steps", "launcher"))
+def _launches(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids of the launched device work, index of the step starting last before each
-    launch (-1: before the first), whether the launch lies inside that step's host range)."""
+    launch (-1: before the first), whether the launch lies inside that step's host range).
+    Read-only, computed once per trace (every what-if replay asks again)."""
+    st = steps(trace)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
     src = launcher(trace)
     labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
     work = np.flatnonzero((src >= 0) & ~labels)
     launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
     k = np.searchsorted(h0, launched_at, side="right") - 1
     inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)]) if len(h0) else k >= 0
+    for a in (work, k, inside):
+        a.flags.writeable = False
     return work, k, inside
 
 
@@ -441,11 +446,9 @@ def launching_step(trace: TraceData) -> np.ndarray:
     before the capture, and device work whose launch is not in the trace."""
     st = steps(trace)
     out = np.full(len(trace.slices), -1, np.int64)
-    h0 = st["start_ns"].to_numpy(np.int64)
-    h1 = st["end_ns"].to_numpy(np.int64)
-    if len(h0) == 0:
+    if len(st) == 0:
         return out
-    work, k, inside = _launches(trace, h0, h1)
+    work, k, inside = _launches(trace)
     out[work[inside]] = k[inside]
     return out
 
