@@ -48,17 +48,28 @@ def _own_frames(trace: TraceData, n: int) -> tuple[np.ndarray, pd.DataFrame]:
     uf = user_frames(trace)
     if n == 0 or len(uf) == 0:
         return np.full(n, -1, np.int64), pd.DataFrame({c: [] for c in SOURCE_COLUMNS})
-    file = uf["file"].astype(str).to_numpy()
+    # The distinct (file, line, function) in order of first appearance, factorized on the
+    # columns' integer codes: never a string per slice.
+    files = uf["file"].array
+    funcs = uf["function"].array
+    file_names = np.append(np.asarray(files.categories.astype(str), dtype=object), "nan")
+    func_names = np.append(np.asarray(funcs.categories.astype(str), dtype=object), "nan")
+    fc = np.asarray(files.codes, np.int64) % len(file_names)  # -1 (missing) → "nan"
+    gc = np.asarray(funcs.codes, np.int64) % len(func_names)
     line = uf["line"].to_numpy(np.int64)
-    func = uf["function"].astype(str).to_numpy()
-    known = file != ""
+    rows = np.flatnonzero(file_names[fc] != "")
     code = np.full(n, -1, np.int64)
-    if known.any():
-        keys = pd.DataFrame({"file": file[known], "line": line[known], "function": func[known]})
-        codes, uniques = pd.MultiIndex.from_frame(keys).factorize()
-        code[np.flatnonzero(known)] = codes
-        frames = uniques.to_frame(index=False)
-        frames.columns = SOURCE_COLUMNS
+    if len(rows):
+        lines, line_rank = np.unique(line[rows], return_inverse=True)
+        key = (fc[rows] * len(lines) + line_rank) * len(func_names) + gc[rows]
+        codes, uniques = pd.factorize(key)
+        code[rows] = codes
+        first = np.full(len(uniques), len(rows), np.int64)
+        np.minimum.at(first, codes, np.arange(len(rows)))
+        at = rows[first]
+        frames = pd.DataFrame(
+            {"file": file_names[fc[at]], "line": line[at], "function": func_names[gc[at]]}
+        )
     else:
         frames = pd.DataFrame({c: [] for c in SOURCE_COLUMNS})
     return code, frames

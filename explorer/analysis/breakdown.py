@@ -53,7 +53,7 @@ import pandas as pd
 
 from explorer.analysis.classify import classes
 from explorer.analysis.steps import select_steps
-from explorer.trace.columns import category_values
+from explorer.trace.columns import category_in
 from explorer.trace.kinds import device_label, device_vendor, process_vendor
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
@@ -100,35 +100,58 @@ class ReasonTimeline:
     """One device's time cut into disjoint segments, each with one reason.
 
     Segment ``i`` is ``[bounds[i], bounds[i+1])`` with reason ``reasons[seg[i]]`` (or no
-    reason when ``seg[i] == -1``, which is ``other_idle``).
+    reason when ``seg[i] == -1``, which is ``other_idle``); ``seg`` is int8.
     """
 
     device: str
     reasons: tuple[tuple[str, str], ...]
     bounds: np.ndarray
     seg: np.ndarray
-    _per_reason: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+    _per_reason: dict[str, tuple[int, np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _runs: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
-    def _reason(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(mask, cumulative length, maximal runs) of one reason, computed once: detectors
-        ask for the same reason per step and per slice many times."""
+    def _reason(self, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+        """(code, its segments, their lengths' running sum from 0) of one reason, computed
+        once: detectors ask for the same reason per step and per slice many times. Kept
+        per reason's own segments, so all reasons together hold one entry per segment."""
         if name not in self._per_reason:
             k = [r for r, _ in self.reasons].index(name)
-            mask = self.seg == k
-            cum = np.concatenate([[0], np.cumsum(np.diff(self.bounds) * mask)])
-            self._per_reason[name] = (mask, cum, _runs(self.bounds, mask, None, None))
+            at = np.flatnonzero(self.seg == k)
+            cum = np.concatenate([[0], np.cumsum(self.bounds[at + 1] - self.bounds[at])])
+            self._per_reason[name] = (k, at, cum.astype(np.int64, copy=False))
         return self._per_reason[name]
 
     def reason_ns(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """ns of reason ``name`` inside each window ``[starts[j], ends[j])``."""
-        mask, cum, _ = self._reason(name)
-        return _covered(self.bounds, mask, starts, ends, cum)
+        k, at, cum = self._reason(name)
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        if len(self.seg) == 0:
+            return np.zeros(len(starts), np.int64)
+        return np.maximum(self._upto(k, at, cum, ends) - self._upto(k, at, cum, starts), 0)
+
+    def _upto(self, k: int, at: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Length of the reason's segments in ``(-inf, t)``, exactly (see :func:`_covered`)."""
+        bounds, n = self.bounds, len(self.seg)
+        i = np.searchsorted(bounds, t, side="right") - 1  # the segment holding t
+        i_c = np.clip(i, 0, n - 1)
+        inside = (i >= 0) & (i < n)
+        partial = np.where(inside & (self.seg[i_c] == k), t - bounds[i_c], 0)
+        full = cum[np.searchsorted(at, np.clip(i, 0, n), side="left")]  # segments before i
+        return np.where(i < 0, 0, full + partial)
+
+    def _runs_of(self, name: str) -> np.ndarray:
+        """The maximal runs of one reason, computed once."""
+        if name not in self._runs:
+            k = self._reason(name)[0]
+            self._runs[name] = _runs(self.bounds, self.seg == k, None, None)
+        return self._runs[name]
 
     def ranges(self, name: str, start: int | None = None, end: int | None = None) -> np.ndarray:
         """Maximal ``(start, end)`` runs of reason ``name`` (n x 2 int64), optionally clipped."""
-        runs = self._reason(name)[2]
+        runs = self._runs_of(name)
         if start is not None:
             runs = runs[runs[:, 1] > start]
         if end is not None:
@@ -138,6 +161,22 @@ class ReasonTimeline:
             out[:, 0] = np.maximum(out[:, 0], start)
         if end is not None:
             out[:, 1] = np.minimum(out[:, 1], end)
+        return out[out[:, 1] > out[:, 0]]
+
+    def ranges_in(self, name: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """:meth:`ranges` clipped to each window ``[starts[j], ends[j])`` in turn, all
+        concatenated in window order (n x 2 int64): one binary search, not a scan per window."""
+        runs = self._runs_of(name)
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        lo = np.searchsorted(runs[:, 1], starts, side="right")  # first run ending after start
+        hi = np.searchsorted(runs[:, 0], ends, side="left")  # runs starting before end
+        n = np.maximum(hi - lo, 0)
+        win = np.repeat(np.arange(len(starts)), n)
+        at = lo[win] + (np.arange(len(win)) - (np.cumsum(n) - n)[win])
+        out = runs[at].copy()
+        out[:, 0] = np.maximum(out[:, 0], starts[win])
+        out[:, 1] = np.minimum(out[:, 1], ends[win])
         return out[out[:, 1] > out[:, 0]]
 
 
@@ -178,9 +217,11 @@ def host_reason_intervals(
     return ts, ts + s["dur"].to_numpy()[keep], code[keep]
 
 
+@memoised("host_slice_reasons", depends_on=("slice_classes",))
 def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     """Per slice, the index of its reason in the mode's table (:data:`DEVICE_REASONS` or
     :data:`HOST_REASONS`), -1 for slices that give none (device slices, whole-step spans).
+    Read-only, computed once per trace and mode.
 
     The one classifier of host time: the breakdown sweeps these intervals, and the critical
     path names its host edges with the same reasons.
@@ -188,8 +229,8 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     s = trace.slices
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
     cls = classes(trace)
-    kind = category_values(s["kind"])
-    host = trace.on_host() & ~cls.span & (kind != "other") & (kind != "device_annotation")
+    kind = trace.kind_in
+    host = trace.on_host() & ~cls.span & ~kind("other", "device_annotation")
     code = np.full(len(s), -1, np.int64)
 
     def put(name: str, mask: np.ndarray) -> None:
@@ -199,12 +240,13 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
 
     put("host_sync", cls.host_sync)
     put("host_compile", cls.compile)
-    put("host_fallback", kind == "fallback")
+    put("host_fallback", kind("fallback"))
     put("host_input", cls.input)
     put("host_comm", cls.blocking_collective)
-    put("host_copy", kind == "copy")
-    put("host_compute", np.isin(kind, ["cpu_op", "kernel", "runtime"]))
+    put("host_copy", kind("copy"))
+    put("host_compute", kind("cpu_op", "kernel", "runtime"))
     put("host_busy", np.ones(len(s), bool))
+    code.flags.writeable = False
     return code
 
 
@@ -219,7 +261,7 @@ def device_reason_intervals(
     code = np.where(on & owned, device_slice_reasons(trace), -1)
     copy = code == 2
     keep = code >= 0
-    pageable = (s["src_mem"].to_numpy() == "Pageable") | (s["dst_mem"].to_numpy() == "Pageable")
+    pageable = category_in(s["src_mem"], ["Pageable"]) | category_in(s["dst_mem"], ["Pageable"])
     blocking = copy & (pageable | synchronous_copies(trace))
     return ts[keep], te[keep], code[keep], blocking[keep]
 
@@ -274,17 +316,19 @@ def _launched_by_steps_outside(trace: TraceData, k: np.ndarray) -> np.ndarray:
     return out & ((at < first) | (at >= last))
 
 
+@memoised("device_slice_reasons", depends_on=("slice_classes",))
 def device_slice_reasons(trace: TraceData) -> np.ndarray:
     """Per slice, the index in :data:`DEVICE_REASONS` of what it is as device work
     (0 compute, 1 communication, 2 data movement, 3 a wait; -1 none), by kind and name alone
-    — callers pick the slices that run on a device."""
-    kind = category_values(trace.slices["kind"])
+    — callers pick the slices that run on a device. Read-only, computed once per trace."""
+    kind = trace.kind_in
     cls = classes(trace)
-    code = np.full(len(kind), -1, np.int64)
-    code[(kind == "kernel") | (kind == "fallback")] = 0
-    code[(kind == "collective") | cls.device_collective] = 1
-    code[np.isin(kind, ["memcpy", "memset", "copy"]) | cls.dma] = 2
-    code[kind == "sync"] = 3
+    code = np.full(len(trace.slices), -1, np.int64)
+    code[kind("kernel", "fallback")] = 0
+    code[kind("collective") | cls.device_collective] = 1
+    code[kind("memcpy", "memset", "copy") | cls.dma] = 2
+    code[kind("sync")] = 3
+    code.flags.writeable = False
     return code
 
 
@@ -384,7 +428,7 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
     if not labels:
         hs, he, hc = host_reason_intervals(trace, device_mode=False)
         bounds, seg = sweep(hs, he, hc, len(HOST_REASONS))
-        out["host"] = ReasonTimeline("host", HOST_REASONS, bounds, seg)
+        out["host"] = ReasonTimeline("host", HOST_REASONS, bounds, seg.astype(np.int8))
     else:
         hs, he, hc = host_reason_intervals(trace, device_mode=True)
         by_label: dict[str, list[int]] = {}
@@ -401,7 +445,7 @@ def timelines(trace: TraceData) -> dict[str, ReasonTimeline]:
             _relabel_refill(bounds, seg, he[hc == _R["host_sync"]], _R["sync_refill"])
             _relabel_refill(bounds, seg, he[hc == _R["host_fallback"]], _R["fallback_refill"])
             _relabel_refill(bounds, seg, de[blocking], _R["copy_refill"])
-            out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg)
+            out[label] = ReasonTimeline(label, DEVICE_REASONS, bounds, seg.astype(np.int8))
     return out
 
 

@@ -42,7 +42,6 @@ from explorer.analysis.breakdown import (
 )
 from explorer.analysis.by_source import exclusive_ns
 from explorer.analysis.classify import classes
-from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -252,13 +251,15 @@ def statement_codes(trace: TraceData) -> tuple[np.ndarray, pd.DataFrame]:
     # The slice right under its user frame: it has the frame's code and its parent either
     # a different code (the frame itself is the parent's user frame) or — the frame's own
     # python slice — the same code while being that frame. A slice under it inherits it.
-    python = category_values(s["kind"]) == "python"
+    python = trace.kind_in("python")
     own_frame = python & (code >= 0) & (pcode != code)  # the user frame's own slice
     head = (code >= 0) & has & (pcode == code) & own_frame_parent(own_frame, parent, has)
     callee = np.where(head, np.arange(n), -1)
     callee = trace.inherit_down(callee, keep=head | (code < 0) | own_frame | (pcode != code) | span)
     callee[(code < 0) | own_frame | span] = -1
-    names = s["name"].astype(str).to_numpy()
+    # what s["name"].astype(str) holds, one string per name shared by its slices
+    cat = s["name"].array
+    names = np.append(np.asarray(cat.categories.astype(str), dtype=object), "nan")[cat.codes]
     label = _callee_labels(names, np.flatnonzero(head), parent, python)
     # Weight: exclusive host time under each (frame, callee name).
     host = trace.on_host()
@@ -395,12 +396,14 @@ def cause_lines(
     ids = np.flatnonzero(ids) if np.asarray(ids).dtype == bool else np.asarray(ids, np.int64)
     if len(ids) == 0:
         return []
+    code, stmts = statement_codes(trace)
+    if len(stmts) == 0:  # no slice has a statement (a trace without Python stacks)
+        return []
     roots = np.zeros(n, bool)
     roots[ids] = True
     root_of = np.where(roots, np.arange(n), -1)
     root_of = trace.inherit_down(root_of, keep=roots)
     inside = root_of >= 0
-    code, stmts = statement_codes(trace)
     host = trace.on_host()
     w = exclusive_ns(trace, host & inside).astype(float)
     on_dev = trace.on_device()

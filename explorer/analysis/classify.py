@@ -64,7 +64,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.analysis.attribution import launcher
-from explorer.trace.columns import category_values
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -146,14 +145,14 @@ def classes(trace: TraceData) -> SliceClasses:
     """The classification columns of every slice, computed once per trace."""
     s = trace.slices
     n = len(s)
-    kind = category_values(s["kind"])
+    kind = trace.kind_in
     host = trace.on_host()
     dev = trace.on_device()
     mode = device_mode(trace)
 
-    sync_kind = kind == "sync"
+    sync_kind = kind("sync")
     sync_ops = trace.name_matches(SYNC_OPS) if mode else np.zeros(n, bool)
-    runtime = host & np.isin(kind, ["runtime", "sync"])
+    runtime = host & kind("runtime", "sync")
     if sync_ops.any() and runtime.any():
         # Where the trace records runtime calls, an .item() that makes none read a host
         # tensor: it waited for nothing (MTIA inference: 75 of them beside 226 real syncs).
@@ -164,28 +163,28 @@ def classes(trace: TraceData) -> SliceClasses:
         sync_ops = np.zeros(n, bool)
     host_sync = host & (sync_kind | sync_ops)
 
-    compile_ = host & ((kind == "compile") | trace.name_matches(COMPILE_NAMES))
+    compile_ = host & (kind("compile") | trace.name_matches(COMPILE_NAMES))
 
-    python = kind == "python"
+    python = kind("python")
     input_root = host & np.where(
         python, trace.name_matches(INPUT_FRAMES), trace.name_matches(INPUT_NAMES)
     )
     input_ = host & trace.inherit_down(input_root, keep=input_root)
 
     host_coll = host & (
-        (kind == "collective")
+        kind("collective")
         | trace.name_matches(HOST_COLLECTIVE)
         | trace.name_matches(HOST_COLLECTIVE_WORDS)
     )
-    dev_coll = dev & ((kind == "collective") | _launched_by(trace, host_coll, kind == "kernel"))
+    dev_coll = dev & (kind("collective") | _launched_by(trace, host_coll, kind("kernel")))
 
     span = trace.name_matches(SPAN_NAMES)
-    operator = host & (kind == "cpu_op") & ~span
+    operator = host & kind("cpu_op") & ~span
 
     engine = trace.name_matches(ENGINE_OP)
     autograd = host & engine
     if not engine.any():
-        node = host & (kind == "cpu_op") & trace.name_matches(BACKWARD_NODE)
+        node = host & kind("cpu_op") & trace.name_matches(BACKWARD_NODE)
         autograd = node & ~_has_parent_in(trace, trace.inherit_down(node, keep=node))
 
     cols = {
@@ -199,7 +198,7 @@ def classes(trace: TraceData) -> SliceClasses:
         "collective": host_coll | dev_coll,
         "blocking_collective": host_coll
         & (_ancestors(trace, host & trace.name_matches(HOST_BACKEND)) if mode else True),
-        "dma": dev & (kind == "kernel") & trace.name_matches(DMA_NAMES),
+        "dma": dev & kind("kernel") & trace.name_matches(DMA_NAMES),
         "span": span,
         "operator": operator,
         "autograd": autograd,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.trace.columns import category_values
+from explorer.trace.columns import category_in, category_values
 from explorer.trace.kinds import (
     FALLBACK_COPY_BACK,
     FALLBACK_MARKER,
@@ -31,12 +31,12 @@ from explorer.trace.model import TraceData
 COLUMNS = ("id", "op", "track", "ts", "end", "copy_out_ns", "copy_back_ns", "cpu_ns", "labelled")
 
 
-def _marked_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.ndarray:
+def _marked_ops(trace: TraceData, host: np.ndarray) -> np.ndarray:
     """Ids of the innermost non-plumbing host ops around each ``aten::_to_cpu``."""
-    names = category_values(trace.slices["name"])
+    names = trace.slices["name"]
     parent = trace.slices["parent"].to_numpy(np.int64)
-    cur = parent[np.flatnonzero(host & (names == FALLBACK_MARKER))]
-    plumbing = np.isin(names, list(FALLBACK_PLUMBING)) | (kind != "cpu_op")
+    cur = parent[np.flatnonzero(host & category_in(names, [FALLBACK_MARKER]))]
+    plumbing = category_in(names, FALLBACK_PLUMBING) | ~trace.kind_in("cpu_op")
     while len(cur):
         ok = cur >= 0
         climb = ok & plumbing[np.where(ok, cur, 0)]
@@ -51,7 +51,7 @@ def _marked_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.ndar
 _NESTING = 16
 
 
-def _sandwiched_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.ndarray:
+def _sandwiched_ops(trace: TraceData, host: np.ndarray) -> np.ndarray:
     """Ids of host ops that ran themselves on the CPU between copies: ``X`` holding a copy,
     then an ``X`` of the same name, then a copy — the shape of any fallback, whether the
     backend moves the inputs with ``aten::_to_cpu`` or with ``.to("cpu")``. Only looked for
@@ -61,13 +61,13 @@ def _sandwiched_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.
     if not device_naming(trace).devices:
         return np.zeros(0, np.int64)
     s = trace.slices
-    names = category_values(s["name"])
+    names = s["name"]
     codes = s["name"].cat.codes.to_numpy()
     parent = s["parent"].to_numpy(np.int64)
     ts = s["ts"].to_numpy(np.int64)
     end = ts + s["dur"].to_numpy(np.int64)
     track = s["track"].to_numpy(np.int64)
-    op = host & (kind == "cpu_op") & ~np.isin(names, list(FALLBACK_PLUMBING))
+    op = host & trace.kind_in("cpu_op") & ~category_in(names, FALLBACK_PLUMBING)
     inner = np.flatnonzero(op)
     outer = np.full(len(inner), -1, np.int64)
     cur = parent[inner]
@@ -81,8 +81,8 @@ def _sandwiched_ops(trace: TraceData, host: np.ndarray, kind: np.ndarray) -> np.
     inner, outer = inner[keep], outer[keep]
     if len(inner) == 0:
         return np.zeros(0, np.int64)
-    moves = np.flatnonzero(host & np.isin(names, list(FALLBACK_MOVE_OUT)))
-    backs = np.flatnonzero(host & np.isin(names, list(FALLBACK_COPY_BACK)))
+    moves = np.flatnonzero(host & category_in(names, FALLBACK_MOVE_OUT))
+    backs = np.flatnonzero(host & category_in(names, FALLBACK_COPY_BACK))
     before = _copy_between(moves, ts, end, track, outer, ts[outer], ts[inner])
     after = _copy_between(backs, ts, end, track, outer, end[inner], end[outer])
     return np.unique(outer[before & after])
@@ -116,18 +116,17 @@ def _windows(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
     """(ids, labelled): the outermost calls on the host, labelled by the collector first,
     then the marked ops no labelled call covers."""
     s = trace.slices
-    kind = category_values(s["kind"])
     host = trace.on_host()
     ts = s["ts"].to_numpy(np.int64)
     end = ts + s["dur"].to_numpy(np.int64)
     track = s["track"].to_numpy(np.int64)
     parent = s["parent"].to_numpy(np.int64)
-    fb = host & (kind == "fallback") & (end > ts)
+    fb = host & trace.kind_in("fallback") & (end > ts)
     inner = np.zeros(len(s), bool)
     has = parent >= 0
     inner[has] = fb[parent[has]]
     labelled = np.flatnonzero(fb & ~inner)
-    marked = np.union1d(_marked_ops(trace, host, kind), _sandwiched_ops(trace, host, kind))
+    marked = np.union1d(_marked_ops(trace, host), _sandwiched_ops(trace, host))
     if len(marked):  # one call found both ways, or an op inside another found one: the outer
         pm = parent[marked]
         marked = marked[~np.isin(pm, marked)]

@@ -44,7 +44,7 @@ import pandas as pd
 from explorer.analysis.attribution import launched_before_capture, launcher
 from explorer.errors import UsageError
 from explorer.trace.columns import category_values
-from explorer.trace.memo import memoised
+from explorer.trace.memo import declare, memoised
 from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
 from explorer.trace.window import cut
 from explorer.units import fmt_ns
@@ -70,6 +70,7 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
     """
     if trace.window is not None:
         return trace.window.steps[STEP_COLUMNS]
+    asked = pattern
     if pattern is None:
         pattern = trace.step_pattern
     if pattern is not None:
@@ -82,8 +83,16 @@ def steps(trace: TraceData, pattern: str | None = None) -> pd.DataFrame:
         out = _matching_steps(trace, PROFILER_STEP, numbered_by_name=True)
         if out is None:
             out = _whole_trace(trace)
-    out["partial"] = np.array([bool(r) for r in _partial_reasons(trace, out)], dtype=bool)
+    reasons = _partial_reasons(trace, out)
+    trace.memo.compute(_PARTIAL_REASONS, (asked,), lambda: reasons)  # for partial_steps
+    out["partial"] = np.array([bool(r) for r in reasons], dtype=bool)
     return out[STEP_COLUMNS]
+
+
+#: :func:`_partial_reasons` of the steps table, kept by :func:`steps` for
+#: :func:`partial_steps` (computed again only where the steps came from the store).
+_PARTIAL_REASONS = "step_partial_reasons"
+declare(_PARTIAL_REASONS, depends_on=("steps",))
 
 
 def _hits(trace: TraceData, rx: re.Pattern[str]) -> tuple[np.ndarray, int]:
@@ -180,7 +189,7 @@ def _partial_reasons(trace: TraceData, table: pd.DataFrame) -> list[str]:
     if n < 2:
         return out
     typical = float(np.median(dur[:-1]))
-    ops = _per_step(trace, table, np.isin(category_values(trace.slices["kind"]), _HOST_WORK))
+    ops = _per_step(trace, table, trace.kind_in(*_HOST_WORK))
     if dur[-1] < FRAGMENT_SHARE * typical and ops[-1] < FRAGMENT_OPS * np.median(ops[:-1]):
         out[-1] = (
             f"the profiler stopped during it: {fmt_ns(int(dur[-1]))} long with {ops[-1]} "
@@ -217,10 +226,13 @@ def _launches_lost(trace: TraceData, table: pd.DataFrame) -> np.ndarray:
     """Per step, how many launch calls in its host range have no device work in the trace."""
     s = trace.slices
     corr = s["correlation"].to_numpy(np.int64)
-    kind = category_values(s["kind"])
-    calls = trace.on_host() & (corr >= 0) & (kind == "runtime") & trace.name_matches(_LAUNCH_CALL)
-    ran = np.isin(corr, corr[trace.on_device() & (corr >= 0)])
-    return _per_step(trace, table, calls & ~ran)
+    calls = np.flatnonzero(
+        trace.on_host() & (corr >= 0) & trace.kind_in("runtime") & trace.name_matches(_LAUNCH_CALL)
+    )
+    ran = np.isin(corr[calls], corr[trace.on_device() & (corr >= 0)])
+    lost = np.zeros(len(s), bool)
+    lost[calls[~ran]] = True
+    return _per_step(trace, table, lost)
 
 
 #: Kinds of events a cut can lose from some steps only (Kineto writes host ops, runtime
@@ -232,10 +244,9 @@ def _cut_losses(trace: TraceData, table: pd.DataFrame) -> list[str]:
     """Per step of a trace cut short, which kinds of event it lost ("" for none): a step
     holding under half as many of a kind as the step with most of them (steps of one
     training loop run the same ops)."""
-    kind = category_values(trace.slices["kind"])
     out = [""] * len(table)
     for name in _CUT_KINDS:
-        count = _per_step(trace, table, kind == name)
+        count = _per_step(trace, table, trace.kind_in(name))
         most = int(count.max()) if len(count) else 0
         for i in np.flatnonzero(count < most / 2):
             out[i] += (", " if out[i] else "") + f"{count[i]} of {most} {name} events"
@@ -247,7 +258,11 @@ def partial_steps(trace: TraceData) -> dict[int, str]:
     """Step number → why the step is not whole, for the steps marked ``partial``: left out
     of means, medians and ``--fail-on``, and every output says so."""
     st = steps(trace)
-    reasons = _partial_reasons(trace, st) if trace.window is None else None
+    reasons = (
+        trace.memo.compute(_PARTIAL_REASONS, (None,), lambda: _partial_reasons(trace, st))
+        if trace.window is None
+        else None
+    )
     out: dict[int, str] = {}
     for i, row in enumerate(st.itertuples(index=False)):
         if row.partial:
@@ -389,7 +404,7 @@ def _launched_device_end(
         inside_end, before_end = h1.copy(), h0.copy()
     if len(h0) == 0:
         return inside_end, before_end
-    work, k, inside = _launches(trace, h0, h1)
+    work, k, inside = _launches(trace)
     all_ends = trace.ends() if end is None else end
     starts = trace.slices["ts"].to_numpy(np.int64) if ts is None else ts
     ends = all_ends[work].astype(np.int64)
@@ -406,17 +421,22 @@ def _launched_device_end(
     return inside_end, before_end
 
 
-def _launches(
-    trace: TraceData, h0: np.ndarray, h1: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@memoised("step_launches", depends_on=("steps", "launcher"))
+def _launches(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids of the launched device work, index of the step starting last before each
-    launch (-1: before the first), whether the launch lies inside that step's host range)."""
+    launch (-1: before the first), whether the launch lies inside that step's host range).
+    Read-only, computed once per trace (every what-if replay asks again)."""
+    st = steps(trace)
+    h0 = st["start_ns"].to_numpy(np.int64)
+    h1 = st["end_ns"].to_numpy(np.int64)
     src = launcher(trace)
     labels = np.asarray(trace.slices["kind"] == "device_annotation")  # categorical: fast
     work = np.flatnonzero((src >= 0) & ~labels)
     launched_at = trace.slices["ts"].to_numpy(np.int64)[src[work]]
     k = np.searchsorted(h0, launched_at, side="right") - 1
     inside = (k >= 0) & (launched_at < h1[np.clip(k, 0, None)]) if len(h0) else k >= 0
+    for a in (work, k, inside):
+        a.flags.writeable = False
     return work, k, inside
 
 
@@ -426,11 +446,9 @@ def launching_step(trace: TraceData) -> np.ndarray:
     before the capture, and device work whose launch is not in the trace."""
     st = steps(trace)
     out = np.full(len(trace.slices), -1, np.int64)
-    h0 = st["start_ns"].to_numpy(np.int64)
-    h1 = st["end_ns"].to_numpy(np.int64)
-    if len(h0) == 0:
+    if len(st) == 0:
         return out
-    work, k, inside = _launches(trace, h0, h1)
+    work, k, inside = _launches(trace)
     out[work[inside]] = k[inside]
     return out
 

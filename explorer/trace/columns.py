@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,4 +136,15 @@ def category_matches(values: pd.Categorical | pd.Series, rx: re.Pattern[str]) ->
     cat = values.array if isinstance(values, pd.Series) else values
     names = cat.categories.astype(str)
     hit = np.fromiter((bool(rx.search(n)) for n in names), bool, len(names))
+    return np.append(hit, False)[cat.codes]
+
+
+def category_in(values: pd.Categorical | pd.Series, names: Collection[str]) -> np.ndarray:
+    """Per row of a categorical column: is its value one of ``names``? Compared once per
+    distinct value, then spread through the codes (no string per row); a missing value is
+    in none. What ``np.isin(column.to_numpy(), names)`` answers."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        return np.isin(np.asarray(cat, dtype=object), list(names))
+    hit = np.isin(np.asarray(cat.categories.astype(str), dtype=object), list(names))
     return np.append(hit, False)[cat.codes]

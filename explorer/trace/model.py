@@ -77,7 +77,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.errors import UsageError
-from explorer.trace.columns import category_matches
+from explorer.trace.columns import category_in, category_matches
 from explorer.trace.memo import Memo, declare_options, memoised
 from explorer.trace.source import stack_of
 
@@ -367,6 +367,19 @@ class TraceData:
         """Per slice: does it run on a host thread? (not the profiler's own span row)"""
         return self.sides() == HOST
 
+    @memoised("slice_depth_order")
+    def _depth_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slices that have a parent, shallowest first (by id within a depth), and
+        their depths: what :meth:`inherit_down` walks, sorted once per trace."""
+        parent = self.slices["parent"].to_numpy(np.int64)
+        depth = self.slices["depth"].to_numpy(np.int64)
+        rows = np.flatnonzero(parent >= 0)
+        rows = rows[np.argsort(depth[rows], kind="stable")]
+        out = (rows, depth[rows])
+        for a in out:
+            a.flags.writeable = False
+        return out
+
     def inherit_down(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """A copy of ``values`` in which every slice whose ``keep`` is False takes its
         parent's value, shallowest first, so a value flows down any number of levels
@@ -376,13 +389,17 @@ class TraceData:
         """
         out = values.copy()
         parent = self.slices["parent"].to_numpy(np.int64)
-        depth = self.slices["depth"].to_numpy(np.int64)
-        rows = np.flatnonzero(~keep & (parent >= 0))
-        rows = rows[np.argsort(depth[rows], kind="stable")]
-        cuts = np.flatnonzero(np.diff(depth[rows])) + 1
+        order, depth = self._depth_order()
+        take = ~keep[order]
+        rows = order[take]
+        cuts = np.flatnonzero(np.diff(depth[take])) + 1
         for level in np.split(rows, cuts):
             out[level] = out[parent[level]]
         return out
+
+    def kind_in(self, *kinds: str) -> np.ndarray:
+        """Per slice: is its kind one of ``kinds``? (compared per category, not per row)"""
+        return category_in(self.slices["kind"], kinds)
 
     def name_matches(self, rx: re.Pattern[str]) -> np.ndarray:
         """Per slice: does its name match ``rx``? One regex call per distinct name."""

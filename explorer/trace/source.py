@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from explorer.trace.columns import category_matches
 from explorer.trace.memo import memoised
 
 if TYPE_CHECKING:
@@ -202,14 +203,23 @@ def user_frames(trace: TraceData) -> pd.DataFrame:
     files = _unify_spellings(frames.files)
     # Inherit from the parent, shallowest first.
     frame = trace.inherit_down(own, keep=own != 0)
+    # The columns categorised over the frames in use, then spread by integer codes: the
+    # same categoricals as from one string per slice, without making them.
+    used, at = np.unique(frame, return_inverse=True)
     out = pd.DataFrame(
         {
-            "file": pd.Categorical(np.asarray(files, dtype=object)[frame]),
+            "file": _spread(np.asarray(files, dtype=object)[used], at),
             "line": np.asarray(frames.lines, np.int64)[frame],
-            "function": pd.Categorical(np.asarray(frames.funcs, dtype=object)[frame]),
+            "function": _spread(np.asarray(frames.funcs, dtype=object)[used], at),
         }
     )
     return out
+
+
+def _spread(values: np.ndarray, at: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(values[at])``, categorised over ``values`` alone."""
+    small = pd.Categorical(values)
+    return pd.Categorical.from_codes(small.codes[at], dtype=small.dtype)
 
 
 #: Functions only a backend or a tensor-subclass library defines: the package whose frame
@@ -271,14 +281,17 @@ def _own_python_frames(
     own[is_py] = frame_of_name[codes[is_py]]
 
 
+#: The categories of the events Explorer's collector writes.
+_COLLECTOR_CAT = re.compile(r"^explorer_")
+
+
 def _own_collector_frames(
     trace: TraceData, frames: _FrameTable, own: np.ndarray, library: frozenset[str]
 ) -> None:
     """Explorer collector events with their own ``source_file``/``source_line`` args, when
     that frame is user code (with no user frame on the stack — autograd's threads — the
     collector names the innermost library frame; such an event inherits instead)."""
-    cats = trace.slices["cat"].astype(str)
-    for i in np.flatnonzero(np.asarray(cats.str.startswith("explorer_"))):
+    for i in np.flatnonzero(category_matches(trace.slices["cat"], _COLLECTOR_CAT)):
         a = trace.args(int(i))
         f, ln = a.get("source_file"), a.get("source_line")
         if f and isinstance(ln, int) and is_user_file(str(f), library):

@@ -27,7 +27,7 @@ def detect(ctx: Context) -> list[Finding]:
     cls = classes(ctx.trace)
     coll = cls.blocking_collective | (cls.device_collective if ctx.device_mode else False)
     coll = ctx.outermost(coll)
-    names = ctx.trace.slices["name"].to_numpy()[np.flatnonzero(coll)[:2000]]
+    names = ctx.trace.slices["name"].array[np.flatnonzero(coll)[:2000]]
     kinds = sorted({shorten(str(n).split("(")[0].strip(), 60) for n in names} - {""})[:5]
     named = f" ({', '.join(kinds)})" if kinds else ""  # never "Collectives () run on host"
     title = f"Exposed communication: {fmt_ns(m.total)} of collectives not overlapped with compute"

@@ -30,7 +30,7 @@ REASONS: tuple[str, ...] = ("host_compile",)
 def detect(ctx: Context) -> list[Finding]:
     m = ctx.measure("host_compile")
     comp = classes(ctx.trace).compile
-    ids = np.flatnonzero(ctx.kind == "compile")
+    ids = np.flatnonzero(ctx.trace.kind_in("compile"))
     events: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     sentences: dict[str, None] = {}  # ordered set: the same break seen every step says once

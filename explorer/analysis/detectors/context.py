@@ -8,7 +8,7 @@ source lines are those slices' user lines (:mod:`explorer.analysis.attribution`)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -73,6 +73,10 @@ class Context:
     timelines: dict[str, ReasonTimeline] = field(init=False)
     declared: frozenset[str] = field(default=REASON_NAMES, init=False, repr=False)
     """The reasons the running detector declared; measuring any other is an error."""
+    _measured: dict[tuple[str, ...], Measured | None] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _once: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.steps = attributed_steps(self.trace)
@@ -119,21 +123,95 @@ class Context:
     def end(self) -> np.ndarray:
         return self.ts + self.trace.slices["dur"].to_numpy(np.int64)
 
+    @cached_property
+    def parent(self) -> np.ndarray:
+        return self.trace.slices["parent"].to_numpy(np.int64)
+
     def outermost(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` without the slices whose parent is also in ``mask``."""
-        parent = self.trace.slices["parent"].to_numpy(np.int64)
+        parent = self.parent
         inner = np.zeros(len(mask), bool)
         has = parent >= 0
         inner[has] = mask[parent[has]]
         return mask & ~inner
+
+    @cached_property
+    def windows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The steps' ``(start_ns, end_ns)`` as int64 arrays."""
+        return (
+            self.steps["start_ns"].to_numpy(np.int64),
+            self.steps["end_ns"].to_numpy(np.int64),
+        )
+
+    @cached_property
+    def _tiled(self) -> bool:
+        """Do the steps follow one another without overlapping (as attributed steps do)?
+        Then each slice overlaps a contiguous run of them, found by binary search."""
+        starts, ends = self.windows
+        return bool(np.all(ends >= starts) and np.all(starts[1:] >= ends[:-1]))
+
+    @cached_property
+    def starts_in_steps(self) -> np.ndarray:
+        """Per slice: does it start inside a step (``start <= ts < end`` of any)?"""
+        starts, ends = self.windows
+        if self._tiled:
+            j = np.searchsorted(starts, self.ts, side="right") - 1
+            ok = j >= 0
+            out = np.zeros(len(self.ts), bool)
+            out[ok] = self.ts[ok] < ends[j[ok]]
+            return out
+        out = np.zeros(len(self.ts), bool)
+        for s, e in zip(starts, ends, strict=True):
+            out |= (self.ts >= s) & (self.ts < e)
+        return out
+
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per context under ``key`` (detectors share results:
+        the launch-bound detector leaves out what the runtime-stall one measured)."""
+        if key not in self._once:
+            self._once[key] = make()
+        return self._once[key]
+
+    def clipped(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (slice, step) pair where slice ``ids[i]`` overlaps the step: ``(i, step
+        index, start, end)`` of the overlap, clipped to the step and never empty."""
+        starts, ends = self.windows
+        a0, b0 = self.ts[ids], self.end[ids]
+        if self._tiled:
+            lo = np.searchsorted(ends, a0, side="right")
+            hi = np.searchsorted(starts, b0, side="left")
+            n = np.maximum(hi - lo, 0)
+            row = np.repeat(np.arange(len(ids)), n)
+            first = np.cumsum(n) - n
+            step = lo[row] + (np.arange(len(row)) - first[row])
+        else:
+            pairs = [
+                (np.flatnonzero((b0 > s) & (a0 < e)), j)
+                for j, (s, e) in enumerate(zip(starts, ends, strict=True))
+            ]
+            row = np.concatenate([p for p, _ in pairs] + [np.zeros(0, np.int64)])
+            step = np.concatenate(
+                [np.full(len(p), j, np.int64) for p, j in pairs] + [np.zeros(0, np.int64)]
+            )
+        a = np.maximum(a0[row], starts[step])
+        b = np.minimum(b0[row], ends[step])
+        ok = b > a
+        return row[ok], step[ok], a[ok], b[ok]
 
     # -- measuring ------------------------------------------------------------------------
     def measure(self, *reasons: str) -> Measured | None:
         """The reasons' summed time per step on the device where that total is largest
         (None when no timeline has these reasons)."""
         self._check(reasons)
-        starts = self.steps["start_ns"].to_numpy(np.int64)
-        ends = self.steps["end_ns"].to_numpy(np.int64)
+        if reasons not in self._measured:
+            self._measured[reasons] = self._measure(reasons)
+        m = self._measured[reasons]
+        if m is None:
+            return None
+        return Measured(m.device, m.reason, m.per_step.copy(), m.ranges.copy(), m.reasons)
+
+    def _measure(self, reasons: tuple[str, ...]) -> Measured | None:
+        starts, ends = self.windows
         best: Measured | None = None
         for label, tl in self.timelines.items():
             have = [r for r in reasons if r in [name for name, _ in tl.reasons]]
@@ -147,11 +225,7 @@ class Context:
         if best is None or best.total == 0:
             return best
         tl = self.timelines[best.device]
-        runs = [
-            tl.ranges(r, int(s), int(e))
-            for r in best.reasons
-            for s, e in zip(starts, ends, strict=True)
-        ]
+        runs = [tl.ranges_in(r, starts, ends) for r in best.reasons]
         rng = np.concatenate(runs) if runs else np.zeros((0, 2), np.int64)
         best.ranges = rng[np.argsort(rng[:, 0], kind="stable")]
         return best
@@ -162,12 +236,9 @@ class Context:
         self._check((reason,))
         tl = self.timelines[device]
         per = np.zeros(len(self.steps), np.int64)
-        for j, (s, e) in enumerate(zip(self.steps["start_ns"], self.steps["end_ns"], strict=True)):
-            a = np.maximum(self.ts[ids], s)
-            b = np.minimum(self.end[ids], e)
-            ok = b > a
-            if ok.any():
-                per[j] = int(tl.reason_ns(reason, a[ok], b[ok]).sum())
+        _, step, a, b = self.clipped(np.asarray(ids, np.int64))
+        if len(step):
+            np.add.at(per, step, tl.reason_ns(reason, a, b))
         return per
 
     def overlap(self, m: Measured, ids: np.ndarray) -> np.ndarray:
@@ -175,13 +246,10 @@ class Context:
         self._check(m.reasons or (m.reason,))
         tl = self.timelines[m.device]
         inside = np.zeros(len(ids), np.int64)
-        for s, e in zip(self.steps["start_ns"], self.steps["end_ns"], strict=True):
-            a = np.maximum(self.ts[ids], s)
-            b = np.minimum(self.end[ids], e)
-            ok = b > a
-            if ok.any():
-                for r in m.reasons or (m.reason,):
-                    inside[ok] += tl.reason_ns(r, a[ok], b[ok])
+        row, _, a, b = self.clipped(np.asarray(ids, np.int64))
+        if len(row):
+            for r in m.reasons or (m.reason,):
+                np.add.at(inside, row, tl.reason_ns(r, a, b))
         return inside
 
     def share(self, ns: int) -> float:
@@ -201,8 +269,10 @@ class Context:
         recommendation: str,
         time_lost_ns: int | None = None,
         details: dict[str, Any] | None = None,
+        source_lines: list[tuple[str, int, str]] | None = None,
     ) -> Finding:
-        """A finding for measured reason ``m``, with evidence among ``candidates`` (ids)."""
+        """A finding for measured reason ``m``, with evidence among ``candidates`` (ids);
+        its source lines are those of the evidence's overlap unless ``source_lines``."""
         ids = (
             np.flatnonzero(candidates)
             if candidates.dtype == bool
@@ -226,7 +296,7 @@ class Context:
             steps=[int(s) for s, v in zip(self.steps["step"], m.per_step, strict=True) if v > 0],
             ranges=[(int(a), int(b)) for a, b in ranges],
             evidence=evidence,
-            source_lines=cause_lines(self.trace, ids, ov),
+            source_lines=cause_lines(self.trace, ids, ov) if source_lines is None else source_lines,
             explanation=explanation,
             recommendation=recommendation,
             device=m.device,

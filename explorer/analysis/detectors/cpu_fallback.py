@@ -53,7 +53,7 @@ def _pattern_ops(ctx: Context) -> np.ndarray:
         return np.zeros(0, np.int64)
     # the outermost cpu_op enclosing each launch: walk parents (loop per depth)
     parent = s["parent"].to_numpy(np.int64)
-    is_op = ctx.kind == "cpu_op"
+    is_op = ctx.trace.kind_in("cpu_op")
     op = np.where(is_op[src[dev]], src[dev], -1)
     cur = src[dev].copy()
     for _ in range(int(s["depth"].max()) + 1):
@@ -131,10 +131,16 @@ def _short(line: str) -> str:
 
 def fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """(labelled, pattern): outermost collector fallback slices, and unlabelled host ops
-    that look like a fallback. The memcpy detector leaves their copies to this one."""
+    that look like a fallback. The memcpy detector leaves their copies to this one.
+    Computed once per context; callers must not modify what it returns."""
+    got: tuple[np.ndarray, np.ndarray] = ctx.once(KIND, lambda: _fallback_windows(ctx))
+    return got
+
+
+def _fallback_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     if not ctx.device_mode:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    labelled = np.flatnonzero(ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device))
+    labelled = np.flatnonzero(ctx.outermost(ctx.trace.kind_in("fallback") & ~ctx.on_device))
     calls = fallback_calls(ctx.trace)
     marked = calls.loc[~calls["labelled"].astype(bool), "id"].to_numpy(np.int64)
     labelled = np.sort(np.concatenate([labelled, marked]))
@@ -212,7 +218,7 @@ def _detect_on_host(ctx: Context) -> list[Finding]:
     """The fallbacks of a trace without a device timeline, measured on the host."""
     calls = fallback_calls(ctx.trace)
     instants = np.flatnonzero(
-        ctx.outermost((ctx.kind == "fallback") & ~ctx.on_device) & (ctx.end == ctx.ts)
+        ctx.outermost(ctx.trace.kind_in("fallback") & ~ctx.on_device) & (ctx.end == ctx.ts)
     )
     ids = calls["id"].to_numpy(np.int64)
     if len(ids) == 0:
@@ -256,7 +262,7 @@ def _finding(
         "backend/torch version, or move this computation out of the training step (e.g. into "
         "the DataLoader workers)."
     )
-    candidates = np.zeros(len(ctx.kind), bool)
+    candidates = np.zeros(len(ctx.ts), bool)
     candidates[ids] = True
     per_call = {
         str(r.op): {

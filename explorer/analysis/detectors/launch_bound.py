@@ -39,18 +39,15 @@ def detect(ctx: Context) -> list[Finding]:
         )  # fmt: skip
     if m is None or m.total < MIN_LAUNCH_SHARE * ctx.total_ns or not ctx.significant(m):
         return []
-    kern = np.isin(ctx.kind, ["kernel", "collective"]) & ctx.on_device
-    in_steps = np.zeros(len(kern), bool)
-    for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
-        in_steps |= (ctx.ts >= s) & (ctx.ts < e)
-    k = np.flatnonzero(kern & in_steps)
+    kern = ctx.trace.kind_in("kernel", "collective") & ctx.on_device
+    k = np.flatnonzero(kern & ctx.starts_in_steps)
     if len(k) == 0:
         return []
     kdur = ctx.end[k] - ctx.ts[k]
     median = float(np.median(kdur))
     if median >= SHORT_KERNEL_NS:
         return []
-    launches = np.isin(ctx.kind, ["runtime", "cpu_op"]) & ~ctx.on_device
+    launches = ctx.trace.kind_in("runtime", "cpu_op") & ~ctx.on_device
     launches[stalls] = False
     per_step = len(k) / max(len(ctx.steps), 1)
     if per_step >= MANY_KERNELS:

@@ -37,7 +37,7 @@ def detect(ctx: Context) -> list[Finding]:
     if not ctx.significant(m):
         return []
     s = ctx.trace.slices
-    copies = np.isin(ctx.kind, ["memcpy", "memset", "copy"])
+    copies = ctx.trace.kind_in("memcpy", "memset", "copy")
     copies &= ctx.on_device if ctx.device_mode else ~ctx.on_device
     for i in fb:  # drop the fallbacks' copies from the evidence too
         copies &= ~((ctx.ts >= ctx.ts[i]) & (ctx.end <= ctx.end[i]))

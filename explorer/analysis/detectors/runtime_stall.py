@@ -31,14 +31,20 @@ NAMED = 3
 def stall_calls(ctx: Context) -> tuple[np.ndarray, Measured | None]:
     """The runtime calls that each hold the device idle for at least ``MIN_SHARE`` of the
     step time (slice ids, heaviest first) and that time as a measure: per step, and the
-    device-idle ranges inside the calls."""
+    device-idle ranges inside the calls. Computed once per context (this detector and the
+    launch-bound one both read it); callers must not modify what it returns."""
+    got: tuple[np.ndarray, Measured | None] = ctx.once(KIND, lambda: _stall_calls(ctx))
+    return got
+
+
+def _stall_calls(ctx: Context) -> tuple[np.ndarray, Measured | None]:
     empty = np.empty(0, np.int64)
     if not ctx.device_mode or ctx.total_ns <= 0:
         return empty, None
     m = ctx.measure("host_busy")
     if m is None or m.total == 0:
         return empty, None
-    calls = np.flatnonzero(ctx.outermost((ctx.kind == "runtime") & ~ctx.on_device))
+    calls = np.flatnonzero(ctx.outermost(ctx.trace.kind_in("runtime") & ~ctx.on_device))
     if len(calls) == 0:
         return empty, None
     idle = ctx.overlap(m, calls)

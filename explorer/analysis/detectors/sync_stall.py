@@ -29,9 +29,7 @@ def detect(ctx: Context) -> list[Finding]:
         return []
     assert m is not None
     sync = ctx.outermost(classes(ctx.trace).host_sync)
-    in_steps = np.zeros(len(sync), bool)
-    for s, e in zip(ctx.steps["start_ns"], ctx.steps["end_ns"], strict=True):
-        in_steps |= (ctx.ts >= s) & (ctx.ts < e)
+    in_steps = ctx.starts_in_steps
     n_sync = int(np.count_nonzero(sync & in_steps))
     n_steps = max(len(ctx.steps), 1)
     title = f"Sync stall: {n_sync / n_steps:.3g} host syncs per step drain the device queue"
@@ -47,16 +45,16 @@ def detect(ctx: Context) -> list[Finding]:
         "steps, avoid data-dependent shapes (nonzero, boolean masks) in the hot loop, and drop "
         "explicit synchronize() calls outside of timing code."
     )
+    # The lines are weighted by the syncs' own time, not by their overlap.
+    ids = np.flatnonzero(sync & in_steps)
     f = ctx.finding(
         KIND, m, sync, title, explanation, recommendation,
         details={"sync_count": n_sync, "syncs_per_step": n_sync / n_steps},
+        source_lines=cause_lines(ctx.trace, ids, ctx.end[ids] - ctx.ts[ids]),
     )  # fmt: skip
     # Evidence overlap uses the first part's reason; weight the lines by the syncs' own time.
     if not f.evidence:
-        ids = np.flatnonzero(sync & in_steps)
         dur = ctx.end[ids] - ctx.ts[ids]
         order = np.argsort(-dur, kind="stable")[:MAX_EVIDENCE]
         f.evidence = [int(i) for i in ids[order]]
-    ids = np.flatnonzero(sync & in_steps)
-    f.source_lines = cause_lines(ctx.trace, ids, ctx.end[ids] - ctx.ts[ids])
     return [f]
