@@ -181,13 +181,22 @@ def top_lines(
     code, frames = frame_codes(trace)
     c = code[ids]
     w = np.ones(len(ids)) if weights is None else np.asarray(weights, float)
-    ok = c >= 0
+    return heaviest_lines(c, w, frames, top)
+
+
+def heaviest_lines(
+    code: np.ndarray, weights: np.ndarray, lines: pd.DataFrame, top: int
+) -> list[tuple[str, int, str]]:
+    """The ``top`` rows of ``lines`` (``file, line, function``) with the most weight, where
+    ``code[i]`` is the row of item ``i`` (-1: none) and ``weights[i]`` its weight; ties keep
+    the rows' order, rows with no weight are left out."""
+    ok = (code >= 0) & (weights > 0)
     if not ok.any():
         return []
-    tot = np.bincount(c[ok], weights=w[ok], minlength=len(frames))
+    tot = np.bincount(code[ok], weights=weights[ok], minlength=len(lines))
     order = np.argsort(-tot, kind="stable")
     order = order[tot[order] > 0][:top]
     return [
-        (str(frames["file"].iat[i]), int(frames["line"].iat[i]), str(frames["function"].iat[i]))
+        (str(lines["file"].iat[i]), int(lines["line"].iat[i]), str(lines["function"].iat[i]))
         for i in order
     ]

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.attribution import frame_codes, launcher
+from explorer.analysis.attribution import frame_codes, heaviest_lines, launcher
 from explorer.analysis.breakdown import (
     DEVICE_REASONS,
     HOST_REASONS,
@@ -424,16 +424,7 @@ def cause_lines(
         dur = np.maximum(trace.slices["dur"].to_numpy(np.int64)[ids], 1)
         scale[ids] = scale[ids] / dur  # the share of each root's time that counts
         w = w * np.where(inside, scale[np.clip(root_of, 0, None)], 0.0)
-    ok = inside & (code >= 0) & (w > 0)
-    if not ok.any():
-        return []
-    tot = np.bincount(code[ok], weights=w[ok], minlength=len(stmts))
-    order = np.argsort(-tot, kind="stable")
-    order = order[tot[order] > 0][:top]
-    return [
-        (str(stmts["file"].iat[i]), int(stmts["line"].iat[i]), str(stmts["function"].iat[i]))
-        for i in order
-    ]
+    return heaviest_lines(np.where(inside, code, -1), w, stmts, top)
 
 
 def category_lines(trace: TraceData) -> pd.DataFrame:
