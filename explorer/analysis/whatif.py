@@ -55,7 +55,12 @@ import pandas as pd
 
 from explorer.analysis.attribution import launcher
 from explorer.analysis.classify import classes
-from explorer.analysis.critical_path import SCIPY_INIT_BYTES, CriticalPath, owners, path_through
+from explorer.analysis.critical_path import (
+    SCIPY_INIT_BYTES,
+    CriticalPath,
+    path_through,
+    type_codes,
+)
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
 from explorer.analysis.finding import Finding
 from explorer.analysis.graph.edges import EDGE_TYPES
@@ -178,17 +183,17 @@ def prepare(graph: DependencyGraph) -> Prepared:
     assert arrays is not None  # dependency_graph always fills it
     nodes = graph.nodes
     e = graph.edges
-    code = e["type"].cat.codes.to_numpy()
-    src, dst = e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)
+    code = type_codes(e)
+    dst = e["dst"].to_numpy(np.int64)
     w = e["weight"].to_numpy(np.int64)
-    u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
-    v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
+    # The same point ids and owners the critical path of this graph reads: computed once.
+    u, v = graph.point_edges()
     t = np.empty(2 * len(nodes), np.int64)
     t[0::2], t[1::2] = arrays.ts[nodes], arrays.end[nodes]
-    own = np.isin(code, _OWN)
-    owner = owners(graph, e)
-    blocked = arrays.kind == "sync"
-    blocked[dst[np.isin(code, _WAITS[:2])]] = True
+    own = _code_in(code, _OWN)
+    owner = graph.edge_owners()
+    blocked = arrays.kind_in(("sync",))
+    blocked[dst[_code_in(code, _WAITS[:2])]] = True
     mine = own & (owner >= 0)
     work = mine & ~blocked[np.maximum(owner, 0)]
     # A waiting stretch (a hand-back ends it: the thread recorded nothing while another
@@ -201,7 +206,15 @@ def prepare(graph: DependencyGraph) -> Prepared:
     # The others by point, the latest t(u) + m first: a point's first kept edge set it.
     k = np.flatnonzero(code != _HANDOFF)
     order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
-    return Prepared(graph, u, v, t, w, m, owner, mine, np.isin(code, _WAITS), dst, order)
+    return Prepared(graph, u, v, t, w, m, owner, mine, _code_in(code, _WAITS), dst, order)
+
+
+def _code_in(code: np.ndarray, wanted: tuple[int, ...]) -> np.ndarray:
+    """Whether each edge type code is one of ``wanted`` (a lookup, not ``np.isin``)."""
+    table = np.zeros(len(EDGE_TYPES) + 1, bool)
+    table[list(wanted)] = True
+    out: np.ndarray = table[code]
+    return out
 
 
 def replay_graph(

