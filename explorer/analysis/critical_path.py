@@ -314,13 +314,22 @@ def longest_work_path(
     # store zero costs as the smallest positive float (a stored zero is no edge to csgraph).
     pair = rows * (n + 1) + cols
     order = np.lexsort((data, pair))
-    sel = order[np.r_[True, pair[order][1:] != pair[order][:-1]]]
+    sorted_pair = pair[order]
+    del pair
+    sel = order[np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]]
+    # The edges by (pair, cost), roots left out: where the path's edges are found below.
+    edge_rows = order < len(u)
+    by_edge, edge_keys = order[edge_rows], sorted_pair[edge_rows]
+    del order, sorted_pair, edge_rows
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
-    matrix = csr_matrix((data, (rows[sel], cols[sel])), shape=(n + 1, n + 1))
+    rows, cols = rows[sel], cols[sel]
+    matrix = csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
+    del matrix
     if avoid is not None and np.any(avoid):
         bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
-        pred = _preferring(pred, dist, rows[sel], cols[sel], data, bad)
+        pred = _preferring(pred, dist, rows, cols, data, bad)
+    del rows, cols, data, sel
     dist = dist[:n]
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
@@ -331,7 +340,9 @@ def longest_work_path(
     points = _route_to(pred, sink, source)
     if len(points) < 2:
         return points, np.empty(0, np.int64)
-    return points, _cheapest_edges(u, v, cost, points, n + 1)
+    want = points[:-1] * (n + 1) + points[1:]
+    at: np.ndarray = by_edge[np.searchsorted(edge_keys, want)]
+    return points, at
 
 
 def _preferring(
@@ -366,18 +377,6 @@ def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
         chain.append(p)
         p = back[p]
     return np.array(chain[::-1], np.int64)
-
-
-def _cheapest_edges(
-    u: np.ndarray, v: np.ndarray, cost: np.ndarray, points: np.ndarray, width: int
-) -> np.ndarray:
-    """For each consecutive pair of ``points``, the index of the cheapest edge between
-    them (``width`` exceeds every point id)."""
-    edge_key = u * width + v
-    order = np.lexsort((cost, edge_key))
-    want = points[:-1] * width + points[1:]
-    at: np.ndarray = order[np.searchsorted(edge_key[order], want)]
-    return at
 
 
 def _describe(
