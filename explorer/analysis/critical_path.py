@@ -561,21 +561,33 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
         return _empty_ops()
     ids = owner[has]
     s = trace.slices
-    df = pd.DataFrame(
+    names, kinds = s["name"].array, s["kind"].array
+    # Grouped by (name, kind) code, in the order each pair first appears (as a groupby
+    # with sort=False; missing names or kinds left out, as it drops them): a million names
+    # and kinds taken as strings cost more than the rest of the path's description.
+    name_code, kind_code = names.codes[ids], kinds.codes[ids]
+    known = (name_code >= 0) & (kind_code >= 0)
+    key = name_code[known].astype(np.int64) * (len(kinds.categories) + 1) + kind_code[known]
+    pairs, first, group = np.unique(key, return_index=True, return_inverse=True)
+    if len(pairs) == 0:
+        return _empty_ops()
+    ns = np.zeros(len(pairs), np.int64)
+    np.add.at(ns, group, w[has][known])
+    slices_in = np.unique(group.astype(np.int64) * (int(ids.max()) + 1) + ids[known])
+    count = np.bincount(slices_in // (int(ids.max()) + 1), minlength=len(pairs))
+    seen = np.argsort(first, kind="stable")
+    name_text = np.asarray(names.categories.astype(str), dtype=object)
+    kind_text = np.asarray(kinds.categories.astype(str), dtype=object)
+    pair_name = pairs[seen] // (len(kinds.categories) + 1)
+    pair_kind = pairs[seen] % (len(kinds.categories) + 1)
+    out = pd.DataFrame(
         {
-            "name": s["name"].array.take(ids),
-            "kind": s["kind"].array.take(ids),
-            "slice": ids,
-            "ns": w[has],
+            "name": pd.Series(name_text[pair_name], dtype=object),
+            "kind": pd.Series(kind_text[pair_kind], dtype=object),
+            "ns": ns[seen],
+            "count": count[seen].astype(np.int64),
         }
     )
-    out = (
-        df.groupby(["name", "kind"], sort=False, observed=True)
-        .agg(ns=("ns", "sum"), count=("slice", "nunique"))
-        .reset_index()
-    )
-    out["name"] = out["name"].astype(str).astype(object)
-    out["kind"] = out["kind"].astype(str).astype(object)
     ours = [_explorer_frame(n, k) for n, k in zip(out["name"], out["kind"], strict=True)]
     out = out[~np.asarray(ours, bool)]
     out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)
