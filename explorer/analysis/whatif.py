@@ -211,7 +211,7 @@ def prepare(graph: DependencyGraph) -> Prepared:
     order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
     # Every replay's search runs over a subset of these edges: sorted by pair once here,
     # a replay lays its matrix out directly (no sort, no COO conversion per finding).
-    by_pair: np.ndarray | None = k[np.lexsort((v[k], u[k]))]
+    by_pair: np.ndarray | None = k[np.argsort(u[k] * (len(t) + 1) + v[k], kind="stable")]
     assert by_pair is not None
     if len(by_pair) > 1:
         same = (u[by_pair][1:] == u[by_pair][:-1]) & (v[by_pair][1:] == v[by_pair][:-1])
@@ -529,6 +529,11 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     path = critical_path(trace, None, all_steps=True).edges
     path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
+    # Findings whose fixes remove the same slices (the same kind's class or launch calls,
+    # the same evidence) share one replay; a fix that removes no node of the graph moves
+    # nothing (with nothing changed the replay is the recorded timeline), so it replays none.
+    replayed: dict[bytes, tuple[pd.DataFrame, int]] = {}
+    assert graph.arrays is not None
     for f in found:
         if f.kind == "memory" or f.time_lost_ns <= 0:
             f.predicted_saving_ns = 0
@@ -540,14 +545,17 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         )
         if not mask.any():
             mask = _evidence_mask(n, f)
-        factor = np.ones(n)
         gone = reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)
-        factor[gone] = 0.0
-        mine = path_owner >= 0
-        mine[mine] = gone[path_owner[mine]]
-        on_path = int(path_w[mine].sum())
-        ts, end = replay_graph(prepared, factor)
-        table = _step_table(trace, graph, ts, end)
+        key = np.packbits(gone).tobytes()
+        if key not in replayed:
+            mine = path_owner >= 0
+            mine[mine] = gone[path_owner[mine]]
+            if gone[graph.nodes].any():
+                ts, end = replay_graph(prepared, np.where(gone, 0.0, 1.0))
+            else:
+                ts, end = graph.arrays.ts, graph.arrays.end
+            replayed[key] = (_step_table(trace, graph, ts, end), int(path_w[mine].sum()))
+        table, on_path = replayed[key]
         per_step = table.set_index("step")["saving_ns"]
         on = [s for s in f.steps if s in per_step.index] or list(_counted(table)["step"])
         f.predicted_saving_ns = max(0, int(per_step.loc[on].sum()))
