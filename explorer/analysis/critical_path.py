@@ -137,7 +137,8 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     moved (:mod:`explorer.analysis.whatif`)."""
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
-    return _describe(trace, graph, points, graph.edges.iloc[at], costs.categories)
+    owner = costs.owner[at] if costs.owner is not None else None
+    return _describe(trace, graph, points, graph.edges.iloc[at], costs.categories, owner)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class PathCosts:
     #: Per edge: an inferred hand-off, which a route takes only where nothing else carries
     #: as much work.
     inferred: np.ndarray | None = None
+    #: Per edge, the slice whose time it is (:func:`owners`).
+    owner: np.ndarray | None = None
 
 
 #: Edge types along a thread: their time is the slice whose own time follows the first point.
@@ -170,12 +173,12 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     """
     # By type code, not by name: an object array of names compared five times over
     # millions of edges took a second.
-    code = _type_codes(edges)
+    code = type_codes(edges)
     src = edges["src"].to_numpy()
     dst = edges["dst"].to_numpy()
     sp = edges["src_point"].to_numpy()
     owner = np.full(len(edges), -1, np.int64)
-    along = np.isin(code, [EDGE_TYPES.index(t) for t in ALONG_THREAD])
+    along = _type_table(ALONG_THREAD)[code]
     assert graph.owner_after is not None  # dependency_graph always fills it
     owner[along] = stretch_owner(graph.owner_after, src[along], sp[along] == 1)
     for t, who in (
@@ -190,7 +193,13 @@ def owners(graph: DependencyGraph, edges: pd.DataFrame) -> np.ndarray:
     return owner
 
 
-def _type_codes(edges: pd.DataFrame) -> np.ndarray:
+def _type_table(types: Any) -> np.ndarray:
+    """Per edge type code (and -1, last), whether it is one of ``types``: a lookup that
+    replaces ``np.isin`` over millions of edges."""
+    return np.array([t in types for t in EDGE_TYPES] + [False], bool)
+
+
+def type_codes(edges: pd.DataFrame) -> np.ndarray:
     """Each edge's type as its index in :data:`EDGE_TYPES`."""
     types = edges["type"]
     cats = [str(c) for c in types.cat.categories]
@@ -212,12 +221,10 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     m = len(nodes)
     src = e["src"].to_numpy()
     dst = e["dst"].to_numpy()
-    u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
-    v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
+    u, v = graph.point_edges()
     weight = e["weight"].to_numpy(np.int64)
-    type_code = e["type"].cat.codes.to_numpy()
-    wait_type = np.array([t in WAIT_TYPES for t in EDGE_TYPES])
-    waiting = wait_type[type_code]
+    type_code = type_codes(e)
+    waiting = _type_table(WAIT_TYPES)[type_code]
     # A slice's own time is waiting when the slice is a wait (a sync call, an event wait),
     # a call the graph shows blocked on the device (a synchronous or pageable copy, a
     # launch held back by a full queue), or a stretch in which its thread recorded nothing
@@ -228,11 +235,11 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     blocked = np.zeros(arrays.n, bool)
     waited = (type_code == EDGE_TYPES.index("sync")) | (type_code == EDGE_TYPES.index("queue"))
     blocked[dst[waited]] = True
-    waiting[is_dur] = (arrays.kind[src[is_dur]] == "sync") | blocked[src[is_dur]]
+    waiting[is_dur] = arrays.kind_in(("sync",), src[is_dur]) | blocked[src[is_dur]]
     # A stretch that hands off to work elsewhere (a hand-back ends at its end) is waiting.
     joined = np.zeros(2 * m, bool)
     joined[v[type_code == EDGE_TYPES.index("handback")]] = True
-    own = np.isin(type_code, [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")])
+    own = _type_table(("duration", "nest", "sibling"))[type_code]
     waiting |= own & joined[v]
     # The own time of an annotation or a Python frame — a bare annotation, the gaps between
     # a frame's children — is not work the path should credit to it (unless the breakdown
@@ -246,9 +253,9 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
         launches[flows["src"].to_numpy()[np.asarray(flows["type"] == "launch")]] = True
     launches |= launch_call_mask(trace.slices["name"].array)
     categories = TimeCategories(trace, arrays, launches)
-    owner = owners(graph, e)
-    framing = own & (owner >= 0) & ~(is_dur & (arrays.kind[np.maximum(src, 0)] == "python"))
-    framing[framing] = np.isin(arrays.kind[owner[framing]], WAITER_KINDS)
+    owner = graph.edge_owners()
+    framing = own & (owner >= 0) & ~(is_dur & arrays.kind_in(("python",), np.maximum(src, 0)))
+    framing[framing] = arrays.kind_in(WAITER_KINDS, owner[framing])
     at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
     plain = [PATH_CATEGORIES.index("host_compute"), PATH_CATEGORIES.index("idle_gap")]
     framing[framing] = np.isin(categories(owner[framing], at[framing]), plain)
@@ -258,8 +265,8 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
     point_time[1::2] = arrays.end[nodes]
-    inferred = np.isin(type_code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
-    return PathCosts(point_time, u, v, cost, categories, inferred)
+    inferred = _type_table(INFERRED_TYPES)[type_code]
+    return PathCosts(point_time, u, v, cost, categories, inferred, owner)
 
 
 def longest_work_path(
@@ -307,13 +314,22 @@ def longest_work_path(
     # store zero costs as the smallest positive float (a stored zero is no edge to csgraph).
     pair = rows * (n + 1) + cols
     order = np.lexsort((data, pair))
-    sel = order[np.r_[True, pair[order][1:] != pair[order][:-1]]]
+    sorted_pair = pair[order]
+    del pair
+    sel = order[np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]]
+    # The edges by (pair, cost), roots left out: where the path's edges are found below.
+    edge_rows = order < len(u)
+    by_edge, edge_keys = order[edge_rows], sorted_pair[edge_rows]
+    del order, sorted_pair, edge_rows
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
-    matrix = csr_matrix((data, (rows[sel], cols[sel])), shape=(n + 1, n + 1))
+    rows, cols = rows[sel], cols[sel]
+    matrix = csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
+    del matrix
     if avoid is not None and np.any(avoid):
         bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
-        pred = _preferring(pred, dist, rows[sel], cols[sel], data, bad)
+        pred = _preferring(pred, dist, rows, cols, data, bad)
+    del rows, cols, data, sel
     dist = dist[:n]
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
@@ -324,7 +340,9 @@ def longest_work_path(
     points = _route_to(pred, sink, source)
     if len(points) < 2:
         return points, np.empty(0, np.int64)
-    return points, _cheapest_edges(u, v, cost, points, n + 1)
+    want = points[:-1] * (n + 1) + points[1:]
+    at: np.ndarray = by_edge[np.searchsorted(edge_keys, want)]
+    return points, at
 
 
 def _preferring(
@@ -361,27 +379,17 @@ def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
     return np.array(chain[::-1], np.int64)
 
 
-def _cheapest_edges(
-    u: np.ndarray, v: np.ndarray, cost: np.ndarray, points: np.ndarray, width: int
-) -> np.ndarray:
-    """For each consecutive pair of ``points``, the index of the cheapest edge between
-    them (``width`` exceeds every point id)."""
-    edge_key = u * width + v
-    order = np.lexsort((cost, edge_key))
-    want = points[:-1] * width + points[1:]
-    at: np.ndarray = order[np.searchsorted(edge_key[order], want)]
-    return at
-
-
 def _describe(
     trace: TraceData,
     graph: DependencyGraph,
     points: np.ndarray,
     edges: pd.DataFrame,
     categories: TimeCategories | None,
+    owner: np.ndarray | None = None,
 ) -> CriticalPath:
     """The path as results: its slices, its edges with what their time is, the time per
-    category, and the ops, lines and track segments that hold it."""
+    category, and the ops, lines and track segments that hold it (``owner``: the edges'
+    owners, when the caller has them)."""
     arrays = graph.arrays
     if arrays is None or categories is None or len(points) == 0:
         return _no_path(graph, edges)
@@ -389,11 +397,10 @@ def _describe(
     first = np.unique(slice_of_point, return_index=True)[1]
     t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
     start_ns, end_ns = int(t[0]), int(t[-1])
-    edges = _categorised(graph, edges, categories)
-    cat = edges["category"].to_numpy()
+    edges, cat = _categorised(graph, edges, categories, owner)
     w = edges["weight"].to_numpy(np.int64)
     # Idle time (only a step span around it) is nobody's to speed up.
-    busy_owner = np.where(cat == "idle_gap", -1, edges["owner"].to_numpy())
+    busy_owner = np.where(cat == PATH_CATEGORIES.index("idle_gap"), -1, edges["owner"].to_numpy())
     return CriticalPath(
         slices=slice_of_point[np.sort(first)],
         edges=edges,
@@ -415,7 +422,7 @@ def _no_path(graph: DependencyGraph, edges: pd.DataFrame) -> CriticalPath:
         edges=edges.assign(category=[], owner=[]),
         start_ns=0,
         end_ns=0,
-        summary=_summary(np.empty(0, object), np.empty(0, np.int64)),
+        summary=_summary(np.empty(0, np.int64), np.empty(0, np.int64)),
         top_ops=_empty_ops(),
         top_lines=_empty_lines(),
         step=graph.step,
@@ -424,55 +431,49 @@ def _no_path(graph: DependencyGraph, edges: pd.DataFrame) -> CriticalPath:
 
 
 def _categorised(
-    graph: DependencyGraph, edges: pd.DataFrame, categories: TimeCategories
-) -> pd.DataFrame:
+    graph: DependencyGraph,
+    edges: pd.DataFrame,
+    categories: TimeCategories,
+    owner: np.ndarray | None = None,
+) -> tuple[pd.DataFrame, np.ndarray]:
     """The path's edges with ``owner`` (the slice whose time each is, -1: nobody's) and
-    ``category`` (one of :data:`PATH_CATEGORIES`)."""
+    ``category`` (one of :data:`PATH_CATEGORIES`), and the categories as indices into it
+    (-1: none)."""
     arrays = graph.arrays
     assert arrays is not None  # _describe returns early without them
-    owner = owners(graph, edges)
-    code = edges["type"].cat.codes.to_numpy()
+    if owner is None:
+        owner = owners(graph, edges)
+    code = type_codes(edges)
     # A slice's own time (duration, self time) is what the slice is; launch delays, waits
-    # and gaps are what their type says.
-    names = np.array(PATH_CATEGORIES, dtype=object)
-    by_type = np.array([TYPE_CATEGORY.get(t, "") for t in EDGE_TYPES], dtype=object)[code]
-    own_types = [EDGE_TYPES.index(t) for t in ("duration", "nest", "sibling")]
-    own = np.isin(code, own_types) | (by_type == "")
+    # and gaps are what their type says. As indices into PATH_CATEGORIES (-1: ""), named
+    # once at the end: object arrays of a million names cost a second between them.
+    names = np.array([*PATH_CATEGORIES, ""], dtype=object)
+    type_cat = [
+        PATH_CATEGORIES.index(TYPE_CATEGORY[t]) if t in TYPE_CATEGORY else -1 for t in EDGE_TYPES
+    ]
+    cat = np.array(type_cat + [-1], np.int64)[code]
+    own = _type_table(("duration", "nest", "sibling"))[code] | (cat < 0)
     has = own & (owner >= 0)
-    at = np.where(
-        edges["src_point"].to_numpy() == 0, arrays.ts[edges["src"]], arrays.end[edges["src"]]
-    )
-    cat = by_type.copy()
-    cat[has] = names[categories(owner[has], at[has])]
+    src = edges["src"].to_numpy()
+    at = np.where(edges["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
+    cat[has] = categories(owner[has], at[has])
     # A hand-off's time is the waiting track's: what the breakdown says that thread was
     # doing then (a bare step span: idle; a loader's annotation: input), idle on a stream.
-    hand = np.isin(code, [EDGE_TYPES.index(t) for t in INFERRED_TYPES])
-    waiter = np.where(
-        code == EDGE_TYPES.index("handoff"), edges["src"].to_numpy(), edges["dst"].to_numpy()
-    )
+    hand = _type_table(INFERRED_TYPES)[code]
+    waiter = np.where(code == EDGE_TYPES.index("handoff"), src, edges["dst"].to_numpy())
     on_host = hand & arrays.host[waiter]
-    cat[hand] = "idle_gap"
-    cat[on_host] = names[categories.on_track(arrays.track[waiter[on_host]], at[on_host])]
-    return edges.reset_index(drop=True).assign(category=cat, owner=owner)
+    cat[hand] = PATH_CATEGORIES.index("idle_gap")
+    cat[on_host] = categories.on_track(arrays.track[waiter[on_host]], at[on_host])
+    return edges.reset_index(drop=True).assign(category=names[cat], owner=owner), cat
 
 
 def _summary(cat: np.ndarray, w: np.ndarray) -> pd.DataFrame:
-    """``category, ns``: the path's time in each of :data:`PATH_CATEGORIES` (zeros kept)."""
-    return pd.DataFrame(
-        {
-            "category": list(PATH_CATEGORIES),
-            "ns": _sums_by(cat, w, PATH_CATEGORIES),
-        }
-    )
-
-
-def _sums_by(labels: np.ndarray, w: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
-    """Per name, the sum of ``w`` where ``labels`` is it (labels not in ``names``: none)."""
-    codes = pd.Categorical(labels, categories=list(names)).codes
-    out = np.zeros(len(names), np.int64)
-    ok = codes >= 0
-    np.add.at(out, codes[ok], np.asarray(w, np.int64)[ok])
-    return out
+    """``category, ns``: the path's time in each of :data:`PATH_CATEGORIES` (zeros kept);
+    ``cat``: indices into it (-1: none)."""
+    ok = cat >= 0
+    ns = np.zeros(len(PATH_CATEGORIES), np.int64)
+    np.add.at(ns, cat[ok], np.asarray(w, np.int64)[ok])
+    return pd.DataFrame({"category": list(PATH_CATEGORIES), "ns": ns})
 
 
 def _segments_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -488,20 +489,22 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     owner = edges["owner"].to_numpy()
     where = np.where(owner >= 0, owner, edges["dst"].to_numpy())
     # a hand-off's time is the waiting track's, and it leaves from there
-    hand = edges["type"].to_numpy() == "handoff"
+    hand = type_codes(edges) == EDGE_TYPES.index("handoff")
     where[hand] = edges["src"].to_numpy()[hand]
     track = trace.slices["track"].to_numpy()[where]
     w = edges["weight"].to_numpy(np.int64)
     brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
     ends = np.cumsum(w)
     seg_id = np.cumsum(np.r_[True, track[1:] != track[:-1]]) - 1
+    # By name code, named once per segment: a million names as strings took half a second.
     name = trace.slices["name"].array
-    df = pd.DataFrame({"seg": seg_id, "owner": owner, "w": w})
-    df = df[df["owner"] >= 0]
-    df["name"] = name.take(df["owner"].to_numpy()).astype(str)
+    mine = owner >= 0
+    df = pd.DataFrame({"seg": seg_id[mine], "name": name.codes[owner[mine]], "w": w[mine]})
     per_name = df.groupby(["seg", "name"], sort=False)["w"].sum().reset_index()
     per_name = per_name.sort_values(["seg", "w"], ascending=[True, False], kind="stable")
-    top = per_name.drop_duplicates("seg").set_index("seg")["name"]
+    top_code = per_name.drop_duplicates("seg").set_index("seg")["name"]
+    texts = np.append(np.asarray(name.categories.astype(str), dtype=object), "nan")
+    top = pd.Series(texts[top_code.to_numpy()], index=top_code.index, dtype=object)
     labels = trace.tracks.set_index("id")["label"].astype(str)
     seg_ns = np.add.reduceat(w, brk)
     seg_end = start + ends[np.r_[brk[1:] - 1, len(w) - 1]]
@@ -558,21 +561,33 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
         return _empty_ops()
     ids = owner[has]
     s = trace.slices
-    df = pd.DataFrame(
+    names, kinds = s["name"].array, s["kind"].array
+    # Grouped by (name, kind) code, in the order each pair first appears (as a groupby
+    # with sort=False; missing names or kinds left out, as it drops them): a million names
+    # and kinds taken as strings cost more than the rest of the path's description.
+    name_code, kind_code = names.codes[ids], kinds.codes[ids]
+    known = (name_code >= 0) & (kind_code >= 0)
+    key = name_code[known].astype(np.int64) * (len(kinds.categories) + 1) + kind_code[known]
+    pairs, first, group = np.unique(key, return_index=True, return_inverse=True)
+    if len(pairs) == 0:
+        return _empty_ops()
+    ns = np.zeros(len(pairs), np.int64)
+    np.add.at(ns, group, w[has][known])
+    slices_in = np.unique(group.astype(np.int64) * (int(ids.max()) + 1) + ids[known])
+    count = np.bincount(slices_in // (int(ids.max()) + 1), minlength=len(pairs))
+    seen = np.argsort(first, kind="stable")
+    name_text = np.asarray(names.categories.astype(str), dtype=object)
+    kind_text = np.asarray(kinds.categories.astype(str), dtype=object)
+    pair_name = pairs[seen] // (len(kinds.categories) + 1)
+    pair_kind = pairs[seen] % (len(kinds.categories) + 1)
+    out = pd.DataFrame(
         {
-            "name": s["name"].array.take(ids),
-            "kind": s["kind"].array.take(ids),
-            "slice": ids,
-            "ns": w[has],
+            "name": pd.Series(name_text[pair_name], dtype=object),
+            "kind": pd.Series(kind_text[pair_kind], dtype=object),
+            "ns": ns[seen],
+            "count": count[seen].astype(np.int64),
         }
     )
-    out = (
-        df.groupby(["name", "kind"], sort=False, observed=True)
-        .agg(ns=("ns", "sum"), count=("slice", "nunique"))
-        .reset_index()
-    )
-    out["name"] = out["name"].astype(str).astype(object)
-    out["kind"] = out["kind"].astype(str).astype(object)
     ours = [_explorer_frame(n, k) for n, k in zip(out["name"], out["kind"], strict=True)]
     out = out[~np.asarray(ours, bool)]
     out = out.sort_values("ns", ascending=False, kind="stable").head(TOP).reset_index(drop=True)

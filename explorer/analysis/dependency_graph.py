@@ -54,6 +54,35 @@ class DependencyGraph:
     #: Per slice, whose own time follows its start (``[:, 0]``) and end (``[:, 1]``) on its
     #: thread (-1: idle) — see :func:`~explorer.analysis.graph.host_edges.thread_chains`.
     owner_after: np.ndarray | None = field(default=None, repr=False)
+    #: What :meth:`point_edges` and :meth:`edge_owners` computed (the path search and every
+    #: replay read them): not copied by ``dataclasses.replace``, which may change the edges.
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def point_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each edge as point ids ``u -> v``: ``2*k + 0|1``, the start or end of
+        ``nodes[k]``. Computed once per graph."""
+        got = self._cache.get("points")
+        if got is None:
+            e = self.edges
+            src = e["src"].to_numpy(np.int64)
+            dst = e["dst"].to_numpy(np.int64)
+            rank = _node_rank(self.nodes, src, dst)
+            got = (
+                2 * rank(src) + e["src_point"].to_numpy(np.int64),
+                2 * rank(dst) + e["dst_point"].to_numpy(np.int64),
+            )
+            self._cache["points"] = got
+        return got
+
+    def edge_owners(self) -> np.ndarray:
+        """Per edge, the slice whose time it is (-1: nobody's; see
+        :func:`~explorer.analysis.critical_path.owners`). Computed once per graph."""
+        got = self._cache.get("owners")
+        if got is None:
+            from explorer.analysis.critical_path import owners
+
+            got = self._cache["owners"] = owners(self, self.edges)
+        return got
 
     def counts(self) -> dict[str, int]:
         """Number of edges of each type (every type listed, zeros included)."""
@@ -73,6 +102,19 @@ class DependencyGraph:
             "edges": self.counts(),
             "dropped": self.dropped,
         }
+
+
+def _node_rank(nodes: np.ndarray, *ids: np.ndarray) -> Any:
+    """A function giving each slice id its index in ``nodes`` (ascending ids): a lookup
+    table where every id is a node (linear, unlike a binary search per id), else
+    ``searchsorted`` as before."""
+    if len(nodes) == 0 or any(len(i) and (i.min() < 0 or i.max() > nodes[-1]) for i in ids):
+        return lambda i: np.searchsorted(nodes, i)
+    table = np.full(int(nodes[-1]) + 1, -1, np.int64)
+    table[nodes] = np.arange(len(nodes))
+    if any(len(i) and (table[i] < 0).any() for i in ids):
+        return lambda i: np.searchsorted(nodes, i)
+    return lambda i: table[i]
 
 
 def step_window(

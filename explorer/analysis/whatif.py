@@ -55,7 +55,12 @@ import pandas as pd
 
 from explorer.analysis.attribution import launcher
 from explorer.analysis.classify import classes
-from explorer.analysis.critical_path import SCIPY_INIT_BYTES, CriticalPath, owners, path_through
+from explorer.analysis.critical_path import (
+    SCIPY_INIT_BYTES,
+    CriticalPath,
+    path_through,
+    type_codes,
+)
 from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph, scope_label
 from explorer.analysis.finding import Finding
 from explorer.analysis.graph.edges import EDGE_TYPES
@@ -156,7 +161,9 @@ class Prepared:
     """What a replay of one graph needs whatever changes (see :func:`prepare`): edges as
     point ids ``u -> v`` with their recorded weight ``w`` and the least ``m`` each keeps
     when it did not set its point's time, who owns each (``owner``, ``mine``: a slice's own
-    time), and the edges in the order that picks each point's binding edge."""
+    time), and the edges in the order that picks each point's binding edge; ``by_pair``:
+    the same edges by ``(u, v)``, the layout of the search's matrix (None where two edges
+    join one pair: each replay then lays it out itself)."""
 
     graph: DependencyGraph
     u: np.ndarray
@@ -169,6 +176,7 @@ class Prepared:
     waits: np.ndarray
     dst: np.ndarray
     order: np.ndarray
+    by_pair: np.ndarray | None = None
 
 
 def prepare(graph: DependencyGraph) -> Prepared:
@@ -178,17 +186,17 @@ def prepare(graph: DependencyGraph) -> Prepared:
     assert arrays is not None  # dependency_graph always fills it
     nodes = graph.nodes
     e = graph.edges
-    code = e["type"].cat.codes.to_numpy()
-    src, dst = e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)
+    code = type_codes(e)
+    dst = e["dst"].to_numpy(np.int64)
     w = e["weight"].to_numpy(np.int64)
-    u = 2 * np.searchsorted(nodes, src) + e["src_point"].to_numpy(np.int64)
-    v = 2 * np.searchsorted(nodes, dst) + e["dst_point"].to_numpy(np.int64)
+    # The same point ids and owners the critical path of this graph reads: computed once.
+    u, v = graph.point_edges()
     t = np.empty(2 * len(nodes), np.int64)
     t[0::2], t[1::2] = arrays.ts[nodes], arrays.end[nodes]
-    own = np.isin(code, _OWN)
-    owner = owners(graph, e)
-    blocked = arrays.kind == "sync"
-    blocked[dst[np.isin(code, _WAITS[:2])]] = True
+    own = _code_in(code, _OWN)
+    owner = graph.edge_owners()
+    blocked = arrays.kind_in(("sync",))
+    blocked[dst[_code_in(code, _WAITS[:2])]] = True
     mine = own & (owner >= 0)
     work = mine & ~blocked[np.maximum(owner, 0)]
     # A waiting stretch (a hand-back ends it: the thread recorded nothing while another
@@ -201,7 +209,24 @@ def prepare(graph: DependencyGraph) -> Prepared:
     # The others by point, the latest t(u) + m first: a point's first kept edge set it.
     k = np.flatnonzero(code != _HANDOFF)
     order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
-    return Prepared(graph, u, v, t, w, m, owner, mine, np.isin(code, _WAITS), dst, order)
+    # Every replay's search runs over a subset of these edges: sorted by pair once here,
+    # a replay lays its matrix out directly (no sort, no COO conversion per finding).
+    by_pair: np.ndarray | None = k[np.argsort(u[k] * (len(t) + 1) + v[k], kind="stable")]
+    assert by_pair is not None
+    if len(by_pair) > 1:
+        same = (u[by_pair][1:] == u[by_pair][:-1]) & (v[by_pair][1:] == v[by_pair][:-1])
+        if same.any():
+            by_pair = None
+    waits = _code_in(code, _WAITS)
+    return Prepared(graph, u, v, t, w, m, owner, mine, waits, dst, order, by_pair)
+
+
+def _code_in(code: np.ndarray, wanted: tuple[int, ...]) -> np.ndarray:
+    """Whether each edge type code is one of ``wanted`` (a lookup, not ``np.isin``)."""
+    table = np.zeros(len(EDGE_TYPES) + 1, bool)
+    table[list(wanted)] = True
+    out: np.ndarray = table[code]
+    return out
 
 
 def replay_graph(
@@ -231,16 +256,25 @@ def replay_graph(
     kept = np.where(binding, p.w, p.m).astype(np.float64)
     f = np.where(p.mine, factor[np.maximum(p.owner, 0)], 1.0)
     new_w = np.rint(kept * f).astype(np.int64)
-    cost = p.w[order] - new_w[order]
-    saved = _least_cost(len(p.t), p.u[order], p.v[order], cost)
+    if p.by_pair is not None:
+        laid = p.by_pair[keep[p.by_pair]]
+        cost = p.w[laid] - new_w[laid]
+        saved = _least_cost(len(p.t), p.u[laid], p.v[laid], cost, by_pair=True)
+    else:
+        cost = p.w[order] - new_w[order]
+        saved = _least_cost(len(p.t), p.u[order], p.v[order], cost)
     new_t = p.t - saved
     ts[nodes], end[nodes] = new_t[0::2], new_t[1::2]
     return ts, end
 
 
-def _least_cost(n: int, u: np.ndarray, v: np.ndarray, cost: np.ndarray) -> np.ndarray:
+def _least_cost(
+    n: int, u: np.ndarray, v: np.ndarray, cost: np.ndarray, by_pair: bool = False
+) -> np.ndarray:
     """Per point, the least total cost of a route to it from a point with no edge in (0
-    for those, and for points no such route reaches)."""
+    for those, and for points no such route reaches). ``by_pair``: the edges come sorted
+    by ``(u, v)`` with no pair twice — the search's matrix as the sort below would lay it
+    out, built directly."""
     out = np.zeros(n, np.int64)
     if len(u) == 0 or not (cost > 0).any():
         return out
@@ -253,6 +287,21 @@ def _least_cost(n: int, u: np.ndarray, v: np.ndarray, cost: np.ndarray) -> np.nd
     has_in[v] = True
     roots = np.flatnonzero(~has_in)
     source = n
+    if by_pair:
+        data = np.maximum(
+            np.concatenate([cost, np.zeros(len(roots))]).astype(np.float64),
+            np.finfo(np.float64).tiny,
+        )
+        indptr = np.zeros(n + 2, np.int64)
+        np.cumsum(np.bincount(u, minlength=n + 1), out=indptr[1:])
+        indptr[-1] += len(roots)
+        index = np.int32 if n < np.iinfo(np.int32).max else np.int64
+        cols_sorted = np.concatenate([v, roots]).astype(index)
+        laid = csr_matrix((data, cols_sorted, indptr.astype(index)), shape=(n + 1, n + 1))
+        dist = dijkstra(laid, directed=True, indices=source)[:n]
+        ok = np.isfinite(dist)
+        out[ok] = np.rint(dist[ok]).astype(np.int64)
+        return out
     rows = np.concatenate([u, np.full(len(roots), source)])
     cols = np.concatenate([v, roots])
     data = np.concatenate([cost, np.zeros(len(roots), np.int64)]).astype(np.float64)
@@ -480,6 +529,11 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     path = critical_path(trace, None, all_steps=True).edges
     path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
+    # Findings whose fixes remove the same slices (the same kind's class or launch calls,
+    # the same evidence) share one replay; a fix that removes no node of the graph moves
+    # nothing (with nothing changed the replay is the recorded timeline), so it replays none.
+    replayed: dict[bytes, tuple[pd.DataFrame, int]] = {}
+    assert graph.arrays is not None
     for f in found:
         if f.kind == "memory" or f.time_lost_ns <= 0:
             f.predicted_saving_ns = 0
@@ -491,14 +545,17 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
         )
         if not mask.any():
             mask = _evidence_mask(n, f)
-        factor = np.ones(n)
         gone = reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)
-        factor[gone] = 0.0
-        mine = path_owner >= 0
-        mine[mine] = gone[path_owner[mine]]
-        on_path = int(path_w[mine].sum())
-        ts, end = replay_graph(prepared, factor)
-        table = _step_table(trace, graph, ts, end)
+        key = np.packbits(gone).tobytes()
+        if key not in replayed:
+            mine = path_owner >= 0
+            mine[mine] = gone[path_owner[mine]]
+            if gone[graph.nodes].any():
+                ts, end = replay_graph(prepared, np.where(gone, 0.0, 1.0))
+            else:
+                ts, end = graph.arrays.ts, graph.arrays.end
+            replayed[key] = (_step_table(trace, graph, ts, end), int(path_w[mine].sum()))
+        table, on_path = replayed[key]
         per_step = table.set_index("step")["saving_ns"]
         on = [s for s in f.steps if s in per_step.index] or list(_counted(table)["step"])
         f.predicted_saving_ns = max(0, int(per_step.loc[on].sum()))

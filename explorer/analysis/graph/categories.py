@@ -133,7 +133,7 @@ class TimeCategories:
             "communication"
         )
         # Runtime calls doing plain host work: launch overhead when they launch, else runtime.
-        plain = on_host & (out == host_compute) & (a.kind[owner] == "runtime")
+        plain = on_host & (out == host_compute) & a.kind_in(("runtime",), owner)
         out[plain & self.launches[owner]] = PATH_CATEGORIES.index("launch_overhead")
         out[plain & ~self.launches[owner]] = PATH_CATEGORIES.index("host_runtime")
         on_device = a.device[owner]

@@ -20,14 +20,14 @@ def launches(edges: EdgeList, arrays: SliceArrays, launcher: np.ndarray) -> None
     ok = arrays.node[src] & arrays.node[dst]
     src, dst = src[ok], dst[ok]
     edges.add("launch", src, dst, START, START)
-    is_copy = (arrays.kind[dst] == "memcpy") | (arrays.kind[dst] == "memset")
+    is_copy = arrays.kind_in(("memcpy", "memset"), dst)
     blocking = (arrays.end[dst] <= arrays.end[src]) & arrays.device[dst] & is_copy
     edges.add("sync", dst[blocking], src[blocking], END, END)
 
 
 def device_work_mask(arrays: SliceArrays) -> np.ndarray:
     """Device nodes that are work (not waits): kernels, copies, memsets, collectives."""
-    return arrays.node & arrays.device & (arrays.kind != "sync")
+    return arrays.node & arrays.device & ~arrays.kind_in(("sync",))
 
 
 def stream_order(edges: EdgeList, arrays: SliceArrays) -> None:

@@ -81,8 +81,8 @@ def host_syncs(
     edges: EdgeList, arrays: SliceArrays, trace: TraceData, launcher: np.ndarray, work: np.ndarray
 ) -> None:
     """Edges into host sync calls, and cross-stream edges from CUDA and MTIA events."""
-    calls = np.flatnonzero(arrays.node & arrays.host & (arrays.kind == "sync"))
-    dev_sync = np.flatnonzero(arrays.node & arrays.device & (arrays.kind == "sync"))
+    calls = np.flatnonzero(arrays.node & arrays.host & arrays.kind_in(("sync",)))
+    dev_sync = np.flatnonzero(arrays.node & arrays.device & arrays.kind_in(("sync",)))
     # The device record (if any) each host call is tied to, by correlation/launch flow.
     record_of_call = np.full(arrays.n, -1, np.int64)
     has_launcher = launcher[dev_sync] >= 0
@@ -126,7 +126,7 @@ def host_syncs(
         has = recorded >= 0
         waits, recorded = waits[has], recorded[has]
         call = launcher[waits]
-        blocking = (call >= 0) & (arrays.kind[np.maximum(call, 0)] == "sync")
+        blocking = (call >= 0) & arrays.kind_in(("sync",), np.maximum(call, 0))
         blocking &= arrays.node[np.maximum(call, 0)]
         edges.add("sync", recorded[blocking], call[blocking], END, END)
         # A stream that waits sits on a stream row; an event *query* sits on the device row.
@@ -149,7 +149,7 @@ def _recorded_ops(
 ) -> np.ndarray:
     """The device op each event captured: the last op on ``stream`` launched before the
     ``cudaEventRecord`` call whose correlation id is ``corr``."""
-    runtime = np.flatnonzero(arrays.host & (arrays.kind == "runtime") & (arrays.correlation >= 0))
+    runtime = np.flatnonzero(arrays.host & arrays.kind_in(("runtime",)) & (arrays.correlation >= 0))
     rc = arrays.correlation[runtime]
     order = np.argsort(rc, kind="stable")
     rc, runtime = rc[order], runtime[order]

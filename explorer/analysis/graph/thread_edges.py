@@ -46,7 +46,6 @@ from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.host_edges import ThreadPoints, thread_points
 from explorer.analysis.graph.nodes import SliceArrays
-from explorer.trace.columns import category_values
 from explorer.trace.model import TraceData
 
 #: Kinds of slice whose own time is the thread recording nothing of its own: annotations
@@ -61,9 +60,10 @@ def counted_frames(trace: TraceData, device_mode: bool) -> np.ndarray:
     recording nothing (the breakdown's own classifier, :func:`host_slice_reasons`)."""
     reasons = [r for r, _ in (DEVICE_REASONS if device_mode else HOST_REASONS)]
     code = host_slice_reasons(trace, device_mode)
-    plain = np.isin(code, [-1, reasons.index("host_busy")])
-    kind = category_values(trace.slices["kind"])
-    return (~plain | classes(trace).host_collective) & np.isin(kind, WAITER_KINDS)
+    plain = (code == -1) | (code == reasons.index("host_busy"))
+    kinds = trace.slices["kind"].array
+    waiter = np.append([str(c) in WAITER_KINDS for c in kinds.categories], False)[kinds.codes]
+    return (~plain | classes(trace).host_collective) & waiter
 
 
 def busy_slices(arrays: SliceArrays, counted: np.ndarray) -> np.ndarray:
@@ -74,11 +74,11 @@ def busy_slices(arrays: SliceArrays, counted: np.ndarray) -> np.ndarray:
     parent = arrays.parent
     ok = (parent >= 0) & arrays.node
     has_child[parent[ok]] = True
-    waiter = np.isin(arrays.kind, ["annotation", "other", "sync"]) | (
-        (arrays.kind == "python") & has_child
+    waiter = arrays.kind_in(("annotation", "other", "sync")) | (
+        arrays.kind_in(("python",)) & has_child
     )
     host = arrays.node & arrays.host & (~waiter | counted)
-    device = arrays.node & arrays.device & (arrays.kind != "sync")
+    device = arrays.node & arrays.device & ~arrays.kind_in(("sync",))
     return host | device
 
 
@@ -103,9 +103,7 @@ def waiting_stretches(
     # host: idle, or the own time of an annotation / Python frame the breakdown does not
     # count as anything
     who = np.maximum(owner[on_host], 0)
-    waits[on_host] = (owner[on_host] < 0) | (
-        np.isin(arrays.kind[who], WAITER_KINDS) & ~counted[who]
-    )
+    waits[on_host] = (owner[on_host] < 0) | (arrays.kind_in(WAITER_KINDS, who) & ~counted[who])
     # device: between one op's end and the next op's start
     dev_k = ~on_host
     waits[dev_k] = a_end[dev_k] & ~points.is_end[k[dev_k] + 1]
