@@ -1,6 +1,6 @@
 """A balanced real job on a loaded machine names nobody (issue 25: no false alarms).
 
-``sample_traces/ddp_4rank_balanced_loaded`` (see its README): nothing planted, 2 CPU burners;
+``tests/job/data/ddp_4rank_balanced_loaded`` (see its README): nothing planted, 2 CPU burners;
 rank 0 has ~10 ms/step more host time than the others, almost none of it at a line. A
 category's excess explains lateness only where one line holds half of it.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from job_runs import ROOT, run_cli
+from job_runs import run_cli
 
-JOB = ROOT / "sample_traces" / "ddp_4rank_balanced_loaded"
+JOB = Path(__file__).resolve().parent / "data" / "ddp_4rank_balanced_loaded"
 
 
 def test_host_time_at_no_line_does_not_name_a_straggler(tmp_path: Path) -> None:
