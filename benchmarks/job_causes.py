@@ -2,7 +2,8 @@
 """Does the job report name the planted straggler, its cause kind and its line — and nobody
 in a balanced job? Hit rates over real jobs on a loaded machine.
 
-    python benchmarks/job_causes.py [--runs 3] [--balanced 3] [--burners 2] [--steps 5]
+    python benchmarks/job_causes.py [--runs 3] [--balanced 3] [--burners 2] [--steps 5] [--keep DIR]
+    python benchmarks/job_causes.py --rescore DIR   # the kept jobs, reported again
 
 Every job is real: ``scripts/make_job_traces.py`` runs 2-4 ``torch.distributed`` processes
 (gloo, CPU, DDP) under ``explorer.collect()``. Each planted scenario (:data:`SCENARIOS`)
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,7 +106,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--scenarios", nargs="*", default=sorted(SCENARIOS))
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--keep", type=Path, default=None,
+        help="keep each job's traces under this folder (re-report them with --rescore)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rescore", type=Path, default=None,
+        help="report the jobs a --keep run left (its plan.jsonl) again: no jobs are run",
+    )  # fmt: skip
     args = p.parse_args()
+    if args.rescore:
+        rescore(args.rescore, args.json)
+        return
     rng = random.Random()
     plan: list[tuple[str, int, int | None]] = []
     for cause in args.scenarios:
@@ -118,26 +131,49 @@ def main() -> None:
     ]
     rows = []
     try:
-        for cause, world, rank in plan:
+        for i, (cause, world, rank) in enumerate(plan):
             with tempfile.TemporaryDirectory(prefix="explorer-bench-") as tmp:
+                out = Path(tmp) if args.keep is None else args.keep / f"{i:02d}-{cause}"
                 t0 = time.perf_counter()
                 delay = SCENARIOS[cause][2] if cause in SCENARIOS else 0
-                run_job(Path(tmp), world, args.steps, rank, cause, delay)
+                run_job(out, world, args.steps, rank, cause, delay)
                 row = {
                     "cause": cause,
                     "world": world,
                     "rank": rank,
-                    **score(report(Path(tmp)), rank, cause),
+                    **score(report(out), rank, cause),
                 }
                 row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             print(json.dumps(row), flush=True)
+            if args.keep is not None:
+                job = {"dir": out.name, "cause": cause, "world": world, "rank": rank}
+                with (args.keep / "plan.jsonl").open("a") as f:
+                    f.write(json.dumps(job) + "\n")
     finally:
         for b in burners:
             b.kill()
             b.wait()
+    summarize(rows, args.scenarios, args.json)
+
+
+def rescore(keep: Path, json_out: Path | None) -> None:
+    """Report the kept jobs again (after a change to the analysis): the same traces, scored anew."""
+    rows = []
+    for line in (keep / "plan.jsonl").read_text().splitlines():
+        job = json.loads(line)
+        out = keep / job["dir"]
+        shutil.rmtree(out / "store", ignore_errors=True)  # analysed afresh, not the stored answer
+        row = {k: job[k] for k in ("cause", "world", "rank")}
+        row.update(score(report(out), job["rank"], job["cause"]))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    summarize(rows, [c for c in SCENARIOS if any(r["cause"] == c for r in rows)], json_out)
+
+
+def summarize(rows: list[dict], scenarios: list[str], json_out: Path | None) -> None:
     print()
-    for cause in args.scenarios:
+    for cause in scenarios:
         mine = [r for r in rows if r["cause"] == cause]
         hits = {k: sum(r[k] for r in mine) for k in ("rank_hit", "kind_hit", "line_hit")}
         print(f"{cause:11s} rank {hits['rank_hit']}/{len(mine)}  kind {hits['kind_hit']}/{len(mine)}"
@@ -145,8 +181,8 @@ def main() -> None:
     bal = [r for r in rows if r["cause"] == "balanced"]
     fp = sum(r["false_positive"] for r in bal)
     print(f"balanced    false positives {fp}/{len(bal)}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    if json_out:
+        json_out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

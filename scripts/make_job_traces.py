@@ -76,11 +76,11 @@ class MLP(nn.Module):
         )
         self.extra_compute = extra_compute
         self.register_buffer("work", torch.randn(256, 256) / 16, persistent=False)
-        # per-sample work (the "batch" cause): a wide layer each sample goes through
-        self.per_sample = per_sample
-        if per_sample:
-            self.register_buffer("proj", torch.randn(width, per_sample) / 12, persistent=False)
-            self.register_buffer("big", torch.randn(per_sample, per_sample) / 54, persistent=False)
+        # per-sample work (the "batch" cause): a wide layer each sample goes through; plain
+        # tensors, not buffers: DDP broadcast a buffer's 34 MB from rank 0 every step.
+        self.per_sample = per_sample  # (that noise on every rank once hid the 3x batch)
+        self.proj = torch.randn(width, per_sample) / 12 if per_sample else torch.zeros(0)
+        self.big = torch.randn(per_sample, per_sample) / 54 if per_sample else torch.zeros(0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.extra_compute:  # the slowed rank's extra work: 256×256 matmuls, ~3 ms each

@@ -103,7 +103,10 @@ def job_document(
         from explorer.job.whatif import straggler_what_if
 
         kept = [(k, f) for k, f in files if k in {s.rank for s in summaries}]
-        entry = straggler_what_if(kept, r.straggler, list(r.verdict.startup_steps), use_cache)
+        entry = straggler_what_if(
+            kept, r.straggler, list(r.verdict.startup_steps), use_cache,
+            {s.rank: s for s in summaries}, steps,
+        )  # fmt: skip
         if entry is not None:
             doc["straggler"]["whatif"] = entry
     if len(summaries) < world:

@@ -9,7 +9,7 @@ plus the analysis tables below, all Parquet, read back by DuckDB in the reduce s
 Analysis tables written per rank (every one has a ``rank`` column; times are absolute ns on the
 rank's own clock, i.e. ``metadata["start_ns"] + ts``):
 
-``steps``        rank, step, start_ns, end_ns, dur_ns
+``steps``        rank, step, start_ns, end_ns, dur_ns, comm_ns, comm_overlap_ns, partial
 ``breakdown``    rank, step, device, category, ns           (partitions each step exactly)
 ``findings``     rank, kind, title, time_lost_ns, share, n_steps, file, line, function,
                  context_file, context_line, context_function (its next line in another function),
@@ -110,6 +110,8 @@ def _steps_table(trace: TraceData, rank: int) -> pd.DataFrame:
     ov = ov.reindex(steps_t["step"].to_numpy(), fill_value=0)
     steps_t["comm_ns"] = ov["comm_ns"].to_numpy(np.int64)
     steps_t["comm_overlap_ns"] = ov["overlap_ns"].to_numpy(np.int64)
+    # a step the capture cut: the job what-if replays it but leaves it out of the step time
+    steps_t["partial"] = st["partial"].to_numpy(bool)
     return steps_t
 
 

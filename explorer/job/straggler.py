@@ -480,10 +480,13 @@ def causes(
             io = io.iloc[0:0]
         where = mine.iloc[0] if len(mine) else None
         # Time that grew everywhere alike (every line a little slower: a busier or slower
-        # machine) is said so, and explains no lateness: a cause has a place.
+        # machine) is said so, and explains no lateness: a cause has a place. The place
+        # must hold most of the category's excess, not just most of what its lines that
+        # grew add up to (a balanced job's rank 0 once had 9.9 ms/step more host time, of
+        # which its one line that grew held 1.7 ms: the rest was at no line, or at lines
+        # that shrank by as much elsewhere).
         spread = what != "host_io" and (
-            where is None
-            or float(where["excess_ns"]) < CONCENTRATED * float(mine["excess_ns"].sum())
+            where is None or float(where["excess_ns"]) < CONCENTRATED * float(row.excess_ns)
         )
         out.append(
             Cause(

@@ -44,15 +44,22 @@ at a time and keeps only its collectives' and steps' times.
 
 from __future__ import annotations
 
+import bisect
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from explorer.errors import UsageError
 from explorer.units import fmt_ns
+
+if TYPE_CHECKING:
+    from explorer.job.rank_map import RankSummary
+    from explorer.trace.model import StepOptions
 
 #: Operations whose collective ends on every participant together (clock alignment).
 SYMMETRIC_OPS = frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "barrier"})
@@ -195,6 +202,35 @@ def rank_times(trace: Any, rank: int, remove: list[str] | tuple[str, ...] = ()) 
     return RankTimes(rank, coll, step_t, int(meta.get("start_ns", 0)), host)
 
 
+def stored_rank_times(entry: str | Path, rank: int, base: int, host: str = "") -> RankTimes:
+    """:func:`rank_times` with nothing removed, read from the rank's store entry (the map
+    step's ``collectives`` and ``steps`` tables, :mod:`explorer.job.rank_map`, on the
+    absolute clock; ``base`` is the trace's ``start_ns``): what the replay needs of every
+    rank but the one fixed, without loading and parsing its trace again in the driver."""
+    from explorer.store import read_table
+
+    rc = read_table(entry, "collectives")
+    coll = pd.DataFrame(
+        {
+            "pg": rc["pg"].to_numpy(str),
+            "op": rc["op"].to_numpy(str),
+            "start": rc["start_ns"].to_numpy(np.int64) - base,
+            "end": rc["end_ns"].to_numpy(np.int64) - base,
+        }
+    )
+    coll["cut_start"] = np.zeros(len(coll), np.int64)
+    coll["cut_end"] = np.zeros(len(coll), np.int64)
+    coll["key"] = coll.groupby("pg").cumcount()
+    st = read_table(entry, "steps")
+    zero = np.zeros(len(st), np.int64)
+    step_t = pd.DataFrame(
+        {"step": st["step"].to_numpy(np.int64), "start": st["start_ns"].to_numpy(np.int64) - base,
+         "end": st["end_ns"].to_numpy(np.int64) - base, "cut_start": zero, "cut_end": zero,
+         "partial": st["partial"].to_numpy(bool)}
+    )  # fmt: skip
+    return RankTimes(rank, coll, step_t, base, host)
+
+
 def _offsets(times: list[RankTimes], matched: pd.DataFrame) -> dict[int, int]:
     """Per rank, what to subtract from its absolute times to be on the lowest rank's
     clock (ranks on one machine share it: :func:`~explorer.job.reduce.host_offsets`)."""
@@ -235,21 +271,20 @@ def propagate(times: list[RankTimes]) -> pd.DataFrame:
     # each rank's local clock to the one clock: + base - offset
     to_one = {t.rank: t.base - off[t.rank] for t in times}
     by_rank = {t.rank: t for t in times}
-    # per rank: the collectives left (recorded local end, removed time before it, its
-    # new end less its recorded end), in the order visited
-    left: dict[int, list[tuple[int, int, int]]] = {t.rank: [] for t in times}
+    # per rank: the collectives left (recorded local end, the order visited, removed time
+    # before it, its new end less its recorded end), sorted by end then visit
+    left: dict[int, list[tuple[int, int, int, int]]] = {t.rank: [] for t in times}
 
     def moved_at(rank: int, x: int, cut: int) -> int:
         """How much a point of ``rank`` at recorded ``x`` (``cut`` removed before it)
-        moves: as the last collective that ended before it moved, less what is removed
-        in between."""
-        best: tuple[int, int, int] | None = None
-        for e in left[rank]:
-            if e[0] <= x and (best is None or e[0] >= best[0]):
-                best = e
-        if best is None:
+        moves: as the last collective that ended before it moved (of those that ended at
+        the same time, the last visited), less what is removed in between."""
+        mine = left[rank]
+        k = bisect.bisect_right(mine, (x, sys.maxsize))
+        if k == 0:
             return -cut
-        return best[2] - (cut - best[1])
+        best = mine[k - 1]
+        return best[3] - (cut - best[2])
 
     if len(allc):
         allc = allc.assign(
@@ -268,7 +303,8 @@ def propagate(times: list[RankTimes]) -> pd.DataFrame:
             moved = max(arrive) - last
             for r, a2 in zip(g.itertuples(), arrive, strict=True):
                 new_end = max(int(r.a_end) + moved, a2 + quickest)
-                left[int(r.rank)].append((int(r.end), int(r.cut_end), new_end - int(r.a_end)))
+                mine = left[int(r.rank)]
+                bisect.insort(mine, (int(r.end), len(mine), int(r.cut_end), new_end - int(r.a_end)))
     rows = []
     for rank, t in by_rank.items():
         for r in t.steps.itertuples():
@@ -311,13 +347,22 @@ def _replay_job(
     remove: list[str] | tuple[str, ...],
     startup_steps: list[int] | None,
     use_cache: bool,
+    stored: Mapping[int, RankSummary] | None = None,
+    step_options: StepOptions | None = None,
 ) -> JobWhatIf:
     import explorer
     from explorer.job.straggler import startup_steps as leading
 
     times = []
     for r, f in files:  # one rank's events in memory at a time
+        done = (stored or {}).get(r)
+        if r != rank and done is not None and done.store_dir:
+            # nothing removed on this rank: its map step's tables say all the replay needs
+            times.append(stored_rank_times(done.store_dir, r, done.start_ns, done.host))
+            continue
         trace = explorer.load(str(f), use_cache=use_cache).data
+        if step_options is not None:
+            trace = trace.with_step_options(step_options)
         times.append(rank_times(trace, r, remove if r == rank else ()))
         del trace
     table = propagate(times)
@@ -344,17 +389,27 @@ def straggler_what_if(
     straggler: Any,
     startup_steps: list[int],
     use_cache: bool = True,
+    stored: Mapping[int, RankSummary] | None = None,
+    step_options: StepOptions | None = None,
 ) -> dict[str, Any] | None:
     """The job report's ``whatif`` entry for a :class:`~explorer.job.straggler.Straggler`:
     its first cause that is a finding kind a fix can remove, replayed over the job; None
-    when it has none (or its trace has nothing of that kind to remove)."""
+    when it has none (or its trace has nothing of that kind to remove). ``stored``: the
+    map step's summaries by rank — every rank but the straggler is read from its store
+    entry, so only the straggler's trace is loaded again (in the driver, one at a time:
+    loading them all made the report's end serial, as long at 2 workers as at 1)."""
     from explorer.analysis.detectors import FINDING_KINDS
 
     kinds = [c.what for c in straggler.causes if c.source == "finding" and c.what in FINDING_KINDS]
     if not kinds:
         return None
-    try:
-        result = job_what_if(files, int(straggler.rank), [kinds[0]], startup_steps, use_cache)
+    rank = int(straggler.rank)
+    if rank not in {r for r, _ in files}:
+        return None
+    try:  # a selector the trace has nothing for
+        result = _replay_job(
+            files, rank, [kinds[0]], startup_steps, use_cache, stored, step_options
+        )
     except UsageError:
         return None
     return result.to_dict()

@@ -78,5 +78,9 @@ def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: i
         assert c["title"].startswith(f"rank {info['slow_rank']}'s batch is 3× the others'"), c
         n = round(float(info["delay_ms_per_step"]) / 2)  # the script's batch, as planted
         assert f"[{3 * n}, …] vs [{n}, …]" in c["title"], c
+        # and the report's first lines say it, not just "uneven work"
+        text = run_cli("report", str(tmp_path), "--store", str(tmp_path / "store"))
+        assert text.returncode == 0, text.stderr
+        assert f"rank {s['rank']}: its batch is 3× the others' (input shape" in text.stdout
     collect = _line_of("with explorer.collect(")
     assert all(x["line"] != collect for x in s["causes"]), (case, s["causes"])

@@ -60,7 +60,7 @@ def headline(doc: dict[str, Any]) -> str:
     others = doc["ranks_present"] - 1
     causes = (
         "; ".join(
-            f"{c['what'].replace('_', ' ')} {fmt_ns(c['excess_ns_per_step'])}/step"
+            f"{_cause_name(c, s['rank'])} {fmt_ns(c['excess_ns_per_step'])}/step"
             + (f" at {where(c)}" if where(c) else "")
             for c in s["causes"]
         )
@@ -68,10 +68,20 @@ def headline(doc: dict[str, Any]) -> str:
     )
     waits = ", ".join(s["waits_in"]) or "collectives"
     return (
-        f"rank {s['rank']}: {causes}; the other {others} rank{'s' if others != 1 else ''} "
-        f"wait {fmt_ns(s['others_wait_ns_per_step'])}/step in {waits} "
+        f"rank {s['rank']}: {causes}; "
+        + (f"the other {others} ranks wait" if others != 1 else "the other rank waits")
+        + f" {fmt_ns(s['others_wait_ns_per_step'])}/step in {waits} "
         f"({100 * s['share']:.0f}% of their step time)."
     )
+
+
+def _cause_name(c: dict[str, Any], rank: int) -> str:
+    """A cause as the headline names it: its kind, or for uneven work what is uneven
+    ("its batch is 3× the others' (input shape [96, …] vs [32, …] in aten::linear),")."""
+    mine = f"rank {rank}'s "
+    if c["what"] == "uneven_work" and str(c["title"]).startswith(mine):
+        return f"its {str(c['title'])[len(mine) :]},"
+    return str(c["what"]).replace("_", " ")
 
 
 def sections(doc: dict[str, Any]) -> list[Section]:
