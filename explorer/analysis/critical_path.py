@@ -138,7 +138,9 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
     owner = costs.owner[at] if costs.owner is not None else None
-    return _describe(trace, graph, points, graph.edges.iloc[at], costs.categories, owner)
+    categories = costs.categories
+    del costs  # its per-edge costs are done with: not held through the description's peak
+    return _describe(trace, graph, points, graph.edges.iloc[at], categories, owner)
 
 
 @dataclass(frozen=True)
@@ -323,13 +325,23 @@ def longest_work_path(
     del order, sorted_pair, edge_rows
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
     rows, cols = rows[sel], cols[sel]
-    matrix = csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
+    prefer = avoid is not None and bool(np.any(avoid))
+    if prefer:
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
+    del sel
+    # Deduplicated by pair, the edges are in CSR order already: the matrix is laid out
+    # directly, as the COO conversion would (same rows, same column order), without its
+    # full-size copies at the search's peak.
+    index = np.int32 if n + 2 < np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(n + 2, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n + 1), out=indptr[1:])
+    matrix = csr_matrix((data, cols.astype(index), indptr.astype(index)), shape=(n + 1, n + 1))
+    del indptr
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
     del matrix
-    if avoid is not None and np.any(avoid):
-        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
+    if prefer:
         pred = _preferring(pred, dist, rows, cols, data, bad)
-    del rows, cols, data, sel
+    del rows, cols, data
     dist = dist[:n]
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
