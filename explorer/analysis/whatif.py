@@ -264,21 +264,23 @@ def replay_graph(
     by_pair = p.by_pair is not None
     laid = p.by_pair[keep[p.by_pair]] if p.by_pair is not None else order
     del keep, order
-    cost = p.w[laid] - new_w[laid]
-    del new_w
-    saved = _least_cost(len(p.t), p.u[laid], p.v[laid], cost, by_pair=by_pair)
+    # Handed over, not kept here: the search frees them once its matrix is laid out.
+    edges = [p.u[laid], p.v[laid], p.w[laid] - new_w[laid]]
+    del laid, new_w
+    saved = _least_cost(len(p.t), edges, by_pair=by_pair)
     new_t = p.t - saved
     ts[nodes], end[nodes] = new_t[0::2], new_t[1::2]
     return ts, end
 
 
-def _least_cost(
-    n: int, u: np.ndarray, v: np.ndarray, cost: np.ndarray, by_pair: bool = False
-) -> np.ndarray:
+def _least_cost(n: int, edges: list[np.ndarray], by_pair: bool = False) -> np.ndarray:
     """Per point, the least total cost of a route to it from a point with no edge in (0
-    for those, and for points no such route reaches). ``by_pair``: the edges come sorted
-    by ``(u, v)`` with no pair twice — the search's matrix as the sort below would lay it
-    out, built directly."""
+    for those, and for points no such route reaches). ``edges``: ``[u, v, cost]``, emptied
+    here (the caller's references go with it, so they are freed before the search).
+    ``by_pair``: the edges come sorted by ``(u, v)`` with no pair twice — the search's
+    matrix as the sort below would lay it out, built directly."""
+    u, v, cost = edges
+    edges.clear()
     out = np.zeros(n, np.int64)
     if len(u) == 0 or not (cost > 0).any():
         return out
@@ -299,7 +301,7 @@ def _least_cost(
         indptr[-1] += len(roots)
         index = np.int32 if n < np.iinfo(np.int32).max else np.int64
         cols_sorted = np.concatenate([v, roots], dtype=index, casting="same_kind")
-        del has_in, roots
+        del has_in, roots, u, v, cost
         laid = csr_matrix((data, cols_sorted, indptr.astype(index)), shape=(n + 1, n + 1))
         dist = dijkstra(laid, directed=True, indices=source)[:n]
         ok = np.isfinite(dist)
