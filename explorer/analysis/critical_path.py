@@ -138,7 +138,9 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     costs = path_costs(trace, graph)
     points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
     owner = costs.owner[at] if costs.owner is not None else None
-    return _describe(trace, graph, points, graph.edges.iloc[at], costs.categories, owner)
+    categories = costs.categories
+    del costs  # its per-edge costs are done with: not held through the description's peak
+    return _describe(trace, graph, points, graph.edges.iloc[at], categories, owner)
 
 
 @dataclass(frozen=True)
@@ -316,20 +318,33 @@ def longest_work_path(
     order = np.lexsort((data, pair))
     sorted_pair = pair[order]
     del pair
+    # ``sel``: per (u, v) pair, in pair order, its cheapest edge (roots' edges have row
+    # ``source``, so no pair of two points shares a key with one): the path's edges are
+    # found in it below.
     sel = order[np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]]
-    # The edges by (pair, cost), roots left out: where the path's edges are found below.
-    edge_rows = order < len(u)
-    by_edge, edge_keys = order[edge_rows], sorted_pair[edge_rows]
-    del order, sorted_pair, edge_rows
+    del order, sorted_pair
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
-    rows, cols = rows[sel], cols[sel]
-    matrix = csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
+    prefer = avoid is not None and bool(np.any(avoid))
+    if prefer:
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
+    # Deduplicated by pair, the edges are in CSR order already: the matrix is laid out
+    # directly, as the COO conversion would (same rows, same column order), and only its
+    # own arrays live through the search (its peak on a million-point graph).
+    index = np.int32 if n + 2 < np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(n + 2, np.int64)
+    np.cumsum(np.bincount(rows[sel], minlength=n + 1), out=indptr[1:])
+    del rows
+    indices = cols[sel].astype(index)
+    del cols
+    matrix = csr_matrix((data, indices, indptr.astype(index)), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
     del matrix
-    if avoid is not None and np.any(avoid):
-        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
-        pred = _preferring(pred, dist, rows, cols, data, bad)
-    del rows, cols, data, sel
+    counts = np.diff(indptr)
+    if prefer:
+        rows = np.repeat(np.arange(n + 1, dtype=index), counts)
+        pred = _preferring(pred, dist, rows, indices, data, bad)
+        del rows, bad
+    del data
     dist = dist[:n]
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
@@ -341,7 +356,8 @@ def longest_work_path(
     if len(points) < 2:
         return points, np.empty(0, np.int64)
     want = points[:-1] * (n + 1) + points[1:]
-    at: np.ndarray = by_edge[np.searchsorted(edge_keys, want)]
+    keys = np.repeat(np.arange(n + 1, dtype=np.int64), counts) * (n + 1) + indices
+    at: np.ndarray = sel[np.searchsorted(keys, want)]
     return points, at
 
 
@@ -499,12 +515,24 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     # By name code, named once per segment: a million names as strings took half a second.
     name = trace.slices["name"].array
     mine = owner >= 0
-    df = pd.DataFrame({"seg": seg_id[mine], "name": name.codes[owner[mine]], "w": w[mine]})
-    per_name = df.groupby(["seg", "name"], sort=False)["w"].sum().reset_index()
-    per_name = per_name.sort_values(["seg", "w"], ascending=[True, False], kind="stable")
-    top_code = per_name.drop_duplicates("seg").set_index("seg")["name"]
+    # Per (segment, name) the time, then per segment the name with the most (ties: the one
+    # first on the path): sorts of one int64 key, not a frame grouped by two columns
+    # (the critical path's peak on a million-edge path).
+    width = len(name.categories) + 1  # codes + 1: a missing name (-1) is 0
+    key = seg_id[mine] * width + (name.codes[owner[mine]].astype(np.int64) + 1)
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    del key
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    sums = np.add.reduceat(w[mine][by_key], starts) if len(starts) else np.empty(0, np.int64)
+    first_at = by_key[starts]
+    group_seg, group_code = np.divmod(sorted_key[starts], width)
+    del by_key, sorted_key
+    best = np.lexsort((first_at, -sums, group_seg))
+    best = best[np.r_[True, group_seg[best][1:] != group_seg[best][:-1]]] if len(best) else best
     texts = np.append(np.asarray(name.categories.astype(str), dtype=object), "nan")
-    top = pd.Series(texts[top_code.to_numpy()], index=top_code.index, dtype=object)
+    top_op = np.full(len(brk), "", dtype=object)
+    top_op[group_seg[best]] = texts[group_code[best] - 1]
     labels = trace.tracks.set_index("id")["label"].astype(str)
     seg_ns = np.add.reduceat(w, brk)
     seg_end = start + ends[np.r_[brk[1:] - 1, len(w) - 1]]
@@ -517,7 +545,7 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
             "start_ns": (seg_end - seg_ns).astype(np.int64),
             "end_ns": seg_end.astype(np.int64),
             "ns": seg_ns.astype(np.int64),
-            "top_op": top.reindex(np.arange(len(brk))).fillna("").to_numpy(dtype=object),
+            "top_op": top_op,
         }
     )
 

@@ -158,7 +158,10 @@ def dependency_graph(
     arrays = slice_arrays(trace, window)
     edges = EdgeList()
     flows = trace.flows
-    owner_after = host_edges.thread_chains(edges, arrays, None if window is None else window[1])
+    host = host_edges.host_points(arrays)  # sorted once: the chains and the hand-offs read it
+    owner_after = host_edges.thread_chains(
+        edges, arrays, None if window is None else window[1], host
+    )
     launcher = launched_by(trace)
     device_edges.launches(edges, arrays, launcher)
     device_edges.stream_order(edges, arrays)
@@ -175,6 +178,7 @@ def dependency_graph(
         thread_edges.track_devices(trace.tracks),
         thread_edges.counted_frames(trace, bool(arrays.device.any())),
         None if window is None else window[1],
+        host,
     )
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)

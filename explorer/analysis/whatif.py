@@ -253,28 +253,34 @@ def replay_graph(
     first = order[np.r_[True, p.v[order][1:] != p.v[order][:-1]]] if len(order) else order
     binding = np.zeros(len(p.w), bool)
     binding[first] = True
+    del first
     kept = np.where(binding, p.w, p.m).astype(np.float64)
-    f = np.where(p.mine, factor[np.maximum(p.owner, 0)], 1.0)
-    new_w = np.rint(kept * f).astype(np.int64)
-    if p.by_pair is not None:
-        laid = p.by_pair[keep[p.by_pair]]
-        cost = p.w[laid] - new_w[laid]
-        saved = _least_cost(len(p.t), p.u[laid], p.v[laid], cost, by_pair=True)
-    else:
-        cost = p.w[order] - new_w[order]
-        saved = _least_cost(len(p.t), p.u[order], p.v[order], cost)
+    del binding
+    kept *= np.where(p.mine, factor[np.maximum(p.owner, 0)], 1.0)
+    new_w = np.rint(kept, out=kept).astype(np.int64)
+    del kept
+    # Only the search's inputs stay alive through it (a report replays a 1.6M-edge graph
+    # once per fix: every full-size temporary held here adds to the report's peak).
+    by_pair = p.by_pair is not None
+    laid = p.by_pair[keep[p.by_pair]] if p.by_pair is not None else order
+    del keep, order
+    # Handed over, not kept here: the search frees them once its matrix is laid out.
+    edges = [p.u[laid], p.v[laid], p.w[laid] - new_w[laid]]
+    del laid, new_w
+    saved = _least_cost(len(p.t), edges, by_pair=by_pair)
     new_t = p.t - saved
     ts[nodes], end[nodes] = new_t[0::2], new_t[1::2]
     return ts, end
 
 
-def _least_cost(
-    n: int, u: np.ndarray, v: np.ndarray, cost: np.ndarray, by_pair: bool = False
-) -> np.ndarray:
+def _least_cost(n: int, edges: list[np.ndarray], by_pair: bool = False) -> np.ndarray:
     """Per point, the least total cost of a route to it from a point with no edge in (0
-    for those, and for points no such route reaches). ``by_pair``: the edges come sorted
-    by ``(u, v)`` with no pair twice — the search's matrix as the sort below would lay it
-    out, built directly."""
+    for those, and for points no such route reaches). ``edges``: ``[u, v, cost]``, emptied
+    here (the caller's references go with it, so they are freed before the search).
+    ``by_pair``: the edges come sorted by ``(u, v)`` with no pair twice — the search's
+    matrix as the sort below would lay it out, built directly."""
+    u, v, cost = edges
+    edges.clear()
     out = np.zeros(n, np.int64)
     if len(u) == 0 or not (cost > 0).any():
         return out
@@ -288,15 +294,14 @@ def _least_cost(
     roots = np.flatnonzero(~has_in)
     source = n
     if by_pair:
-        data = np.maximum(
-            np.concatenate([cost, np.zeros(len(roots))]).astype(np.float64),
-            np.finfo(np.float64).tiny,
-        )
+        data = np.concatenate([cost, np.zeros(len(roots))], dtype=np.float64)
+        np.maximum(data, np.finfo(np.float64).tiny, out=data)
         indptr = np.zeros(n + 2, np.int64)
         np.cumsum(np.bincount(u, minlength=n + 1), out=indptr[1:])
         indptr[-1] += len(roots)
         index = np.int32 if n < np.iinfo(np.int32).max else np.int64
-        cols_sorted = np.concatenate([v, roots]).astype(index)
+        cols_sorted = np.concatenate([v, roots], dtype=index, casting="same_kind")
+        del has_in, roots, u, v, cost
         laid = csr_matrix((data, cols_sorted, indptr.astype(index)), shape=(n + 1, n + 1))
         dist = dijkstra(laid, directed=True, indices=source)[:n]
         ok = np.isfinite(dist)
@@ -524,9 +529,10 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     from explorer.analysis.critical_path import critical_path
 
     graph = replay_graph_of(trace)
-    prepared = prepare(graph)
     n = len(trace.slices)
+    # The path first: its search's peak is not stacked on the replays' prepared arrays.
     path = critical_path(trace, None, all_steps=True).edges
+    prepared = prepare(graph)
     path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     # Findings whose fixes remove the same slices (the same kind's class or launch calls,

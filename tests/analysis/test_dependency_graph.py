@@ -347,3 +347,26 @@ def test_device_work_launched_before_the_capture_is_in_no_steps_graph() -> None:
         assert on_device == {kernel}
         cp = critical_path(trace, step)
         assert cp.summary.set_index("category")["ns"]["device_compute"] == 30_000
+
+
+def _same_points(got, want) -> None:
+    for f in ("slice", "is_end", "t", "track"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+def test_host_points_sorted_once_then_merged_are_the_full_sort(shared_traces: Path) -> None:
+    """The hand-offs read the host threads' points sorted once, with the device streams'
+    merged in: the same order as sorting all of them (and, where one track has points of
+    both sets, the fallback sorts again)."""
+    from explorer.analysis.graph.host_edges import host_points, thread_points, with_points
+
+    trace = _load(
+        shared_traces, "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    )
+    a = dependency_graph(trace).arrays
+    host = np.flatnonzero(a.node & a.host)
+    dev = np.flatnonzero(a.node & a.device & (a.stream >= 0))
+    assert len(host) > 100 and len(dev) > 100
+    _same_points(with_points(host_points(a), a, dev), thread_points(a, np.r_[host, dev]))
+    # every other host slice added to the rest: the same threads on both sides
+    _same_points(with_points(thread_points(a, host[::2]), a, host[1::2]), thread_points(a, host))

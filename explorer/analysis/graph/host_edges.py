@@ -130,7 +130,35 @@ def innermost_open(points: ThreadPoints) -> np.ndarray:
     return out
 
 
-def thread_chains(edges: EdgeList, arrays: SliceArrays, until: int | None = None) -> np.ndarray:
+def host_points(arrays: SliceArrays) -> ThreadPoints:
+    """The points of the graph's host slices, sorted per thread: the host threads' chains
+    (:func:`thread_chains`) and their waiting stretches read the same sort."""
+    return thread_points(arrays, np.flatnonzero(arrays.node & arrays.host))
+
+
+def with_points(points: ThreadPoints, arrays: SliceArrays, ids: np.ndarray) -> ThreadPoints:
+    """``points`` with the points of slices ``ids`` added, in the order :func:`thread_points`
+    gives them: where no track has points of both, one stable sort by track of the two
+    sorted sets (within a track the order is one set's own); else all sorted again."""
+    more = thread_points(arrays, ids)
+    if np.intersect1d(points.track, more.track).size:
+        return thread_points(arrays, np.concatenate([np.sort(points.slice[~points.is_end]), ids]))
+    track = np.concatenate([points.track, more.track])
+    order = np.argsort(track, kind="stable")
+    return ThreadPoints(
+        np.concatenate([points.slice, more.slice])[order],
+        np.concatenate([points.is_end, more.is_end])[order],
+        np.concatenate([points.t, more.t])[order],
+        track[order],
+    )
+
+
+def thread_chains(
+    edges: EdgeList,
+    arrays: SliceArrays,
+    until: int | None = None,
+    points: ThreadPoints | None = None,
+) -> np.ndarray:
     """Each host thread as one chain through time: an edge from every start or end of a
     slice on it to the next one (and each device op's ``duration``). Between two points the thread is in one stretch — a
     leaf's duration (``duration``), a parent's time before its first child or after its
@@ -149,7 +177,8 @@ def thread_chains(edges: EdgeList, arrays: SliceArrays, until: int | None = None
     end (``[:, 1]``) — the innermost slice open (:func:`innermost_open`): after an end
     the parent, or, where slices overlap rather than nest, whichever started last.
     """
-    points = thread_points(arrays, np.flatnonzero(arrays.node & arrays.host))
+    if points is None:
+        points = host_points(arrays)
     first = np.r_[True, points.track[1:] != points.track[:-1]]
     own = innermost_open(points)
     after = np.full((arrays.n, 2), -1, np.int64)

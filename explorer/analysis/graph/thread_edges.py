@@ -44,7 +44,7 @@ import pandas as pd
 from explorer.analysis.breakdown import DEVICE_REASONS, HOST_REASONS, host_slice_reasons
 from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import END, START, EdgeList
-from explorer.analysis.graph.host_edges import ThreadPoints, thread_points
+from explorer.analysis.graph.host_edges import ThreadPoints, host_points, with_points
 from explorer.analysis.graph.nodes import SliceArrays
 from explorer.trace.model import TraceData
 
@@ -83,15 +83,19 @@ def busy_slices(arrays: SliceArrays, counted: np.ndarray) -> np.ndarray:
 
 
 def waiting_stretches(
-    arrays: SliceArrays, owner_after: np.ndarray, counted: np.ndarray, until: int | None
+    arrays: SliceArrays,
+    owner_after: np.ndarray,
+    counted: np.ndarray,
+    until: int | None,
+    host: ThreadPoints | None = None,
 ) -> tuple[ThreadPoints, np.ndarray, np.ndarray]:
     """The waiting stretches of every track: ``(points, a, b)`` — stretch ``i`` runs from
     point ``a[i]`` to point ``b[i]`` of ``points`` (the chain points of host threads and
     device streams, in order per track), and lasts some time; ``a[i] == -1``: from the
     start of time to the track's first point, ``b[i] == -1``: from its last point on."""
-    host = np.flatnonzero(arrays.node & arrays.host)
     dev = np.flatnonzero(arrays.node & arrays.device & (arrays.stream >= 0))
-    points = thread_points(arrays, np.concatenate([host, dev]))
+    # ``host``: the host points the chains were built from, sorted once (host_points)
+    points = with_points(host if host is not None else host_points(arrays), arrays, dev)
     k = np.flatnonzero(points.track[1:] == points.track[:-1])
     if until is not None:
         k = k[(points.t[k + 1] <= until) | arrays.device[points.slice[k + 1]]]
@@ -142,13 +146,14 @@ def handoffs(
     track_device: np.ndarray,
     counted: np.ndarray,
     until: int | None = None,
+    host: ThreadPoints | None = None,
 ) -> None:
     """Add the ``handoff`` and ``handback`` edges (see the module's docstring). ``owner_after`` as
     :func:`~explorer.analysis.graph.host_edges.thread_chains` returns it; ``track_device``:
     per track id, its device (-1: none, a host thread); ``counted``: see
     :func:`counted_frames`; ``until``: a step's end, past which host threads do nothing of
     the step's."""
-    points, a, b = waiting_stretches(arrays, owner_after, counted, until)
+    points, a, b = waiting_stretches(arrays, owner_after, counted, until, host)
     if len(a) == 0:
         return
     busy = busy_slices(arrays, counted)[points.slice]
