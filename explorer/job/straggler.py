@@ -16,7 +16,7 @@ bad step — a hiccup of a busy machine — does not make a straggler. The same 
 the median steady step, names, ranks and feeds ``--fail-on straggler>X%``. A rank is named
 (:func:`verdict`) when that lateness is at least :data:`MIN_SHARE` of the step and
 :data:`MIN_LEAD` times the runner-up's, when it is late in most steady-state steps
-(:data:`MIN_LATE_STEPS`), and when its causes explain at least :data:`MIN_EXPLAINED` of its
+(:data:`MIN_LATE_STEPS`) and steadily so (:data:`MIN_T`), and when its causes explain at least :data:`MIN_EXPLAINED` of its
 lateness; otherwise the report says "imbalance without a consistent straggler", with the
 spread and the rule that failed. (With two ranks each one's lateness is minus the other's,
 so the runner-up's is never positive and the other rules decide.)
@@ -134,9 +134,31 @@ STARTUP_FACTOR = 2.0
 #: A straggler is late (by at least MIN_SHARE of the step) in more than this share of the
 #: steady-state steps ...
 MIN_LATE_STEPS = 0.6
+#: ... and steadily so: the mean of its lateness over the steady steps is at least this many
+#: standard errors above zero (a one-sample t over the steps, with three steps or more). A
+#: busy machine makes a rank late by a lot in a few steps and early in others; a straggler
+#: is late in every step by about the same. (A balanced 2-rank job on a loaded machine was
+#: late -0.5, 0.7, 4.5, 1.1, 2.6, 7.4 ms in its six steady steps: t = 2.2; a rank with a 3x
+#: batch 147, -60, 193, 377, 283, 238, 98, 75 ms: t = 3.4.)
+MIN_T = 2.5
 #: ... and its causes explain at least this share of its lateness; otherwise the report says
 #: "imbalance without a consistent straggler".
 MIN_EXPLAINED = 0.5
+
+
+def steadiness(late_per_step: np.ndarray) -> float:
+    """The one-sample t of a rank's lateness per steady step (mean over standard error);
+    infinite when every step is late by the same, NaN with fewer than three steps."""
+    x = np.asarray(late_per_step, np.float64)
+    if len(x) < 3:
+        return float("nan")
+    sd = float(x.std(ddof=1))
+    mean = float(x.mean())
+    if sd == 0:
+        return float("inf") if mean > 0 else 0.0
+    return mean / (sd / np.sqrt(len(x)))
+
+
 #: A category's excess is at a line when that line holds at least this share of it.
 CONCENTRATED = 0.5
 SPREAD_NOTE = ", spread over many lines alike (a busier or slower machine?)"
@@ -266,6 +288,10 @@ def verdict(con: duckdb.DuckDBPyConnection, wait: pd.DataFrame) -> Verdict:
             f"what rank {rank} does beyond the others explains "
             f"{100 * v.explained_ns / late:.0f}% of its lateness"
         )
+        return v
+    t = steadiness(mine["late_ns"].to_numpy())
+    if t < MIN_T:  # NaN (under three steps) passes: the rules above decide
+        v.reason = f"rank {rank}'s lateness varies too much from step to step (t = {t:.1f})"
         return v
     v.straggler = s
     v.share = s.share
