@@ -48,6 +48,12 @@ MIN_SHARE = 0.15
 MIN_LEAD = 2.0
 #: A cause is listed when its excess is at least this share of the others' wait per step.
 MIN_CAUSE = 0.15
+#: ... or this share when the other ranks hardly have that finding at all (at most
+#: ONLY_HERE of the rank's time in it): a kind of work only this rank does is a cause even
+#: when a category's excess is larger (200 ``.item()`` a step on one rank: 11% of the
+#: others' wait in sync stalls, the rest host-bound time in the same loop).
+MIN_CAUSE_ALONE = 0.05
+ONLY_HERE = 0.1
 #: Comparing communication would be circular: the straggler waits least, by definition.
 NOT_A_CAUSE = frozenset({"communication"})
 
@@ -472,7 +478,12 @@ def causes(
     found = found.merge(own, on="kind", how="left")
     covered: dict[str, int] = {}
     for row in found.itertuples(index=False):
-        if row.kind in NOT_A_CAUSE or row.excess_ns < floor or pd.isna(row.title):
+        alone = row.others_ns <= ONLY_HERE * row.rank_ns  # the others hardly do this at all
+        if (
+            row.kind in NOT_A_CAUSE
+            or row.excess_ns < (MIN_CAUSE_ALONE * extra_ns if alone else floor)
+            or pd.isna(row.title)
+        ):
             continue
         out.append(
             Cause(
