@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
+from explorer.trace.columns import category_in
 from explorer.trace.model import TraceData
 
 
@@ -31,10 +33,10 @@ class SliceArrays:
     host: np.ndarray  # bool: on a host thread
     device: np.ndarray  # bool: on a device stream
     node: np.ndarray  # bool: a node of the graph being built
-    #: ``kind`` as codes into ``kind_names`` (-1: missing): what :meth:`kind_in` reads —
-    #: comparing a million-row object array of strings took tens of ms a time.
-    kind_code: np.ndarray | None = field(default=None, repr=False)
-    kind_names: tuple[str, ...] = field(default=(), repr=False)
+    #: ``kind`` as a categorical, what :meth:`kind_in` reads: compared per category
+    #: (:func:`~explorer.trace.columns.category_in`), not per row — comparing a
+    #: million-row object array of strings took tens of ms a time.
+    kind_cat: pd.Categorical = field(repr=False)
 
     @property
     def n(self) -> int:
@@ -42,14 +44,7 @@ class SliceArrays:
 
     def kind_in(self, kinds: Iterable[str], at: np.ndarray | None = None) -> np.ndarray:
         """Whether each slice (each of ``at``, slice ids) is of one of ``kinds``."""
-        wanted = set(kinds)
-        if self.kind_code is None:
-            kind = self.kind if at is None else self.kind[at]
-            return np.isin(kind, list(wanted))
-        table = np.array([k in wanted for k in self.kind_names] + ["nan" in wanted], bool)
-        code = self.kind_code if at is None else self.kind_code[at]
-        out: np.ndarray = table[code]
-        return out
+        return category_in(self.kind_cat if at is None else self.kind_cat[at], set(kinds))
 
 
 def track_types(trace: TraceData) -> np.ndarray:
@@ -77,8 +72,7 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
     # ``astype(str)`` or a categorical's ``to_numpy`` makes from Arrow-backed categories)
     kinds = s["kind"].astype("category")
     names = np.append(kinds.cat.categories.to_numpy(dtype=object), "nan")  # -1: missing
-    kind_code = kinds.cat.codes.to_numpy()
-    kind = names[kind_code]
+    kind = names[kinds.cat.codes.to_numpy()]
     track = s["track"].to_numpy(np.int64)
     host = trace.on_host()
     device = trace.on_device()
@@ -117,6 +111,5 @@ def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> Sli
         host=host,
         device=device,
         node=node,
-        kind_code=kind_code,
-        kind_names=tuple(str(k) for k in names[:-1]),
+        kind_cat=kinds.array,
     )
