@@ -27,23 +27,14 @@ from explorer.errors import ExplorerError
 from explorer.processes import sigterm_unwinds
 from explorer.safe_write import os_error_line
 
-#: Every verb and its module (under ``explorer.cli``), in the order ``--help`` lists them.
-COMMANDS: dict[str, str] = {
-    "demo": "demo",
-    "info": "info",
-    "report": "report",
-    "diff": "diff",
-    "export": "export",
-    "view": "view",
-    "sql": "sql",
-    "whatif": "whatif",
-}
-VERBS: tuple[str, ...] = tuple(COMMANDS)
+#: Every verb, in the order ``--help`` lists them; verb ``v`` lives in ``explorer.cli.v``.
+COMMANDS: tuple[str, ...] = ("demo", "info", "report", "diff", "export", "view", "sql", "whatif")
+VERBS: tuple[str, ...] = COMMANDS
 
 
 def verb_module(verb: str) -> ModuleType:
     """The module of ``verb`` (imported on first use)."""
-    return importlib.import_module(f"explorer.cli.{COMMANDS[verb]}")
+    return importlib.import_module(f"explorer.cli.{verb}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
