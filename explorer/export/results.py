@@ -276,7 +276,8 @@ def path_runs(trace: TraceData, cp: path_analysis.CriticalPath) -> pd.DataFrame:
     # path time per (run, op name), then each run's top ones
     names = trace.slices["name"]
     m = len(names.cat.categories) + 1
-    key = run * m + names.cat.codes.to_numpy(np.int64)[owner]
+    code = names.cat.codes.to_numpy(np.int64)[owner]
+    key = run * m + np.where(code < 0, m - 1, code)  # a missing name: the "" slot, this run's
     order = np.argsort(key, kind="stable")
     key = key[order]
     at = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
