@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from PyQt6.QtCore import Qt, QUrl, pyqtSignal, pyqtSlot
-from PyQt6.QtGui import QFont, QResizeEvent
+from PyQt6.QtGui import QFont, QFontMetrics, QResizeEvent
 from PyQt6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.analysis.dependency_graph import DependencyGraph
@@ -149,9 +149,11 @@ class DetailsPanel(QWidget):
 
     def _elide_title(self) -> None:
         room = max(self.width() - 14, 20)
-        self.title.setText(
-            self.title.fontMetrics().elidedText(self.full_name, Qt.TextElideMode.ElideRight, room)
-        )
+        # The metrics of the label's own font, built here: PyQt6 6.11's ``QLabel.fontMetrics()``
+        # once raised "QFontMetrics(...): not enough arguments" in CI while the window was
+        # being built (not reproduced since; the explicit constructor is the same answer).
+        metrics = QFontMetrics(self.title.font())
+        self.title.setText(metrics.elidedText(self.full_name, Qt.TextElideMode.ElideRight, room))
 
     def resizeEvent(self, event: QResizeEvent | None) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)

@@ -637,6 +637,8 @@ class MainWindow(QMainWindow):
                 worker.cancel()
                 worker.wait(60000)
         # The panels' jobs run in the global pool; one still running when Python exits
-        # crashes the interpreter, so let them finish (their results are dropped).
-        present(QThreadPool.globalInstance()).waitForDone(10000)
+        # aborts the interpreter (status -6 after Ctrl-C in CI, where a loaded machine kept
+        # one running past the 10 s once allowed), so let them finish as long as the
+        # workers above may take (their results are dropped).
+        present(QThreadPool.globalInstance()).waitForDone(60000)
         super().closeEvent(event)

@@ -225,7 +225,7 @@ def test_ctrl_c_or_sigterm_in_the_terminal_closes_the_viewer(
     with _viewer(display, tmp_path) as proc:
         _titled_window(proc, display)
         proc.send_signal(sig)
-        status = proc.wait(30)
+        status = proc.wait(90)  # the close waits for background jobs (up to 60 s)
         err = proc.stderr.read() if proc.stderr else ""
         assert "Traceback" not in err, err
         if sig == signal.SIGINT:
