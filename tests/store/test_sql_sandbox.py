@@ -17,7 +17,7 @@ import pytest
 from explorer import store
 from explorer.cli.sql import query_trace
 from explorer.readers import read as load_trace
-from explorer.store.query import QueryError, connect, run
+from explorer.store.query import QueryError, connect, referenced_tables, run
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 TRACE = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
@@ -88,6 +88,19 @@ def test_no_query_reads_or_writes_a_file_through_the_api(model, tmp_path: Path, 
     assert "\n" not in str(err.value) and str(err.value).startswith("SQL: ")
     assert "root:" not in str(err.value)  # nothing of /etc/passwd in the message
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("template", [t for t in ESCAPES if "read_" in t or "glob(" in t])
+def test_naming_a_querys_tables_reads_no_file(tmp_path: Path, template: str) -> None:
+    """Which tables a query uses is found before any is built — and that pass is locked
+    too. On DuckDB's default connection it expanded the file globs a query names
+    (``read_parquet('/**/*.parquet')`` walked the whole file system for seconds, reading
+    the headers of what it found) and said the query used no table."""
+    (tmp_path / "x.parquet").write_bytes(b"PAR1")
+    sql = template.format(trace=tmp_path / "T.json", dir=tmp_path)
+    with pytest.raises(QueryError) as err:
+        referenced_tables(sql)
+    assert str(err.value).startswith("SQL: a query reads only the trace's tables"), err.value
 
 
 def test_no_query_escapes_on_the_cli(tmp_path: Path) -> None:
