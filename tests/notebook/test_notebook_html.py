@@ -135,6 +135,7 @@ def sample_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
     return explorer.load_job(SAMPLE_TRACES / "ddp_4rank_slow_input", workers=2, store=store)
 
 
+@pytest.mark.slow  # the sample job, analysed on a Dask cluster
 def test_a_job_shows_the_straggler_its_line_and_the_heatmap(sample_job: Job) -> None:
     job = sample_job
     doc = job.document
@@ -212,6 +213,7 @@ def test_a_window_of_steps_shows_those_steps() -> None:
     assert "Step time by category — host" in _chart(html, "breakdown")
 
 
+@pytest.mark.slow  # the sample job, analysed on a Dask cluster
 def test_job_heatmap_is_the_job_reports_step_matrix(sample_job: Job) -> None:
     doc = copy.deepcopy(sample_job.document)
     fig = sample_job.plot.heatmap()

@@ -21,6 +21,9 @@ import explorer
 from explorer.report import render
 from tests.report.browser import A4_WIDTH, find_chromium, load
 
+#: Each test drives a headless Chromium process (seconds each).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def chromium() -> str:

@@ -128,11 +128,13 @@ def test_shared_trace_reports_read_well(name: str, shared_traces: Path) -> None:
     _check(shared_traces / name)
 
 
+@pytest.mark.slow  # real H100/MI300X models: seconds of analysis each
 @pytest.mark.parametrize("name", TRACELENS)
 def test_tracelens_trace_reports_read_well(name: str, shared_traces: Path) -> None:
     _check(shared_traces / "tracelens" / name)
 
 
+@pytest.mark.slow  # whole jobs, each on a Dask cluster
 @pytest.mark.parametrize("name", JOBS)
 def test_job_reports_read_well(name: str) -> None:
     """The job report's collectives table: bus bandwidth in human units."""

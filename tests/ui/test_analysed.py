@@ -333,7 +333,7 @@ def test_the_operators_panel_over_a_range_of_the_window(qtbot: Any, name: str) -
 #: Real GPU traces from ../shared/traces with more than one step (NCCL collectives on
 #: NVIDIA; a sampled training rank), windowed away from their first step.
 SHARED = (
-    "nccl_parser_config__nccl_data.json.gz",
+    pytest.param("nccl_parser_config__nccl_data.json.gz", marks=pytest.mark.slow),  # ~5 s
     "timeline_analysis__sampled_rank-0.json.gz",
 )
 

@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "sample_traces" / "ddp_4rank_slow_input"
 
 
+#: Whole jobs: each module's job is analysed on a real Dask cluster (seconds each).
+pytestmark = pytest.mark.slow
+
+
 def _rank_file(job: Path, rank: int) -> Path:
     return job / f"rank{rank}.pt.trace.json.gz"
 
