@@ -33,6 +33,7 @@ from explorer.analysis.whatif import predicted_findings
 from explorer.report import critical_path_section as cps
 from explorer.report import formats
 from explorer.report.sections import trace_report
+from explorer.trace.memo import NOT_STORED
 from explorer.trace.model import TraceData
 
 SCHEMA_VERSION = 2
@@ -41,12 +42,39 @@ FORMATS: tuple[str, ...] = formats.FORMATS
 MEMORY_POINTS = 600
 
 
+#: The stored name of a report's document (:data:`explorer.store.results.STORED_RESULTS`).
+STORED_DOCUMENT = "report_document"
+
+
 def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[str, Any]:
     """Everything a report shows, as JSON-able data (schema: :mod:`explorer.report.json_report`).
 
     ``step`` restricts steps and summary to that step and keeps the findings that touch it,
     with that step's time lost, share and ranges; ``top`` caps findings and source lines.
+
+    For a trace opened from the cache, the document is stored beside its tables (keyed by
+    them, the analysis and report code, ``step``, ``top`` and the step options, as every
+    stored result is): a repeat report reads it back instead of gathering it again from the
+    stored results (~0.15 s on 1M events, a sixth of the repeat report). Each call returns
+    a document of its own. What is not a result of the tables — the path the trace was
+    opened from, the Explorer that reads it — is filled in on every call.
     """
+    from explorer import __version__
+
+    store = trace.memo.store
+    doc = store.load(STORED_DOCUMENT, (step, top)) if store is not None else NOT_STORED
+    if doc is NOT_STORED or not isinstance(doc, dict):
+        doc = _gather(trace, step, top)
+        if store is not None:
+            store.save(STORED_DOCUMENT, (step, top), doc)
+    doc["explorer_version"] = __version__
+    doc["trace"] = _trace_info(trace)
+    return doc
+
+
+def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
+    """The document of :func:`document`, computed from the analyses (memoised and stored
+    on their own)."""
     from explorer import __version__
 
     st = select_steps(trace, step, attributed=True)

@@ -11,12 +11,13 @@ A stored result is found under a digest of everything it was computed from:
 
 * the entry's tables (their checksums, from the entry's header: a re-parsed trace is a
   new entry with new files, and the old entry's results go with it),
-* the analysis code (a digest of the source of ``explorer.analysis`` and ``explorer.trace``,
+* the analysis code (a digest of the source of ``explorer.analysis``, ``explorer.trace``
+  and ``explorer.report``,
   so a changed rule never reads a result of the old one) and :data:`RESULTS_VERSION`,
 * the result's name, its options (the function's arguments) and the trace's settings
   (step pattern and nesting: a report with ``--steps REGEX`` is a different result).
 
-The tables themselves are never touched: each result is a new directory (``value.json``,
+The tables themselves are never touched: each result is a new directory (``tree.json``,
 the result's shape with its plain values, and one Arrow IPC file per frame or array, each
 with its size and CRC-32 in ``value.json``), written complete under a temporary name and
 moved into place by rename. Anything that does not read back exactly as listed is ignored
@@ -52,9 +53,12 @@ if TYPE_CHECKING:
 
 #: Bump when how a result is written changes (the analyses' own changes are caught by the
 #: digest of their source).
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 RESULTS_DIR = "results"
 VALUE_FILE = "value.json"
+#: The result's shape and plain values, with its size and CRC-32 in :data:`VALUE_FILE`
+#: (a report's whole document is such a tree: one flipped byte must not read back).
+TREE_FILE = "tree.json"
 
 #: The memo results worth keeping on disk: what a report, an export or the viewer's panels
 #: need and takes long to compute (per-slice intermediates are cheaper to recompute than to
@@ -78,6 +82,8 @@ STORED_RESULTS: frozenset[str] = frozenset(
         # a code per slice, but 0.8 s to rebuild on 1M events (every slice's Python
         # stack walked): what the export's source annotations and the path's lines read
         "frame_codes",
+        # the report's whole document (explorer.report.document), for a repeat report
+        "report_document",
     }
 )
 
@@ -93,13 +99,14 @@ _code_digest: str | None = None
 
 
 def code_digest() -> str:
-    """A digest of the analysis code's source: a stored result is only read by the code
-    that wrote it. Computed once per process (~1 MB of source)."""
+    """A digest of the analysis code's source (and the report's, which stores its
+    document): a stored result is only read by the code that wrote it. Computed once per
+    process (~1 MB of source)."""
     global _code_digest
     if _code_digest is None:
         root = Path(__file__).resolve().parents[1]
         h = hashlib.sha1()
-        for sub in ("analysis", "trace"):
+        for sub in ("analysis", "trace", "report"):
             for p in sorted((root / sub).rglob("*.py")):
                 h.update(str(p.relative_to(root)).encode())
                 h.update(p.read_bytes())
@@ -157,8 +164,9 @@ class ResultStore:
             doc = json.loads((d / VALUE_FILE).read_bytes())
             if doc.get("name") != name:
                 return MISSING
+            tree = json.loads(_read_checked(d / TREE_FILE, doc["tree"]))
             tables = [_read_table(d / f"{i}.arrow", meta) for i, meta in enumerate(doc["files"])]
-            return _decode(doc["value"], tables)
+            return _decode(tree, tables)
         except MemoryError:
             raise
         except Exception:  # absent, partial, damaged or foreign: compute it again
@@ -185,7 +193,13 @@ class ResultStore:
                     w.write_table(table)
                 data = path.read_bytes()
                 files.append({"bytes": len(data), "crc32": checksum(data)})
-            doc = {"name": name, "files": files, "value": tree}
+            data = json.dumps(tree).encode()
+            (Path(tmp) / TREE_FILE).write_bytes(data)
+            doc = {
+                "name": name,
+                "files": files,
+                "tree": {"bytes": len(data), "crc32": checksum(data)},
+            }
             (Path(tmp) / VALUE_FILE).write_text(json.dumps(doc))
             os.rename(tmp, self.directory / digest)
             tmp = None
@@ -204,12 +218,17 @@ def attach(trace: TraceData, entry: Path, header: dict[str, Any]) -> None:
 # -- the codec ---------------------------------------------------------------------------
 
 
-def _read_table(path: Path, meta: dict[str, Any]) -> pa.Table:
+def _read_checked(path: Path, meta: dict[str, Any]) -> bytes:
+    """The bytes of ``path``, when its size and CRC-32 are those listed (else ValueError)."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) != meta["bytes"] or checksum(data) != meta["crc32"]:
         raise ValueError(f"{path} is damaged")
-    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    return data
+
+
+def _read_table(path: Path, meta: dict[str, Any]) -> pa.Table:
+    return pa.ipc.open_file(pa.py_buffer(_read_checked(path, meta))).read_all()
 
 
 def _encode(v: Any, tables: list[pa.Table]) -> Any:

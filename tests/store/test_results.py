@@ -19,7 +19,7 @@ from explorer.analysis.findings import findings
 from explorer.cli.main import main
 from explorer.export import to_perfetto
 from explorer.readers import read as load_trace
-from explorer.report import render
+from explorer.report import document, render
 from explorer.store import results
 from explorer.trace.model import TraceData
 from tests.conftest import SAMPLE_TRACES, shared_trace_files
@@ -107,6 +107,29 @@ def test_step_pattern_has_its_own_results(tmp_path: Path) -> None:
     assert "reason_timelines" in inner.memo.names()  # the nesting is part of the key too
 
 
+def test_a_repeat_report_reads_its_document_back(tmp_path: Path) -> None:
+    """The report's whole document is stored: a repeat report computes nothing at all (not
+    even the steps), and says the path it was opened from; another ``top`` or ``step`` is
+    another document; what a caller does to the document it got is not what the next
+    caller gets."""
+    path = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
+    _, report, again = _first_and_reopened(path, tmp_path)
+    assert render(again, "json") == report
+    assert again.memo.names() == set()  # nothing computed, nor read back one by one
+    doc = document(again)
+    doc["findings"].clear()
+    assert document(again)["findings"], "the stored document was changed through a caller"
+    top1 = render(again, "json", top=1)
+    assert top1 != report and top1 == render(load_trace(path, use_cache=False), "json", top=1)
+    step1 = render(again, "json", step=1)
+    assert step1 == render(load_trace(path, use_cache=False), "json", step=1)
+    copy = tmp_path / "elsewhere" / path.name
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    moved = document(load_trace(copy, store=tmp_path))
+    assert moved["trace"]["path"] == str(copy)
+
+
 def test_a_changed_trace_file_never_gets_the_old_results(tmp_path: Path) -> None:
     trace = tmp_path / "run.pt.trace.json.gz"
     shutil.copy(SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz", trace)
@@ -124,8 +147,9 @@ def test_damaged_or_foreign_results_are_computed_again(tmp_path: Path) -> None:
     path = SAMPLE_TRACES / "cpu_transformer.pt.trace.json.gz"
     _, report, _ = _first_and_reopened(path, tmp_path)
     stored = sorted(tmp_path.glob(f"*/{results.RESULTS_DIR}/*/0.arrow"))
+    stored += sorted(tmp_path.glob(f"*/{results.RESULTS_DIR}/*/{results.TREE_FILE}"))
     assert stored
-    for f in stored:  # one byte changed in every table of every result
+    for f in stored:  # one byte changed in every table and every value tree of every result
         data = bytearray(f.read_bytes())
         data[len(data) // 2] ^= 0xFF
         f.write_bytes(bytes(data))
