@@ -47,6 +47,9 @@ from explorer.units import fmt_ns, plural
 
 ORG, APP = "Explorer", "explorer"
 MAX_RECENT = 10
+#: How long closing the window waits for each background job still running (ms): a
+#: cancelled one stops between analyses, and on a loaded machine one took over 10 s.
+CLOSE_WAIT_MS = 60_000
 #: The panels docked at the bottom, in tab order: (name, title, class). The one registry of
 #: panels — a panel that fails to import stops the window with its error, never silently.
 PANELS: tuple[tuple[str, str, type[TracePanel]], ...] = (
@@ -635,10 +638,10 @@ class MainWindow(QMainWindow):
         for worker in (self.loader, self.analysis):
             if worker is not None and worker.isRunning():
                 worker.cancel()
-                worker.wait(60000)
+                worker.wait(CLOSE_WAIT_MS)
         # The panels' jobs run in the global pool; one still running when Python exits
         # aborts the interpreter (status -6 after Ctrl-C in CI, where a loaded machine kept
-        # one running past the 10 s once allowed), so let them finish as long as the
-        # workers above may take (their results are dropped).
-        present(QThreadPool.globalInstance()).waitForDone(60000)
+        # one running past the 10 s once allowed), so let them finish as the workers above
+        # may (their results are dropped).
+        present(QThreadPool.globalInstance()).waitForDone(CLOSE_WAIT_MS)
         super().closeEvent(event)
