@@ -43,16 +43,21 @@ def display() -> Iterator[str]:
         pytest.skip(
             f"no {', '.join(missing)}: apt-get install xvfb xdotool x11-apps (.ci/run does)"
         )
-    number = next(n for n in range(120, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists())
+    # Xvfb picks a free display itself and writes its number to a pipe (-displayfd): two
+    # pytest workers choosing the first free number at once both took :120, and one's
+    # server ending took the other's windows with it.
+    read_end, write_end = os.pipe()
     server = subprocess.Popen(
-        ["Xvfb", f":{number}", "-screen", "0", f"{SCREEN[0]}x{SCREEN[1]}x24", "-nolisten", "tcp"],
+        ["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{SCREEN[0]}x{SCREEN[1]}x24",
+         "-nolisten", "tcp"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while not Path(f"/tmp/.X11-unix/X{number}").exists():
-        assert server.poll() is None and time.monotonic() < deadline, "Xvfb did not start"
-        time.sleep(0.05)
+        pass_fds=(write_end,),
+    )  # fmt: skip
+    os.close(write_end)
+    with os.fdopen(read_end) as said:
+        number = said.readline().strip()  # once the server is ready; "" if it never starts
+    assert number.isdigit() and server.poll() is None, "Xvfb did not start"
     yield f":{number}"
     server.terminate()
     server.wait(10)
