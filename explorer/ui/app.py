@@ -187,9 +187,17 @@ def exec_until_closed(app: Any) -> int:
     it control five times a second (before, Ctrl-C in the terminal did nothing)."""
     from PyQt6.QtCore import QTimer
 
-    def close() -> None:
+    def close_now() -> None:
         app.closeAllWindows()
         app.quit()
+
+    def close() -> None:
+        # Python runs a signal handler between any two bytecodes of the main thread — in
+        # the middle of a slot too (the window's set_trace, between showing a trace and
+        # starting its analyses: the close then waited for nothing, the analyses started
+        # after it, and their thread still running at exit aborted the process). The
+        # close is posted instead, to run between two events.
+        QTimer.singleShot(0, close_now)
 
     with signals_close(close):
         tick = QTimer(app)  # the application's: deleted with it, never by Python mid-teardown

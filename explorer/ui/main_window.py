@@ -117,6 +117,7 @@ class MainWindow(QMainWindow):
         self.results: dict[str, Any] = {}
         self.loader: TraceLoader | None = None
         self.analysis: AnalysisRunner | None = None
+        self.closed = False  # set by closeEvent: nothing starts in the background after it
         self.error_box: QMessageBox | None = None
         self.analysis_errors: list[str] = []
         self.panels_held = False  # the panels wait for the analyses' first word (a limit)
@@ -294,6 +295,11 @@ class MainWindow(QMainWindow):
         present(self.statusBar()).showMessage(message, 5000)
 
     def _loaded(self, path: str, trace: Trace) -> None:
+        if self.closed:
+            # The loader finished while the window was closing (Ctrl-C mid-load): its
+            # result arrives after the close waited for it. Starting the analyses now
+            # would leave their thread running as Python exits, which aborts the process.
+            return
         self._end_progress(f"Loaded {len(trace):,} events")
         self._add_recent(path)
         self.set_trace(trace)
@@ -630,6 +636,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
+        self.closed = True
         if self.remember:
             self.save_layout()
         # A cancelled worker stops between analyses, not inside one: wait for the one in
