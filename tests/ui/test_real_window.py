@@ -152,7 +152,10 @@ def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
         nonlocal win
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         found = subprocess.run(
-            ["xdotool", "search", "--name", "cpu_compile_graph_break"],
+            # this process's window only: under CI's shared display the other pytest
+            # worker's viewer can show the same title (a signal sent to a viewer still
+            # loading, before its handler, once left no settings file)
+            ["xdotool", "search", "--pid", str(proc.pid), "--name", "cpu_compile_graph_break"],
             env=dict(os.environ, DISPLAY=display),
             capture_output=True,
             text=True,
