@@ -26,7 +26,10 @@ def _validation():  # noqa: ANN202
 #: 11-19% slower than the steps without one in all three runs of 2026-12-02 (predicted
 #: 31.6 ms, measured 26.6 ms): the machine's, not the replay's, error. The benchmark, run
 #: alone, measures 0.2%; a prediction that ignores or double-counts the loading is ~2x off.
-TEST_TOLERANCE = 0.25
+#: A CI run of the same day then had 26-49% in all three tries (predicted 40.8-44.9 ms,
+#: measured 27.4-30.2 ms), so the bound is 50%: a prediction that ignores the loading is
+#: the planted step (error ~1.8 here), one that removes it twice is at least 100% off.
+TEST_TOLERANCE = 0.5
 
 
 def test_removing_the_planted_slow_loading_predicts_the_step_time_without_it(
