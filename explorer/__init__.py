@@ -12,7 +12,6 @@ from explorer.allocator import arrow_allocator_for_limits
 arrow_allocator_for_limits()  # first of all: before pandas starts Arrow
 
 from explorer.errors import ExplorerError, TraceError  # noqa: E402
-from explorer.trace_api import Trace  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     # For type checkers: calling the package is calling this function (same signature).
     from explorer.collect.session import collect as collect
     from explorer.job_api import Job
-    from explorer.trace_api import Diff
+    from explorer.trace_api import Diff, Trace
 
 
 def load(
@@ -44,6 +43,7 @@ def load(
     ``execution_trace`` attaches a PyTorch Execution Trace captured with this trace.
     """
     from explorer.readers import read
+    from explorer.trace_api import Trace
 
     return Trace(
         read(
@@ -61,6 +61,7 @@ def load_ranks(
 ) -> dict[int, Trace]:
     """Every rank's trace in a directory of per-rank files, keyed by rank."""
     from explorer.readers import read_ranks
+    from explorer.trace_api import Trace
 
     return {r: Trace(t) for r, t in read_ranks(path, use_cache=use_cache, store=store).items()}
 
@@ -89,7 +90,7 @@ def load_job(
 
     from explorer.job import job_document
     from explorer.job_api import Job
-    from explorer.trace.model import StepOptions
+    from explorer.trace.step_options import StepOptions
 
     return Job(
         job_document(
@@ -106,11 +107,17 @@ def load_job(
 def __getattr__(name: str) -> Any:
     """``explorer.collect`` — the collector package, callable as
     ``explorer.collect(out_dir, **options)`` — is loaded on first use: it imports torch,
-    which reading and analysing traces never needs (see :mod:`explorer.collect`)."""
+    which reading and analysing traces never needs (see :mod:`explorer.collect`).
+    ``explorer.Trace`` too: it imports pandas, which a command answered from the store
+    (a repeat ``explorer report``) never needs."""
     if name == "collect":
         import explorer.collect as package
 
         return package
+    if name == "Trace":
+        from explorer.trace_api import Trace
+
+        return Trace
     raise AttributeError(f"module 'explorer' has no attribute {name!r}")
 
 

@@ -45,7 +45,8 @@ from explorer.analysis.attribution import launched_before_capture, launcher
 from explorer.errors import UsageError
 from explorer.trace.columns import category_values
 from explorer.trace.memo import declare, memoised
-from explorer.trace.model import PROFILER_STEP, TraceData, step_regex
+from explorer.trace.model import PROFILER_STEP, TraceData
+from explorer.trace.step_options import step_regex
 from explorer.trace.window import cut
 from explorer.units import fmt_ns
 

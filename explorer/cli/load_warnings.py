@@ -4,9 +4,11 @@ never silent, whatever the output format or destination."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from explorer.trace.model import TraceData
-from explorer.trace_api import Trace
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+    from explorer.trace_api import Trace
 
 
 def print_load_warnings(trace: Trace | TraceData) -> None:

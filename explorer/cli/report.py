@@ -9,15 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
-from explorer.analysis.memory_need import analysed_window, check_analyses_fit
 from explorer.cli import options
-from explorer.cli.load_warnings import print_load_warnings
 from explorer.errors import UsageError
-from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.model import STEP_NESTINGS, StepOptions
+from explorer.trace.step_options import STEP_NESTINGS, StepOptions
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -71,17 +69,98 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from explorer.report import render_document, stored_document
+
+    steps = StepOptions(args.steps, args.step_nesting)  # a bad pattern fails before the load
+    # A report this Explorer made of this file as it is now, read back before anything is
+    # loaded or imported (pandas, the analyses): the same document, in Python's start time.
+    stored = (
+        stored_document(Path(args.trace), args.step, args.top, steps.pattern, steps.nesting)
+        if _may_be_stored(args)
+        else None
+    )
+    if stored is None:
+        return _run_analysed(args, steps)
+    rules = _rules(args)
+    inputs = [Path(args.trace)]
+    if args.output is not None:
+        check_target(args.output, inputs=inputs, force=args.force)
+    from explorer.cli.load_warnings import print_warnings
+
+    print_warnings(stored["trace"]["warnings"])
+    text = render_document(stored, args.format, _color(args))
+    return _written(args, text, [*inputs, stored["trace"]["path"] or args.trace], stored, rules)
+
+
+def _may_be_stored(args: argparse.Namespace) -> bool:
+    """Whether a stored document may answer: one trace file, through the cache, the whole
+    trace (a ``--step-range`` window is analysed for the run)."""
+    return (
+        args.top >= 1
+        and not args.no_cache
+        and args.step_range is None
+        and args.trace != "-"
+        and Path(args.trace).is_file()
+    )
+
+
+def _rules(args: argparse.Namespace) -> list[Any]:
+    """The ``--fail-on`` rules, parsed (a bad rule fails before the slow load)."""
+    if not args.fail_on:
+        return []
+    from explorer.report.fail_on import parse
+
+    return [parse(r) for r in args.fail_on]
+
+
+def _color(args: argparse.Namespace) -> bool:
+    return args.color == "always" or (
+        args.color == "auto"
+        and args.output is None
+        and sys.stdout.isatty()
+        and "NO_COLOR" not in os.environ
+    )
+
+
+def _written(
+    args: argparse.Namespace, text: str, inputs: list[Any], doc: dict[str, Any], rules: list[Any]
+) -> int:
+    """Write the report where it goes, then judge the ``--fail-on`` rules on its document."""
+    if args.output is not None:
+        out = atomic_write(
+            args.output,
+            lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            inputs=inputs,
+            force=args.force,
+        )
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if not rules:
+        return 0
+    from explorer.report.fail_on import evaluate
+
+    fired = evaluate(rules, doc)
+    for msg in fired:
+        print(f"explorer: FAIL {msg}", file=sys.stderr)
+    return 1 if fired else 0
+
+
+def _run_analysed(args: argparse.Namespace, steps: StepOptions) -> int:
+    """The report computed: the trace loaded (from the cache when it can be) and analysed."""
     import explorer
+    from explorer.analysis.memory_need import analysed_window, check_analyses_fit
+    from explorer.cli.load_warnings import print_load_warnings
     from explorer.job import is_job
+    from explorer.readers import input_files
     from explorer.report import document, render_document
-    from explorer.report.fail_on import evaluate, parse
 
     if is_job(args.trace):
         return run_job(args)
-    rules = [parse(r) for r in args.fail_on]  # bad rules fail before the (slow) load
-    steps = StepOptions(args.steps, args.step_nesting)  # a bad pattern fails before the load
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    rules = _rules(args)
     inputs = input_files(args.trace)
     if args.output is not None:  # refuse a bad -o before the (slow) load
         check_target(args.output, inputs=inputs, force=args.force)
@@ -93,32 +172,9 @@ def run(args: argparse.Namespace) -> int:
     check_analyses_fit(
         data, "the report's analyses", "info, sql and export --no-results work within it"
     )
-    to_file = args.output is not None
-    color = args.color == "always" or (
-        args.color == "auto"
-        and not to_file
-        and sys.stdout.isatty()
-        and "NO_COLOR" not in os.environ
-    )
     doc = document(data, step=args.step, top=args.top)  # one document: the report and --fail-on
-    text = render_document(doc, args.format, color)
-    if to_file:
-        out = atomic_write(
-            args.output,
-            lambda tmp: tmp.write_text(text, encoding="utf-8"),
-            inputs=[*inputs, trace.metadata.get("source", args.trace)],
-            force=args.force,
-        )
-        print(f"wrote {out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    if not rules:
-        return 0
-    fired = evaluate(rules, doc)
-    for msg in fired:
-        print(f"explorer: FAIL {msg}", file=sys.stderr)
-    return 1 if fired else 0
+    text = render_document(doc, args.format, _color(args))
+    return _written(args, text, [*inputs, trace.metadata.get("source", args.trace)], doc, rules)
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -127,6 +183,7 @@ def run_job(args: argparse.Namespace) -> int:
     from explorer.job import job_document
     from explorer.job.fail_on import evaluate_job, parse_job_rule
     from explorer.job.render import render as render_job
+    from explorer.readers import input_files
 
     rules = [parse_job_rule(r) for r in args.fail_on]
     if args.step is not None:

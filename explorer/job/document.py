@@ -23,7 +23,7 @@ from explorer.job.rank_map import RankSummary
 from explorer.job.run_dir import job_files, not_one_job
 from explorer.job.straggler import Straggler, Verdict, rank_blame, verdict
 from explorer.store.cache import cache_root
-from explorer.trace.model import StepOptions
+from explorer.trace.step_options import StepOptions
 
 JOB_SCHEMA_VERSION = 3
 #: At most this many collectives are listed one by one (most waiting first); totals by

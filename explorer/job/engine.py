@@ -31,7 +31,7 @@ from distributed import Client, LocalCluster, as_completed
 from explorer.errors import ExplorerError, UsageError
 from explorer.job.rank_map import RankSummary, analyse_rank
 from explorer.processes import interrupts_deferred, sigint_ignored
-from explorer.trace.model import StepOptions
+from explorer.trace.step_options import StepOptions
 
 SCHEDULER_ENV = "EXPLORER_DASK_SCHEDULER"
 

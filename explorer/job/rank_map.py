@@ -44,7 +44,8 @@ from explorer.job.collectives import rank_collectives
 from explorer.readers import read
 from explorer.safe_write import cannot_write
 from explorer.store import write_trace
-from explorer.trace.model import StepOptions, TraceData
+from explorer.trace.model import TraceData
+from explorer.trace.step_options import StepOptions
 
 RANK_TABLES: tuple[str, ...] = (
     "steps", "breakdown", "findings", "finding_steps", "collectives", "by_source",

@@ -59,7 +59,7 @@ from explorer.units import fmt_ns
 
 if TYPE_CHECKING:
     from explorer.job.rank_map import RankSummary
-    from explorer.trace.model import StepOptions
+    from explorer.trace.step_options import StepOptions
 
 #: Operations whose collective ends on every participant together (clock alignment).
 SYMMETRIC_OPS = frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "barrier"})

@@ -25,18 +25,37 @@ file's size and CRC-32). It serves three users:
 Nothing here unpickles anything; an entry is never modified after it is written.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from explorer.allocator import arrow_allocator_for_limits
-from explorer.store.entry import (
-    OPTIONAL_TABLES,
-    TABLES,
-    open_trace,
-    read_table,
-    table_paths,
-    write_trace,
-)
 from explorer.store.header import STORE_VERSION, SourceStamp, StoreDamaged
 
+if TYPE_CHECKING:
+    from explorer.store.entry import (
+        OPTIONAL_TABLES,
+        TABLES,
+        open_trace,
+        read_table,
+        table_paths,
+        write_trace,
+    )
+
 arrow_allocator_for_limits()  # for a store used without ``import explorer`` first
+
+#: What :mod:`explorer.store.entry` (Arrow, pandas) provides, imported on first use: an
+#: entry's header and stored plain results are read without them.
+_FROM_ENTRY = frozenset(
+    {"OPTIONAL_TABLES", "TABLES", "open_trace", "read_table", "table_paths", "write_trace"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_ENTRY:
+        from explorer.store import entry
+
+        return getattr(entry, name)
+    raise AttributeError(f"module 'explorer.store' has no attribute {name!r}")
+
 
 __all__ = [
     "OPTIONAL_TABLES",

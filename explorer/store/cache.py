@@ -19,13 +19,17 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer.errors import ExplorerError
 from explorer.safe_write import os_reason
-from explorer.store import SourceStamp, StoreDamaged, open_trace, results, write_trace
-from explorer.store.entry import is_entry
-from explorer.store.header import read_header, source_matches
-from explorer.trace.model import TraceData
+from explorer.store.header import SourceStamp, StoreDamaged, read_header, source_matches
+
+if TYPE_CHECKING:
+    from explorer.trace.model import TraceData
+
+# The entry's tables and stored results (Arrow, pandas) are imported where they are
+# opened or written: finding an entry (:func:`cached_entry`) needs only its header.
 
 #: Bump when the tables' layout or the reader's output changes: entries made by another
 #: version are parsed again (the store's own format has its own version, STORE_VERSION).
@@ -58,6 +62,8 @@ def load_cached(
 ) -> TraceData | None:
     """The cached tables of ``path``, or None when there is no entry made from the file as
     ``stamp`` describes it (default: as it is now)."""
+    from explorer.store import open_trace, results
+
     entry = entry_path(path, root)
     try:
         trace = open_trace(entry, source=stamp or source_stamp(path))
@@ -87,6 +93,9 @@ def save_cached(
     Not cached when the file changed since the stamp (what was parsed may be neither
     version). Failure is not an error: the trace is still loaded, just not cached (read-only
     home, full disk, a cache directory that is a file)."""
+    from explorer.store import results, write_trace
+    from explorer.store.entry import is_entry
+
     entry = entry_path(path, root)
     try:
         if source_stamp(path) != stamp:

@@ -34,12 +34,14 @@ from explorer.errors import ExplorerError
 from explorer.processes import interrupts_deferred
 from explorer.store.header import (
     HEADER,
+    METADATA_FILE,
     SourceStamp,
     StoreDamaged,
     checksum,
     map_checked,
     read_checked,
     read_header,
+    read_metadata,
     source_matches,
     write_header,
 )
@@ -58,7 +60,6 @@ from explorer.trace.model import TraceData
 TABLES: tuple[str, ...] = ("slices", "tracks", "flows", "counters", "instants", "memory")
 #: Optional tables (stored only when the trace has them).
 OPTIONAL_TABLES: tuple[str, ...] = ("execution_trace",)
-METADATA_FILE = "metadata.json"
 
 
 def _write_files(
@@ -311,10 +312,7 @@ def entry_warnings(directory: str | os.PathLike[str]) -> list[str]:
     """The warnings the load of an entry's trace gave (a cut, a guessed value), read from
     its metadata without opening its tables; :class:`StoreDamaged` when it is damaged."""
     d = Path(directory)
-    try:
-        warnings = json.loads(read_checked(d, read_header(d), METADATA_FILE)).get("warnings")
-    except (ValueError, AttributeError) as exc:
-        raise StoreDamaged(d, f"{METADATA_FILE} does not decode ({exc})") from exc
+    warnings = read_metadata(d, read_header(d)).get("warnings")
     return [str(w) for w in warnings] if isinstance(warnings, list) else []
 
 

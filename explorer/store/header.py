@@ -27,6 +27,8 @@ from explorer.errors import ExplorerError
 STORE_VERSION = 3
 FORMAT = "explorer-store"
 HEADER = "header.json"
+#: The trace's metadata (its source, format, rank, the load's warnings), as JSON.
+METADATA_FILE = "metadata.json"
 
 
 class StoreDamaged(ExplorerError):
@@ -170,3 +172,15 @@ def _verify(directory: Path, meta: dict[str, Any], name: str, data: bytes | memo
 def source_matches(header: dict[str, Any], stamp: SourceStamp) -> bool:
     """Whether the entry was made from exactly the file ``stamp`` describes."""
     return header.get("source") == stamp.to_json()
+
+
+def read_metadata(directory: Path, header: dict[str, Any]) -> dict[str, Any]:
+    """The entry's trace metadata (:data:`METADATA_FILE`), checked against ``header``,
+    without opening its tables; :class:`StoreDamaged` when it is damaged."""
+    try:
+        metadata = json.loads(read_checked(directory, header, METADATA_FILE))
+    except ValueError as exc:
+        raise StoreDamaged(directory, f"{METADATA_FILE} does not decode ({exc})") from exc
+    if not isinstance(metadata, dict):
+        raise StoreDamaged(directory, f"{METADATA_FILE} is not an object")
+    return metadata

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -46,19 +45,20 @@ import pandas as pd
 import pyarrow as pa
 
 from explorer.store.header import checksum
+from explorer.store.result_files import (
+    RESULTS_DIR,
+    TREE_FILE,
+    VALUE_FILE,
+    plain_options,
+    read_checked_file,
+    read_value,
+    result_digest,
+    tables_digest,
+)
 from explorer.trace.memo import NOT_STORED
 
 if TYPE_CHECKING:
     from explorer.trace.model import TraceData
-
-#: Bump when how a result is written changes (the analyses' own changes are caught by the
-#: digest of their source).
-RESULTS_VERSION = 2
-RESULTS_DIR = "results"
-VALUE_FILE = "value.json"
-#: The result's shape and plain values, with its size and CRC-32 in :data:`VALUE_FILE`
-#: (a report's whole document is such a tree: one flipped byte must not read back).
-TREE_FILE = "tree.json"
 
 #: The memo results worth keeping on disk: what a report, an export or the viewer's panels
 #: need and takes long to compute (per-slice intermediates are cheaper to recompute than to
@@ -95,41 +95,12 @@ class Unstorable(Exception):
     """A value the codec does not write (the result is then just not stored)."""
 
 
-_code_digest: str | None = None
-
-
-def code_digest() -> str:
-    """A digest of the analysis code's source (and the report's, which stores its
-    document): a stored result is only read by the code that wrote it. Computed once per
-    process (~1 MB of source)."""
-    global _code_digest
-    if _code_digest is None:
-        root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha1()
-        for sub in ("analysis", "trace", "report"):
-            for p in sorted((root / sub).rglob("*.py")):
-                h.update(str(p.relative_to(root)).encode())
-                h.update(p.read_bytes())
-        _code_digest = h.hexdigest()
-    return _code_digest
-
-
-def _plain_options(options: Hashable) -> bool:
-    if options is None or isinstance(options, (bool, int, float, str)):
-        return True
-    if isinstance(options, tuple):
-        return all(_plain_options(o) for o in options)
-    return False
-
-
 class ResultStore:
     """The stored results of one store entry, for one trace opened from it."""
 
     def __init__(self, entry: Path, header: dict[str, Any], trace: TraceData) -> None:
         self.directory = Path(entry) / RESULTS_DIR
-        self._tables = hashlib.sha1(
-            json.dumps([header.get("files"), header.get("source")], sort_keys=True).encode()
-        ).hexdigest()
+        self._tables = tables_digest(header)
         self._trace = weakref.ref(trace)
 
     def for_trace(self, trace: TraceData) -> ResultStore:
@@ -141,18 +112,9 @@ class ResultStore:
 
     def _digest(self, name: str, options: Hashable) -> str | None:
         trace = self._trace()
-        if trace is None or name not in STORED_RESULTS or not _plain_options(options):
+        if trace is None or name not in STORED_RESULTS or not plain_options(options):
             return None
-        key = [
-            RESULTS_VERSION,
-            code_digest(),
-            self._tables,
-            name,
-            repr(options),
-            trace.step_pattern,
-            trace.step_nesting,
-        ]
-        return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:32]
+        return result_digest(self._tables, name, options, trace.step_pattern, trace.step_nesting)
 
     def load(self, name: str, options: Hashable) -> Any:
         """The stored result, or :data:`MISSING`."""
@@ -161,11 +123,8 @@ class ResultStore:
             return MISSING
         d = self.directory / digest
         try:
-            doc = json.loads((d / VALUE_FILE).read_bytes())
-            if doc.get("name") != name:
-                return MISSING
-            tree = json.loads(_read_checked(d / TREE_FILE, doc["tree"]))
-            tables = [_read_table(d / f"{i}.arrow", meta) for i, meta in enumerate(doc["files"])]
+            tree, files = read_value(d, name)
+            tables = [_read_table(d / f"{i}.arrow", meta) for i, meta in enumerate(files)]
             return _decode(tree, tables)
         except MemoryError:
             raise
@@ -218,17 +177,8 @@ def attach(trace: TraceData, entry: Path, header: dict[str, Any]) -> None:
 # -- the codec ---------------------------------------------------------------------------
 
 
-def _read_checked(path: Path, meta: dict[str, Any]) -> bytes:
-    """The bytes of ``path``, when its size and CRC-32 are those listed (else ValueError)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) != meta["bytes"] or checksum(data) != meta["crc32"]:
-        raise ValueError(f"{path} is damaged")
-    return data
-
-
 def _read_table(path: Path, meta: dict[str, Any]) -> pa.Table:
-    return pa.ipc.open_file(pa.py_buffer(_read_checked(path, meta))).read_all()
+    return pa.ipc.open_file(pa.py_buffer(read_checked_file(path, meta))).read_all()
 
 
 def _encode(v: Any, tables: list[pa.Table]) -> Any:

@@ -80,6 +80,7 @@ from explorer.errors import UsageError
 from explorer.trace.columns import category_in, category_matches
 from explorer.trace.memo import Memo, declare_options, memoised
 from explorer.trace.source import stack_of
+from explorer.trace.step_options import StepOptions
 
 #: Normalised slice kinds. ``copy``, ``fallback`` and ``compile`` come from Explorer's own
 #: collector categories; the rest from the profiler's categories.
@@ -115,43 +116,11 @@ SIDES: tuple[str, ...] = ("host", "device", "other")
 
 NO_ID = -1
 
-#: Which step annotations count when they nest (an inner ``forward`` inside an outer one).
-STEP_NESTINGS: tuple[str, ...] = ("outermost", "innermost")
-
 #: The trace's options that analyses read (memo keys computed from them name them).
 declare_options("step_pattern", "step_nesting")
 
 #: The step annotations ``torch.profiler`` writes around each ``prof.step()``.
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-def step_regex(pattern: str) -> re.Pattern[str]:
-    """A user's step pattern compiled, or a :class:`UsageError` that says why it is not one."""
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(
-            f"step pattern {pattern!r} is not a valid regular expression: {exc}"
-        ) from None
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """Which host annotations are a trace's steps, as a value the single-trace and the
-    job routes pass alike: ``pattern`` a regex (None: ``ProfilerStep#N``, else the whole
-    trace), ``nesting`` which of nested matches count (:data:`STEP_NESTINGS`). A bad
-    pattern or nesting is a :class:`UsageError` when the value is made."""
-
-    pattern: str | None = None
-    nesting: str = "outermost"
-
-    def __post_init__(self) -> None:
-        if self.pattern is not None:
-            step_regex(self.pattern)
-        if self.nesting not in STEP_NESTINGS:
-            raise UsageError(
-                f"step nesting {self.nesting!r} is not one of {', '.join(STEP_NESTINGS)}"
-            )
 
 
 #: Every column of ``slices``, in order, with its dtype ("category": categorical).

@@ -179,7 +179,7 @@ def test_the_job_route_takes_the_same_step_options(tmp_path: Path) -> None:
     nesting too, which the job route once dropped): the same steps, in its stored table."""
     from explorer.job.rank_map import analyse_rank, rank_dir
     from explorer.store.entry import read_table
-    from explorer.trace.model import StepOptions
+    from explorer.trace.step_options import StepOptions
 
     t = explorer.load(CNN)
     durations = []

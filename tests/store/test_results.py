@@ -20,7 +20,7 @@ from explorer.cli.main import main
 from explorer.export import to_perfetto
 from explorer.readers import read as load_trace
 from explorer.report import document, render
-from explorer.store import results
+from explorer.store import result_files, results
 from explorer.trace.model import TraceData
 from tests.conftest import SAMPLE_TRACES, shared_trace_files
 
@@ -165,7 +165,7 @@ def test_other_analysis_code_never_reads_them(
     _, report, again = _first_and_reopened(path, tmp_path)
     assert again.memo.store is not None
     assert again.memo.store.load("breakdown", (None,)) is not results.MISSING
-    monkeypatch.setattr(results, "_code_digest", "another version of the analyses")
+    monkeypatch.setattr(result_files, "_code_digest", "another version of the analyses")
     assert again.memo.store.load("breakdown", (None,)) is results.MISSING
     other = load_trace(path, store=tmp_path)
     assert render(other, "json") == report

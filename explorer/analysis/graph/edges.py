@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from explorer.trace.order import lexsort
+
 START = np.int8(0)
 END = np.int8(1)
 
@@ -145,7 +147,7 @@ class EdgeList:
         weight = (t_dst - t_src)[keep]
         # The same two points joined twice (e.g. a launch seen both as a flow and by
         # correlation): keep the first type listed.
-        key = np.lexsort((codes, dp, dst, sp, src))
+        key = lexsort((codes, dp, dst, sp, src))
         src, dst, sp, dp, codes, weight = (a[key] for a in (src, dst, sp, dp, codes, weight))
         dup = np.zeros(len(src), bool)
         if len(src) > 1:

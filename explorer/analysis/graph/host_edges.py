@@ -11,6 +11,7 @@ import pandas as pd
 
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays
+from explorer.trace.order import lexsort
 
 #: A launch that starts this soon after another thread's launch returns is taken to have
 #: waited for the runtime's lock (the CUDA runtime serialises launches per context).
@@ -70,9 +71,7 @@ def thread_points(arrays: SliceArrays, ids: np.ndarray) -> ThreadPoints:
     # longer, outer one first); a zero-length slice's end right after its start.
     group = np.where(is_end & (dur > 0), 0, 1)
     inner_first = np.where(group == 0, -arrays.ts[pt_slice], -dur)
-    order = np.lexsort(
-        (np.where(is_end, -pt_slice, pt_slice), is_end, inner_first, group, t, track)
-    )
+    order = lexsort((np.where(is_end, -pt_slice, pt_slice), is_end, inner_first, group, t, track))
     return ThreadPoints(pt_slice[order], is_end[order], t[order], track[order])
 
 

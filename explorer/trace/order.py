@@ -1,0 +1,50 @@
+"""Sort orders over many keys, at the speed of one.
+
+``np.lexsort`` sorts once per key: over a million trace points and five or six keys that
+is a tenth of a second each time the dependency graph is built. Trace data is mostly
+ordered already (events by time within a thread, edges by their source), and ties beyond
+the first two keys are rare, so :func:`lexsort` packs the two primary keys into one int64,
+sorts that once (a stable sort, which runs fast on presorted data), and sorts only the
+rows that tie on it by the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Packed keys stay under this (a margin under int64's range).
+_PACKED_LIMIT = 1 << 62
+
+
+def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """The order of ``np.lexsort(keys)`` (the last key primary; ties in every key keep
+    their input order)."""
+    if len(keys) < 2 or len(keys[-1]) < 2:
+        return np.lexsort(tuple(keys))
+    first, second = np.asarray(keys[-1]), np.asarray(keys[-2])
+    if not (_integral(first) and _integral(second)):
+        return np.lexsort(tuple(keys))
+    lo1, hi1 = int(first.min()), int(first.max())
+    lo2, hi2 = int(second.min()), int(second.max())
+    span2 = hi2 - lo2 + 1
+    if (hi1 - lo1 + 1) * span2 >= _PACKED_LIMIT:
+        return np.lexsort(tuple(keys))
+    packed = (first.astype(np.int64) - lo1) * span2 + (second.astype(np.int64) - lo2)
+    order = np.argsort(packed, kind="stable")
+    if len(keys) == 2:
+        return order
+    in_order = packed[order]
+    same = in_order[1:] == in_order[:-1]
+    if same.any():
+        tied = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
+        rows = order[tied]
+        rest = [np.asarray(k)[rows] for k in keys[:-2]] + [in_order[tied]]
+        order[tied] = rows[np.lexsort(tuple(rest))]
+    return order
+
+
+def _integral(a: np.ndarray) -> bool:
+    """Whether ``a`` holds integers that convert to int64 exactly."""
+    return a.dtype.kind in "ib" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
