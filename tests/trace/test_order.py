@@ -14,7 +14,7 @@ from explorer.trace.order import lexsort
 def test_the_same_order_as_numpy(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 2000))
-    keys = [rng.integers(-3, 4, n) for _ in range(int(rng.integers(1, 6)))]
+    keys: list[np.ndarray] = [rng.integers(-3, 4, n) for _ in range(int(rng.integers(1, 6)))]
     if seed % 4 == 1:
         keys.append(rng.integers(0, 2, n).astype(bool))
     if seed % 4 == 2:
