@@ -29,8 +29,7 @@ from explorer.analysis.steps import (
 from explorer.analysis.whatif import predicted_findings
 from explorer.report import SCHEMA_VERSION, STORED_DOCUMENT
 from explorer.report import critical_path_section as cps
-from explorer.trace.memo import NOT_STORED, compute_ahead
-from explorer.trace.memory_limits import hard_limit
+from explorer.trace.memo import NOT_STORED
 from explorer.trace.model import TraceData
 
 #: Memory curves are thinned to at most this many points per device for the report.
@@ -65,20 +64,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
 
 def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
     """The document of :func:`document`, computed from the analyses (memoised and stored
-    on their own). The critical path (and the dependency graph under it: half the
-    analyses' time) is computed on a second thread meanwhile, unless a hard memory limit
-    is set (the two threads' peaks would add up)."""
-    ahead = None
-    if hard_limit() is None:
-        ahead = compute_ahead(lambda: critical_path(trace, step, all_steps=True))
-    try:
-        return _gathered(trace, step, top)
-    finally:
-        if ahead is not None:
-            ahead.join()
-
-
-def _gathered(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
+    on their own)."""
     from explorer import __version__
 
     st = select_steps(trace, step, attributed=True)

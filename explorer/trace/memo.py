@@ -241,25 +241,6 @@ class Memo:
         return own | {n for n in self._base.names() if self._owner(n) is not self}
 
 
-def compute_ahead(work: Callable[[], object], name: str = "explorer-ahead") -> threading.Thread:
-    """Start ``work`` (calls of memoised analyses) on a thread of its own and return it:
-    their results are kept by the time the caller asks for them, or the caller's own call
-    waits for the entry instead of computing it again. Numpy and scipy release the GIL for
-    their array work, so on a second core the two threads overlap. A failure is left to
-    the caller: the memo keeps no failed result, so the caller's own call computes it again
-    and raises there, where it is reported. Join the thread before returning."""
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException:  # noqa: BLE001 - the caller's own call raises it again
-            pass
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    return thread
-
-
 def memoised(
     name: str, depends_on: Iterable[str] = ()
 ) -> Callable[[Callable[Concatenate[T, P], R]], Callable[Concatenate[T, P], R]]:
