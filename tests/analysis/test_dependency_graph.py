@@ -318,6 +318,32 @@ def test_innermost_open_matches_a_scan(slices) -> None:
     assert (np.diff(points.t) >= 0).all()
 
 
+def test_nested_threads_take_the_bracket_search_and_agree_with_the_general_one(
+    sample_traces: Path,
+) -> None:
+    """A thread whose slices nest properly is answered by the depth search; one with
+    crossing slices (torch.profiler's CPU traces have some) falls to the general one, and
+    both give the general search's answer."""
+    from explorer.analysis.graph import host_edges
+    from explorer.analysis.graph.nodes import slice_arrays
+
+    nested = [
+        {"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": t, "dur": d}
+        for n, t, d in (("step", 0, 100), ("fwd", 5, 40), ("mm", 10, 5), ("add", 15, 0),
+                        ("bwd", 50, 45), ("mm", 50, 45), ("idle-then", 110, 5))
+    ]  # fmt: skip
+    crossing = explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz").data
+    for trace, is_nested in ((trace_from_events(nested, {"synthetic": True}), True),
+                             (crossing, False)):  # fmt: skip
+        points = host_edges.host_points(slice_arrays(trace))
+        fast = host_edges._innermost_if_nested(points)
+        assert (fast is not None) == is_nested
+        general = host_edges._innermost_by_search(points)
+        assert np.array_equal(host_edges.innermost_open(points), general)
+        if fast is not None:
+            assert np.array_equal(fast, general)
+
+
 def test_device_work_launched_before_the_capture_is_in_no_steps_graph() -> None:
     # synthetic (issue 23 §1): two host steps [0, 100) and [100, 200) us; on stream 7 a
     # kernel [5, 60) whose correlation matches no runtime call (the tail of the iteration

@@ -90,6 +90,12 @@ def innermost_open(points: ThreadPoints) -> np.ndarray:
     slice started at or before the point that ends after it — found for every point at
     once by binary lifting over a range-maximum table of the slices' end positions.
     """
+    nested = _innermost_if_nested(points)
+    return nested if nested is not None else _innermost_by_search(points)
+
+
+def _innermost_by_search(points: ThreadPoints) -> np.ndarray:
+    """:func:`innermost_open` for any overlaps: the binary lifting its docstring tells."""
     n = len(points.slice)
     # Start and end position of every slice (the points are in order: positions).
     # Slice ids are small non-negative ints: a presence table and a lookup rank them in
@@ -126,6 +132,54 @@ def innermost_open(points: ThreadPoints) -> np.ndarray:
     ok = r > 0
     ok[ok] = ei[r[ok] - 1] > k[ok]
     out[k] = np.where(ok, slices[np.maximum(r - 1, 0)], -1)
+    return out
+
+
+def _innermost_if_nested(points: ThreadPoints) -> np.ndarray | None:
+    """:func:`innermost_open` where every thread's slices nest properly (what a profiler
+    records nearly always): None where some overlap without nesting.
+
+    Then each thread's points are balanced brackets, and just after an end the innermost
+    open slice is the one started last at the depth left open: per end, one binary search
+    among the starts ordered by (depth, position) — two sorts, where the general search
+    takes a pass per level of a range-maximum table (0.2 s on 1M events). Nesting is
+    proper exactly when every end closes the slice started last at its own depth, which
+    the same search checks.
+    """
+    n = len(points.slice)
+    if n == 0:
+        return None
+    step = np.where(points.is_end, -1, 1).astype(np.int64)
+    depth = np.cumsum(step)  # after each point (threads are balanced: 0 between them)
+    starts = np.flatnonzero(~points.is_end)
+    ends = np.flatnonzero(points.is_end)
+    if len(starts) != len(ends) or depth.min() < 0:
+        return None
+    # Cheap first (most overlapping traces fail it): a slice ends at the depth it began.
+    began = np.zeros(int(points.slice.max()) + 1, np.int64)
+    began[points.slice[starts]] = depth[starts]
+    if not np.array_equal(began[points.slice[ends]], depth[ends] + 1):
+        return None
+    by_depth = starts[np.argsort(depth[starts], kind="stable")]
+    key = depth[by_depth] * (n + 1) + by_depth
+
+    def last_start(level: np.ndarray, before: np.ndarray) -> np.ndarray:
+        """Per query, the last start before position ``before`` with depth ``level`` (-1)."""
+        at = np.searchsorted(key, level * (n + 1) + before) - 1
+        found = at >= 0
+        found[found] = depth[by_depth[at[found]]] == level[found]
+        return np.where(found, by_depth[np.maximum(at, 0)], -1)
+
+    # Proper nesting: each end closes the slice started last at the depth it closes.
+    closes = last_start(depth[ends] + 1, ends)
+    if (
+        not np.array_equal(points.slice[np.maximum(closes, 0)], points.slice[ends])
+        or (closes < 0).any()
+    ):
+        return None
+    out = points.slice.copy()
+    open_at = last_start(depth[ends], ends)
+    out[ends] = np.where(open_at >= 0, points.slice[np.maximum(open_at, 0)], -1)
     return out
 
 
