@@ -166,6 +166,7 @@ class EdgeList:
                 "weight": weight[keep].astype(np.int64),
                 "src_point": sp[keep],
                 "dst_point": dp[keep],
-            }
+            },
+            copy=False,  # fresh arrays: not copied again into one block (0.08 s on 1.6M)
         )
         return frame, dropped
