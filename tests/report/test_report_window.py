@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -217,6 +218,15 @@ def test_under_a_limit_the_report_covers_the_steps_that_fit(
     # a quarter of what the whole trace's analyses need, with what the solver takes to start
     room = slices * MEASURED_BYTES_PER_SLICE // 4 + SCIPY_INIT_BYTES
     data = run_script(_DATA_AFTER_LOAD, trace, env=env)
+    # The whole report, stored by the run above, is still the answer under the limit: read
+    # back, nothing analysed, no window.
+    again = _explorer(["report", "--format", "json", str(trace)], env, int(data) + room)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == whole
+    assert "explorer: note:" not in again.stderr
+    # Without it (another report's first run), the steps that fit are analysed.
+    for stored in Path(env["EXPLORER_CACHE_DIR"]).glob("*/results"):
+        shutil.rmtree(stored)
     proc = _explorer(["report", "--format", "json", str(trace)], env, int(data) + room)
     assert proc.returncode == 0, proc.stderr
     note = [ln for ln in proc.stderr.splitlines() if ln.startswith("explorer: note:")]

@@ -72,7 +72,7 @@ def test_a_spill_left_by_a_killed_load_is_removed_once_stale(tmp_path: Path) -> 
 _DIGEST = r"""
 import hashlib, json, sys
 import psutil
-import explorer
+import explorer, explorer.readers, explorer.trace_api  # what a load imports
 print(json.dumps({"data": psutil.Process().memory_info().data}), flush=True)
 t = explorer.load(sys.argv[1], use_cache=False).data
 s = t.slices
