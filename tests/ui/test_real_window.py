@@ -154,8 +154,18 @@ def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
         found = subprocess.run(
             # this process's window only: under CI's shared display the other pytest
             # worker's viewer can show the same title (a signal sent to a viewer still
-            # loading, before its handler, once left no settings file)
-            ["xdotool", "search", "--pid", str(proc.pid), "--name", "cpu_compile_graph_break"],
+            # loading, before its handler, left no settings file, or none was handled).
+            # ``--all``: xdotool's criteria are OR'ed by default, so ``--pid`` alone
+            # still matched the other viewer's window by its name.
+            [
+                "xdotool",
+                "search",
+                "--all",
+                "--pid",
+                str(proc.pid),
+                "--name",
+                "cpu_compile_graph_break",
+            ],  # fmt: skip
             env=dict(os.environ, DISPLAY=display),
             capture_output=True,
             text=True,
