@@ -52,11 +52,12 @@ def stored_document(
     them, computed by this Explorer's analysis code; else None (and nothing is computed).
 
     Read with the standard library only, so that a repeat report answers without loading
-    the trace: the same document :func:`document` would read back, with the trace's
-    path and warnings taken from the entry as it does, and this Explorer's version."""
+    the trace: the document :func:`document` would read back. Its trace part (path,
+    warnings) was taken from this entry's metadata when it was stored, as a reopened trace
+    gives it; only this Explorer's version is filled in."""
     from explorer import __version__
     from explorer.store.cache import cached_entry
-    from explorer.store.header import StoreDamaged, read_header, read_metadata
+    from explorer.store.header import StoreDamaged, read_header
     from explorer.store.result_files import (
         RESULTS_DIR,
         read_plain,
@@ -69,7 +70,6 @@ def stored_document(
         return None
     try:
         header = read_header(entry)
-        metadata = read_metadata(entry, header)
     except (StoreDamaged, OSError):
         return None
     digest = result_digest(
@@ -79,8 +79,6 @@ def stored_document(
     if not isinstance(doc, dict) or not isinstance(doc.get("trace"), dict):
         return None
     doc["explorer_version"] = __version__
-    doc["trace"]["path"] = str(metadata.get("source", ""))
-    doc["trace"]["warnings"] = [str(w) for w in metadata.get("warnings", []) or []]
     return doc
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -110,21 +110,27 @@ def read_plain(directory: Path, name: str) -> Any | None:
         tree, files = read_value(directory, name)
         if files:
             return None
-        return decode_plain(tree)
+        return decode_tree(tree)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def decode_plain(v: Any) -> Any:
-    """A stored tree of plain values as the value it was written from (ValueError for any
-    other tag: the full codec's)."""
+def decode_tree(v: Any, tagged: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+    """A stored tree as the value it was written from: plain values and their containers
+    here, every other tagged node by ``tagged`` (the full codec's arrays, frames and
+    dataclasses; without it, ValueError)."""
     if not isinstance(v, dict):
         return v
     tag = v["~"]
     if tag == "list":
-        return [decode_plain(x) for x in v["v"]]
+        return [decode_tree(x, tagged) for x in v["v"]]
     if tag == "tuple":
-        return tuple(decode_plain(x) for x in v["v"])
+        return tuple(decode_tree(x, tagged) for x in v["v"])
     if tag == "dict":
-        return {decode_plain(k): decode_plain(x) for k, x in zip(v["k"], v["v"], strict=True)}
-    raise ValueError(f"not a plain value: {tag!r}")
+        return {
+            decode_tree(k, tagged): decode_tree(x, tagged)
+            for k, x in zip(v["k"], v["v"], strict=True)
+        }
+    if tagged is None:
+        raise ValueError(f"not a plain value: {tag!r}")
+    return tagged(v)

@@ -49,6 +49,7 @@ from explorer.store.result_files import (
     RESULTS_DIR,
     TREE_FILE,
     VALUE_FILE,
+    decode_tree,
     plain_options,
     read_checked_file,
     read_value,
@@ -258,17 +259,14 @@ def _encode_frame(df: pd.DataFrame, tables: list[pa.Table]) -> Any:
 
 
 def _decode(v: Any, tables: list[pa.Table]) -> Any:
-    if not isinstance(v, dict):
-        return v
+    return decode_tree(v, lambda node: _decode_tagged(node, tables))
+
+
+def _decode_tagged(v: dict[str, Any], tables: list[pa.Table]) -> Any:
+    """A node of the tree that is not a plain container (:func:`decode_tree` does those)."""
     tag = v["~"]
     if tag == "np":
         return np.dtype(v["dtype"]).type(v["v"])
-    if tag == "list":
-        return [_decode(x, tables) for x in v["v"]]
-    if tag == "tuple":
-        return tuple(_decode(x, tables) for x in v["v"])
-    if tag == "dict":
-        return {_decode(k, tables): _decode(x, tables) for k, x in zip(v["k"], v["v"], strict=True)}
     if tag == "array":
         col = tables[v["t"]].column("a").to_numpy()
         return np.array(col, dtype=np.dtype(v["dtype"])).reshape(v["shape"])
