@@ -3,9 +3,9 @@
 ``np.lexsort`` sorts once per key: over a million trace points and five or six keys that
 is a tenth of a second each time the dependency graph is built. Trace data is mostly
 ordered already (events by time within a thread, edges by their source), and ties beyond
-the first two keys are rare, so :func:`lexsort` packs the two primary keys into one int64,
-sorts that once (a stable sort, which runs fast on presorted data), and sorts only the
-rows that tie on it by the rest.
+the first two keys are rare, so :func:`lexsort` packs the two primary keys into one int64
+(the primary alone when the second is a float), sorts that once (a stable sort, which runs
+fast on presorted data), and sorts only the rows that tie on it by the rest.
 """
 
 from __future__ import annotations
@@ -24,25 +24,33 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     if len(keys) < 2 or len(keys[-1]) < 2:
         return np.lexsort(tuple(keys))
     first, second = np.asarray(keys[-1]), np.asarray(keys[-2])
-    if not (_integral(first) and _integral(second)):
+    if not _integral(first):
         return np.lexsort(tuple(keys))
-    lo1, hi1 = int(first.min()), int(first.max())
-    lo2, hi2 = int(second.min()), int(second.max())
-    span2 = hi2 - lo2 + 1
-    if (hi1 - lo1 + 1) * span2 >= _PACKED_LIMIT:
-        return np.lexsort(tuple(keys))
-    packed = (first.astype(np.int64) - lo1) * span2 + (second.astype(np.int64) - lo2)
+    packed, rest = _packed(first, second), list(keys[:-2])
+    if packed is None:  # the second key is a float or too wide: the first alone
+        packed, rest = first.astype(np.int64), list(keys[:-1])
     order = np.argsort(packed, kind="stable")
-    if len(keys) == 2:
+    if not rest:
         return order
     in_order = packed[order]
     same = in_order[1:] == in_order[:-1]
     if same.any():
         tied = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
         rows = order[tied]
-        rest = [np.asarray(k)[rows] for k in keys[:-2]] + [in_order[tied]]
-        order[tied] = rows[np.lexsort(tuple(rest))]
+        order[tied] = rows[np.lexsort((*(np.asarray(k)[rows] for k in rest), in_order[tied]))]
     return order
+
+
+def _packed(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
+    """``(first, second)`` as one int64 in the same order, or None when they do not pack."""
+    if not _integral(second):
+        return None
+    lo1, hi1 = int(first.min()), int(first.max())
+    lo2, hi2 = int(second.min()), int(second.max())
+    span2 = hi2 - lo2 + 1
+    if (hi1 - lo1 + 1) * span2 >= _PACKED_LIMIT:
+        return None
+    return (first.astype(np.int64) - lo1) * span2 + (second.astype(np.int64) - lo2)
 
 
 def _integral(a: np.ndarray) -> bool:

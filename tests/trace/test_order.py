@@ -19,6 +19,7 @@ def test_the_same_order_as_numpy(seed: int) -> None:
         keys.append(rng.integers(0, 2, n).astype(bool))
     if seed % 4 == 2:
         keys.insert(0, rng.random(n))  # a float tie-break
+        keys.insert(len(keys) - 1, rng.random(n))  # and one under the primary key
     if seed % 4 == 3:
         keys.append(rng.random(n))  # a float primary key: not packed
     assert np.array_equal(lexsort(keys), np.lexsort(tuple(keys)))
