@@ -523,51 +523,87 @@ def predicted_findings(trace: TraceData) -> list[Finding]:
 def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     """Each finding with ``predicted_saving_ns`` (the step time its fix saves, summed over
     its steps) and, where that is well under its time lost, why; ranked by it (ties: by
-    time lost, as before). One replay per finding kind."""
+    time lost, as before). One replay per finding kind.
+
+    The replays need the graph, not the critical path, and the path not the replays: where
+    the path is still to be found, the replays run in a forked child meanwhile
+    (:mod:`explorer.analysis.ahead`), which inherits the graph built here."""
     if not found:
         return found
+    from explorer.analysis.ahead import run_forked
     from explorer.analysis.critical_path import critical_path
 
-    graph = replay_graph_of(trace)
-    n = len(trace.slices)
+    replay_graph_of(trace)  # built here, before a fork: the child replays this very graph
+    gone = [_fix_of(trace, f) for f in found]
+    tables: dict[bytes, pd.DataFrame] = {}
+    if trace.memo.peek("critical_path", (None, True)) is None:
+        with run_forked(trace, lambda: replay_tables(trace, gone)) as ahead:
+            critical_path(trace, None, all_steps=True)
+            tables = ahead.result() or {}
     # The path first: its search's peak is not stacked on the replays' prepared arrays.
     path = critical_path(trace, None, all_steps=True).edges
-    prepared = prepare(graph)
+    tables = replay_tables(trace, gone, tables)
     path_owner = path["owner"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
     path_w = path["weight"].to_numpy(np.int64) if len(path) else np.empty(0, np.int64)
-    # Findings whose fixes remove the same slices (the same kind's class or launch calls,
-    # the same evidence) share one replay; a fix that removes no node of the graph moves
-    # nothing (with nothing changed the replay is the recorded timeline), so it replays none.
-    replayed: dict[bytes, tuple[pd.DataFrame, int]] = {}
-    assert graph.arrays is not None
-    for f in found:
-        if f.kind == "memory" or f.time_lost_ns <= 0:
+    on_path: dict[bytes, int] = {}
+    for f, fix in zip(found, gone, strict=True):
+        if fix is None:
             f.predicted_saving_ns = 0
             continue
-        mask = (
-            fix_mask(trace, f.kind)
-            if f.kind in FIX_CLASSES or f.kind == "launch_bound"
-            else _evidence_mask(n, f)
-        )
-        if not mask.any():
-            mask = _evidence_mask(n, f)
-        gone = reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)
-        key = np.packbits(gone).tobytes()
-        if key not in replayed:
+        key, mask = fix
+        if key not in on_path:
             mine = path_owner >= 0
-            mine[mine] = gone[path_owner[mine]]
-            if gone[graph.nodes].any():
-                ts, end = replay_graph(prepared, np.where(gone, 0.0, 1.0))
-            else:
-                ts, end = graph.arrays.ts, graph.arrays.end
-            replayed[key] = (_step_table(trace, graph, ts, end), int(path_w[mine].sum()))
-        table, on_path = replayed[key]
+            mine[mine] = mask[path_owner[mine]]
+            on_path[key] = int(path_w[mine].sum())
+        table = tables[key]
         per_step = table.set_index("step")["saving_ns"]
         on = [s for s in f.steps if s in per_step.index] or list(_counted(table)["step"])
         f.predicted_saving_ns = max(0, int(per_step.loc[on].sum()))
-        f.predicted_note = _why_less(f, on_path)
+        f.predicted_note = _why_less(f, on_path[key])
     found.sort(key=lambda f: (-(f.predicted_saving_ns or 0), -f.time_lost_ns))
     return found
+
+
+def _fix_of(trace: TraceData, f: Finding) -> tuple[bytes, np.ndarray] | None:
+    """What a fix of ``f`` removes, keyed by the slices (fixes that remove the same slices
+    share one replay); None for a finding no replay prices (memory, nothing lost)."""
+    if f.kind == "memory" or f.time_lost_ns <= 0:
+        return None
+    n = len(trace.slices)
+    mask = (
+        fix_mask(trace, f.kind)
+        if f.kind in FIX_CLASSES or f.kind == "launch_bound"
+        else _evidence_mask(n, f)
+    )
+    if not mask.any():
+        mask = _evidence_mask(n, f)
+    gone = reach(trace, mask, f.kind not in FIX_KEEPS_DEVICE)
+    return np.packbits(gone).tobytes(), gone
+
+
+def replay_tables(
+    trace: TraceData,
+    fixes: list[tuple[bytes, np.ndarray] | None],
+    have: dict[bytes, pd.DataFrame] | None = None,
+) -> dict[bytes, pd.DataFrame]:
+    """Per distinct fix (see :func:`_fix_of`), the step table of its replay (those in
+    ``have`` kept as they are). A fix that removes no node of the graph moves nothing:
+    with nothing changed the replay is the recorded timeline, so it replays none."""
+    graph = replay_graph_of(trace)
+    assert graph.arrays is not None
+    out = dict(have or {})
+    prepared: Prepared | None = None
+    for fix in fixes:
+        if fix is None or fix[0] in out:
+            continue
+        key, gone = fix
+        if gone[graph.nodes].any():
+            prepared = prepared or prepare(graph)
+            ts, end = replay_graph(prepared, np.where(gone, 0.0, 1.0))
+        else:
+            ts, end = graph.arrays.ts, graph.arrays.end
+        out[key] = _step_table(trace, graph, ts, end)
+    return out
 
 
 def _evidence_mask(n: int, f: Finding) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
+from explorer.analysis.ahead import compute_ahead
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -176,6 +177,11 @@ def explorer_results(
     out = Results()
     if len(trace.slices) == 0:
         return out
+    if findings and critical_path and trace.memo.peek("critical_path", (None, True)) is None:
+        # The findings need no graph: found in a child while the graph and path are here.
+        with compute_ahead(trace, (ranked_findings,), ("findings",)) as ahead:
+            report_path(trace)
+            ahead.join()
     if findings:
         out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
     if critical_path:

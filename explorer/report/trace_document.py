@@ -8,16 +8,19 @@ them pandas, which a report read back from the store never needs).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from explorer.analysis.ahead import compute_ahead
 from explorer.analysis.attribution import launched_before_capture
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
 from explorer.analysis.device_naming import device_naming
-from explorer.analysis.findings import no_finding_sentence
+from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import (
     counted_steps,
     partial_steps,
@@ -26,7 +29,7 @@ from explorer.analysis.steps import (
     step_times,
     window_of_steps,
 )
-from explorer.analysis.whatif import predicted_findings
+from explorer.analysis.whatif import predicted_findings, replay_graph_of
 from explorer.report import SCHEMA_VERSION, STORED_DOCUMENT
 from explorer.report import critical_path_section as cps
 from explorer.trace.memo import NOT_STORED
@@ -62,11 +65,37 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     return doc
 
 
+#: What a whole-trace report computes in a forked child while this process builds the
+#: dependency graph and the critical path (:mod:`explorer.analysis.ahead`): the analyses
+#: that do not need the graph, and the results of theirs the rest of the report reads.
+AHEAD_CALLS: tuple[Callable[[TraceData], Any], ...] = (
+    functools.partial(select_steps, step=None, attributed=True),
+    breakdown,
+    findings,
+)
+AHEAD_KEPT: tuple[str, ...] = (
+    "attributed_steps",
+    "breakdown",
+    "findings",
+    "slice_classes",
+    "before_capture",
+    "step_partial_reasons",
+    "fallback_calls",
+)
+
+
 def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
     """The document of :func:`document`, computed from the analyses (memoised and stored
     on their own)."""
     from explorer import __version__
 
+    if step is None:
+        # The analyses on two cores: the graph-free ones in a child while the graph is
+        # built here (then the replays in a child while the path is found here, see
+        # predict_savings); the child's results are kept before anything reads them.
+        with compute_ahead(trace, AHEAD_CALLS, AHEAD_KEPT) as ahead:
+            replay_graph_of(trace)
+            ahead.join()
     st = select_steps(trace, step, attributed=True)
     bd = breakdown(trace, step)
     partial = partial_steps(trace)

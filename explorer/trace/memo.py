@@ -213,6 +213,50 @@ class Memo:
                     return kept
             return value
 
+    def chain(self) -> list[Memo]:
+        """This memo and those it shares results with (a view's base, and its base's)."""
+        out: list[Memo] = [self]
+        base = self._base
+        while base is not None:
+            out.append(base)
+            base = base._base
+        return out
+
+    def kept(self, names: Iterable[str]) -> dict[tuple[str, Hashable], Any]:
+        """The results kept for ``names``, under every options, as this memo's trace sees
+        them (a view's own, and what it shares): what another process computed for this
+        trace hands back (:mod:`explorer.analysis.ahead`)."""
+        wanted = set(names)
+        out: dict[tuple[str, Hashable], Any] = {}
+        for name in wanted:
+            owner = self._owner(name)
+            with owner._lock:
+                out.update({k: v for k, v in owner._values.items() if k[0] == name})
+        return out
+
+    def adopt(self, values: dict[tuple[str, Hashable], Any], generation: int) -> None:
+        """Keep ``values`` (``(name, options) -> result``, from :meth:`kept` in another
+        process working on the same tables) as if computed here, and store them where the
+        memo stores what it computes. Results already kept stay; none is kept when an
+        invalidation came after ``generation`` (:attr:`generation` when the work began)."""
+        if self.generation != generation:
+            return
+        for (name, options), value in values.items():
+            _require(name)
+            owner = self._owner(name)
+            key = (name, options)
+            with owner._lock:
+                if key in owner._values:
+                    continue
+                owner._values[key] = value
+            if owner.store is not None:
+                owner.store.save(name, options, value)
+
+    @property
+    def generation(self) -> int:
+        """How many invalidations this memo has seen (see :meth:`adopt`)."""
+        return sum(m._generation for m in self.chain())
+
     def peek(self, name: str, options: Hashable = ()) -> Any | None:
         """The kept result, or None when it has not been computed (never computes: for a
         view that must not block)."""

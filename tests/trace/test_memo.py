@@ -20,7 +20,7 @@ from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 from explorer.errors import UsageError
 from explorer.trace import memo as memo_mechanism
-from explorer.trace.memo import declared, dependents, memoised
+from explorer.trace.memo import NOT_STORED, declared, dependents, memoised
 
 CNN = Path(__file__).resolve().parents[2] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
 #: A user's step annotation in that trace: four ``forward`` ranges, not ProfilerStep#N.
@@ -176,3 +176,40 @@ def test_every_key_the_package_declares_depends_on_declared_names() -> None:
         memo_mechanism._closure.clear()
     with pytest.raises(ValueError, match="declared twice"):
         memoised("steps", depends_on=("step_pattern",))
+
+
+def test_results_handed_over_are_kept_once_and_stored(tmp_path: Path) -> None:
+    """What another process computed for the same tables (:meth:`Memo.kept` there) is
+    kept here as if computed here (and stored beside the tables), never over a result
+    already kept, and not at all when an invalidation came since the work began."""
+    import shutil
+
+    source = CNN.with_name("cpu_slow_dataloader.pt.trace.json.gz")  # a trace with findings
+    path = tmp_path / source.name
+    shutil.copy(source, path)
+    computed = explorer.load(path, use_cache=False).data  # as another process, storing nothing
+    found = findings(computed)
+    assert found
+    breakdown(computed)
+    handed = computed.memo.kept(["findings", "breakdown", "critical_path"])
+    assert {name for name, _ in handed} == {"findings", "breakdown"}  # what was computed
+
+    trace = explorer.load(path).data
+    (options,) = [o for name, o in handed if name == "findings"]
+    assert trace.memo.store is not None
+    assert trace.memo.store.load("findings", options) is NOT_STORED
+    before = trace.memo.generation
+    trace.memo.invalidate("step_pattern")
+    trace.memo.adopt(handed, before)  # stale: nothing kept
+    assert trace.memo.peek("findings") is None
+
+    mine = breakdown(trace)
+    trace.memo.adopt(handed, trace.memo.generation)
+    (kept_findings,) = [v for (name, _), v in handed.items() if name == "findings"]
+    assert trace.memo.peek("findings", options) is kept_findings  # kept: not computed again
+    assert [f.to_dict() for f in findings(trace)] == [f.to_dict() for f in found]
+    assert breakdown(trace) is mine  # a result already kept stays
+    reopened = explorer.load(path).data
+    stored = reopened.memo.store
+    assert stored is not None
+    assert [f.to_dict() for f in stored.load("findings", options)] == [f.to_dict() for f in found]

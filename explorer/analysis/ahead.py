@@ -1,0 +1,203 @@
+"""Analyses computed ahead in a forked process, on another core, while this process does
+the work that must come first: a report finds the breakdown and the findings in a child
+while it builds the dependency graph here, then prices the findings' fixes (the what-if
+replays, :func:`~explorer.analysis.whatif.predict_savings`) in a child that inherits that
+graph while it finds the critical path here; an export finds its findings in a child
+while it finds the path. On 1M events and 2 cores: a first report 5.19 -> 4.71 s, median
+of 5 alternating runs (two processes on one machine's shared caches each run ~40% slower
+than alone, so the gain is half the work moved).
+
+Why a process: numpy over millions of rows and scipy's Dijkstra hold the GIL for most of
+their time, and a second thread was measured no faster. A forked child sees the trace's
+tables (and the graph) as they are (copy-on-write: nothing is pickled on the way in) and
+hands back only its results, pickled: a few MB (the memo results under the names asked
+for, :meth:`~explorer.trace.memo.Memo.kept`, which this process keeps and stores as if it
+had computed them, :meth:`~explorer.trace.memo.Memo.adopt`). The results are the same:
+the same code on the same tables; the child stores nothing itself. (The export's
+:func:`~explorer.export.results.results_in_child` forks for another reason: to give back
+what the analyses took before the export's own peak.)
+
+When not: one usable core, a trace too small for it to pay (:data:`MIN_SLICES`; either
+overridden by ``EXPLORER_ANALYSIS_WORKERS=0`` or ``1``), a hard memory limit or less
+memory free than this process holds (the child's own allocations come on top), another
+Python thread running (forking a process whose threads may hold locks is not safe). In
+each case, and whenever the child fails (an analysis error, the child killed), this
+process computes the results itself when they are asked for, as it did before: a failure
+is then raised where it happens, in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+from explorer.errors import UsageError
+from explorer.processes import ForkedWorkers
+from explorer.trace.memo import ResultStoreLike
+from explorer.trace.memory_limits import (
+    hard_limit,
+    held_bytes,
+    memory_budget,
+    release_freed_memory,
+)
+from explorer.trace.model import TraceData
+
+#: Seconds the child may take to start before this process does the work itself.
+START_S = 30.0
+
+#: What the forked child runs, set just before it forks (inherited, never pickled).
+_WORK: Callable[[], Any] | None = None
+
+
+#: Slices below which the analyses take too little for a fork (~20 ms) to pay.
+MIN_SLICES = 50_000
+
+
+def workers_wanted(trace: TraceData) -> int:
+    """1 (one forked child) or 0: ``EXPLORER_ANALYSIS_WORKERS`` when set (``0`` or
+    ``1``), else 1 where another core is free to use and the trace has at least
+    :data:`MIN_SLICES` slices."""
+    env = os.environ.get("EXPLORER_ANALYSIS_WORKERS", "").strip()
+    if env in ("0", "1"):
+        return int(env)
+    if env:
+        raise UsageError(f"EXPLORER_ANALYSIS_WORKERS is {env!r}: 0 (none) or 1 (a forked child)")
+    return int(len(os.sched_getaffinity(0)) >= 2 and len(trace.slices) >= MIN_SLICES)
+
+
+class Ahead:
+    """Work being done in a forked child: :meth:`result` is what it returned (None when
+    it failed or never started), :meth:`join` keeps the memo results it handed back
+    (:func:`compute_ahead`). A context manager: leaving it stops the child."""
+
+    def __init__(
+        self, trace: TraceData, pool: ForkedWorkers | None, future: Future[Any] | None
+    ) -> None:
+        self._trace = trace
+        self._pool = pool
+        self._future = future
+        self._generation = trace.memo.generation
+        #: Whether the child's results were kept (False: this process computes them).
+        self.adopted = False
+
+    def result(self) -> Any:
+        """What the child returned, once it has; None when it failed in any way (the work
+        is then done here, where a failure is raised) or was never started."""
+        future, self._future = self._future, None
+        if future is None:
+            return None
+        try:
+            value = future.result()
+        except Exception:  # noqa: BLE001 - any failure: done here instead, and raised here
+            self.close()
+            return None
+        except BaseException:
+            self.close()
+            raise
+        # Ended in order, its pool's threads joined: the next fork finds this process's
+        # only thread again (a pool killed leaves them running a moment).
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown()
+        return value
+
+    def join(self) -> None:
+        """Wait for the child and keep the memo results it handed back; on any failure of
+        the child, nothing (the analyses then run here when asked for)."""
+        values = self.result()
+        if isinstance(values, dict) and values:
+            self._trace.memo.adopt(values, self._generation)
+            self.adopted = True
+
+    def close(self) -> None:
+        """Stop the child (at once: its results are no longer wanted)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.kill()
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._future = None
+        self.close()
+
+
+def compute_ahead(
+    trace: TraceData, calls: Sequence[Callable[[TraceData], Any]], names: Iterable[str]
+) -> Ahead:
+    """Start ``calls`` (memoised analyses, each called with the trace) in a forked child;
+    the results kept under ``names`` come back at :meth:`Ahead.join`. Where a child cannot
+    or should not be forked (see the module doc), an :class:`Ahead` that keeps nothing."""
+    wanted = tuple(names)
+
+    def work() -> dict[tuple[str, Hashable], Any]:
+        for call in calls:
+            call(trace)
+        return trace.memo.kept(wanted)
+
+    return run_forked(trace, work)
+
+
+def run_forked(trace: TraceData, work: Callable[[], Any]) -> Ahead:
+    """Start ``work()`` (it reads ``trace``, or anything else this process holds) in a
+    forked child; :meth:`Ahead.result` is what it returns, pickled back. Where a child
+    cannot or should not be forked (see the module doc), an :class:`Ahead` whose result
+    is None."""
+    global _WORK
+    idle = Ahead(trace, None, None)
+    if workers_wanted(trace) == 0 or threading.active_count() > 1 or hard_limit() is not None:
+        return idle
+    if memory_budget()[0] < held_bytes():
+        return idle
+    # Freed heap pages given back first: written again by either process after the fork,
+    # each would be copied (copy-on-write) instead of being a fresh page.
+    release_freed_memory()
+    pool = ForkedWorkers(1, START_S)
+
+    def in_child() -> Any:
+        for memo in trace.memo.chain():  # the child reads the stored results, never writes
+            if memo.store is not None:
+                memo.store = _NoSaves(memo.store)
+        return work()
+
+    _WORK = in_child
+    try:
+        started = pool.start()
+    finally:
+        _WORK = None  # the child has its own copy; this process keeps no extra reference
+    if not started:
+        return idle
+    return Ahead(trace, pool, pool.submit(_compute))
+
+
+class _NoSaves:
+    """The child's view of the trace's stored results: it reads them, never writes (this
+    process stores what it hands back)."""
+
+    def __init__(self, store: ResultStoreLike) -> None:
+        self._store = store
+
+    def load(self, name: str, options: Hashable) -> Any:
+        return self._store.load(name, options)
+
+    def save(self, name: str, options: Hashable, value: Any) -> None:
+        return None
+
+    def for_trace(self, trace: Any) -> ResultStoreLike:
+        return _NoSaves(self._store.for_trace(trace))
+
+
+def _compute() -> Any:
+    """In the child: the work it was forked for."""
+    assert _WORK is not None, "run only in a child forked by run_forked"
+    return _WORK()

@@ -1,0 +1,188 @@
+"""Analyses computed ahead in a forked child (:mod:`explorer.analysis.ahead`): the same
+results as computed in one process, kept and stored by the parent, nothing written by
+the child, and a child that fails costs nothing but the work done again. Real processes
+(pytest's own worker runs threads, where nothing is forked), real sample traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from explorer.analysis.ahead import workers_wanted
+from explorer.errors import UsageError
+from tests.conftest import SAMPLE_TRACES
+
+ROOT = Path(__file__).resolve().parents[2]
+DATALOADER = SAMPLE_TRACES / "cpu_slow_dataloader.pt.trace.json.gz"
+NEURON = SAMPLE_TRACES / "neuron_cnn.pt.trace.json.gz"
+
+
+def _python(script: str, *args: str, env: dict[str, str]) -> dict:
+    """Run ``script`` in a fresh interpreter (its only thread: a fork is allowed there);
+    its last stdout line, as JSON."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+ADOPTED = """
+import json, os, sys
+import pandas as pd
+import explorer
+from explorer.analysis.ahead import compute_ahead, run_forked
+from explorer.analysis.breakdown import breakdown
+from explorer.analysis.findings import findings
+from explorer.analysis.whatif import predicted_findings
+
+path = sys.argv[1]
+t = explorer.load(path).data
+names = ("breakdown", "findings")
+with compute_ahead(t, (breakdown, findings), names) as ahead:
+    ahead.join()
+child_pid = run_forked(t, os.getpid).result()
+# Kept as computed by the child: not computed again here (the memo holds them already).
+kept = t.memo.kept(names)
+alone = explorer.load(path, use_cache=False).data  # the same analyses in this process only
+print(json.dumps({
+    "adopted": ahead.adopted,
+    "forked": child_pid is not None and child_pid != os.getpid(),
+    "kept": sorted(n for n, _ in kept),
+    "same_breakdown": breakdown(t).equals(breakdown(alone)),
+    "same_findings": [f.to_dict() for f in findings(t)] == [f.to_dict() for f in findings(alone)],
+    "findings": len(findings(t)),
+    "predicted": [f.to_dict() for f in predicted_findings(t)],
+}))
+"""
+
+
+@pytest.mark.parametrize("trace", [DATALOADER, NEURON], ids=["dataloader", "neuron"])
+def test_the_childs_results_are_kept_and_equal_one_processs(trace: Path, tmp_path: Path) -> None:
+    got = _python(
+        ADOPTED,
+        str(trace),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path / "a"), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got["forked"] and got["adopted"]
+    assert got["kept"] == ["breakdown", "findings"]
+    assert got["same_breakdown"] and got["same_findings"]
+    assert got["findings"] > 0
+    # The replays priced in a child (while the path is found here) and in this process
+    # rank the same findings with the same savings and notes.
+    alone = _python(
+        ADOPTED,
+        str(trace),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path / "b"), "EXPLORER_ANALYSIS_WORKERS": "0"},
+    )
+    assert not alone["forked"] and not alone["adopted"]
+    assert got["predicted"] == alone["predicted"]
+    assert any(f["predicted_saving_ns"] > 0 for f in got["predicted"])
+
+
+FAILING = """
+import json, os, sys
+import explorer
+from explorer.analysis.ahead import run_forked
+from explorer.analysis.findings import findings
+
+t = explorer.load(sys.argv[1]).data
+def boom():
+    raise RuntimeError("an analysis failed in the child")
+raised = run_forked(t, boom).result()
+killed = run_forked(t, lambda: os._exit(3)).result()
+print(json.dumps({"raised": raised, "killed": killed, "findings": len(findings(t))}))
+"""
+
+
+def test_a_child_that_fails_or_dies_leaves_the_work_to_this_process(tmp_path: Path) -> None:
+    got = _python(
+        FAILING,
+        str(DATALOADER),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got == {"raised": None, "killed": None, "findings": got["findings"]}
+    assert got["findings"] > 0
+
+
+NO_WRITES = """
+import json, sys
+from pathlib import Path
+import explorer
+from explorer.analysis.ahead import compute_ahead, run_forked
+from explorer.analysis.findings import findings
+
+cache = Path(sys.argv[2])
+def files():
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+t = explorer.load(sys.argv[1]).data
+before = files()
+in_child = run_forked(t, lambda: (len(findings(t)), files())).result()
+with compute_ahead(t, (findings,), ("findings",)) as ahead:
+    ahead.join()
+print(json.dumps({"before": before, "in_child": in_child[1], "found": in_child[0],
+                  "after": files(), "adopted": ahead.adopted}))
+"""
+
+
+def test_the_child_stores_nothing_and_this_process_stores_what_it_keeps(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    got = _python(
+        NO_WRITES,
+        str(DATALOADER),
+        str(cache),
+        env={"EXPLORER_CACHE_DIR": str(cache), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got["found"] > 0 and got["adopted"]
+    assert got["in_child"] == got["before"]  # the child computed the findings, wrote nothing
+    assert set(got["after"]) > set(got["before"])  # kept here, and stored beside the tables
+
+
+@pytest.mark.parametrize("trace", [DATALOADER, NEURON], ids=["dataloader", "neuron"])
+def test_a_report_is_the_same_with_and_without_the_child(trace: Path, tmp_path: Path) -> None:
+    out = {}
+    for workers in ("1", "0"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "explorer", "report", str(trace), "--format", "json"],
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "EXPLORER_CACHE_DIR": str(tmp_path / workers),
+                "EXPLORER_ANALYSIS_WORKERS": workers,
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(proc.stdout)
+        doc["trace"].pop("opened_from", None)
+        out[workers] = doc
+    assert out["1"] == out["0"]
+    assert out["1"]["findings"]
+
+
+def test_the_setting_says_what_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import explorer
+
+    trace = explorer.load(DATALOADER, use_cache=False).data
+    monkeypatch.setenv("EXPLORER_ANALYSIS_WORKERS", "0")
+    assert workers_wanted(trace) == 0
+    monkeypatch.setenv("EXPLORER_ANALYSIS_WORKERS", "1")
+    assert workers_wanted(trace) == 1
+    monkeypatch.delenv("EXPLORER_ANALYSIS_WORKERS")
+    assert workers_wanted(trace) == 0  # a sample trace is too small for a fork to pay
+    monkeypatch.setenv("EXPLORER_ANALYSIS_WORKERS", "2")
+    with pytest.raises(UsageError, match="EXPLORER_ANALYSIS_WORKERS is '2'"):
+        workers_wanted(trace)
