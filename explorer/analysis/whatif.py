@@ -533,10 +533,13 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     from explorer.analysis.ahead import run_forked
     from explorer.analysis.critical_path import critical_path
 
-    replay_graph_of(trace)  # built here, before a fork: the child replays this very graph
+    graph = replay_graph_of(trace)  # built here, before a fork: the child replays this graph
     gone = [_fix_of(trace, f) for f in found]
     tables: dict[bytes, pd.DataFrame] = {}
     if trace.memo.peek("critical_path", (None, True)) is None:
+        # What both the path and the replays read, computed once, before the fork: shared.
+        graph.point_edges()
+        graph.edge_owners()
         with run_forked(trace, lambda: replay_tables(trace, gone)) as ahead:
             critical_path(trace, None, all_steps=True)
             tables = ahead.result() or {}
