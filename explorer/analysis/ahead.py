@@ -190,6 +190,9 @@ class _NoSaves:
     def load(self, name: str, options: Hashable) -> Any:
         return self._store.load(name, options)
 
+    def has(self, name: str, options: Hashable) -> bool:
+        return self._store.has(name, options)
+
     def save(self, name: str, options: Hashable, value: Any) -> None:
         return None
 

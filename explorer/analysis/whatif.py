@@ -536,7 +536,7 @@ def predict_savings(trace: TraceData, found: list[Finding]) -> list[Finding]:
     graph = replay_graph_of(trace)  # built here, before a fork: the child replays this graph
     gone = [_fix_of(trace, f) for f in found]
     tables: dict[bytes, pd.DataFrame] = {}
-    if trace.memo.peek("critical_path", (None, True)) is None:
+    if not trace.memo.available("critical_path", (None, True)):
         # What both the path and the replays read, computed once, before the fork: shared.
         graph.point_edges()
         graph.edge_owners()

@@ -177,7 +177,7 @@ def explorer_results(
     out = Results()
     if len(trace.slices) == 0:
         return out
-    if findings and critical_path and trace.memo.peek("critical_path", (None, True)) is None:
+    if findings and critical_path and not trace.memo.available("critical_path", (None, True)):
         # The findings need no graph: found in a child while the graph and path are here.
         with compute_ahead(trace, (ranked_findings,), ("findings",)) as ahead:
             report_path(trace)

@@ -89,7 +89,9 @@ def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
     on their own)."""
     from explorer import __version__
 
-    if step is None:
+    memo = trace.memo
+    stored = memo.available("predicted_findings") and memo.available("critical_path", (None, True))
+    if step is None and not stored:
         # The analyses on two cores: the graph-free ones in a child while the graph is
         # built here (then the replays in a child while the path is found here, see
         # predict_savings); the child's results are kept before anything reads them.

@@ -132,6 +132,12 @@ class ResultStore:
         except Exception:  # absent, partial, damaged or foreign: compute it again
             return MISSING
 
+    def has(self, name: str, options: Hashable) -> bool:
+        """Whether a result is stored (its directory is complete once it exists: written
+        aside and renamed into place)."""
+        digest = self._digest(name, options)
+        return digest is not None and (self.directory / digest).is_dir()
+
     def save(self, name: str, options: Hashable, value: Any) -> None:
         """Store ``value`` (silently not, when it cannot be encoded or written)."""
         digest = self._digest(name, options)

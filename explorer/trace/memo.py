@@ -136,6 +136,10 @@ class ResultStoreLike(Protocol):
 
     def load(self, name: str, options: Hashable) -> Any: ...
 
+    def has(self, name: str, options: Hashable) -> bool:
+        """Whether a result is stored (without reading it)."""
+        ...
+
     def save(self, name: str, options: Hashable, value: Any) -> None: ...
 
     def for_trace(self, trace: Any) -> ResultStoreLike:
@@ -256,6 +260,13 @@ class Memo:
     def generation(self) -> int:
         """How many invalidations this memo has seen (see :meth:`adopt`)."""
         return sum(m._generation for m in self.chain())
+
+    def available(self, name: str, options: Hashable = ()) -> bool:
+        """Whether the result is at hand without computing it: kept, or stored."""
+        if self.peek(name, options) is not None:
+            return True
+        store = self._owner(name).store
+        return store is not None and store.has(name, options)
 
     def peek(self, name: str, options: Hashable = ()) -> Any | None:
         """The kept result, or None when it has not been computed (never computes: for a

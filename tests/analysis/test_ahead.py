@@ -186,3 +186,21 @@ def test_the_setting_says_what_it_takes(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("EXPLORER_ANALYSIS_WORKERS", "2")
     with pytest.raises(UsageError, match="EXPLORER_ANALYSIS_WORKERS is '2'"):
         workers_wanted(trace)
+
+
+def test_a_report_whose_results_are_stored_builds_no_graph(tmp_path: Path) -> None:
+    """Another ``--top`` (another stored document) from stored results: the graph the
+    child would overlap is not built at all, and the report equals the first one's."""
+    import shutil
+
+    import explorer
+    from explorer.report import document
+
+    path = tmp_path / DATALOADER.name
+    shutil.copy(DATALOADER, path)
+    first = document(explorer.load(path).data, top=3)
+    again = explorer.load(path).data
+    assert again.memo.available("predicted_findings")
+    second = document(again, top=3 + 1)
+    assert again.memo.peek("dependency_graph", (None, True)) is None
+    assert second["findings"][:3] == first["findings"]
