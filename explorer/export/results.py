@@ -34,6 +34,7 @@ import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
 from explorer.analysis.ahead import compute_ahead
+from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -178,9 +179,11 @@ def explorer_results(
     if len(trace.slices) == 0:
         return out
     if findings and critical_path and not trace.memo.available("critical_path", (None, True)):
-        # The findings need no graph: found in a child while the graph and path are here.
+        # The findings need no graph: found in a child while the path's graph is built here
+        # (not while the path is found: the path's search is the peak, and the child's
+        # pages would add to it).
         with compute_ahead(trace, (ranked_findings,), ("findings",)) as ahead:
-            report_path(trace)
+            dependency_graph(trace, None, all_steps=True)
             ahead.join()
     if findings:
         out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
