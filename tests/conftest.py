@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if grouped:
             group = "peers" if parts[1] == "peers" else "/".join(parts)
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def ctrl_c_reaches() -> None:
+    """A ``preexec_fn`` for a process a test sends Ctrl-C: SIGINT back to its default, as a
+    shell starts a job in a terminal. A harness started in the background without job
+    control (``cmd &`` in a script, ``nohup``) runs with SIGINT ignored, every process it
+    starts inherits that, and Python then keeps ignoring it: the Ctrl-C never lands."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_with_data_limit(

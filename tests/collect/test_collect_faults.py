@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import explorer
-from tests.conftest import ROOT, SAMPLE_TRACES
+from tests.conftest import ROOT, SAMPLE_TRACES, ctrl_c_reaches
 
 STEPS = "6"
 
@@ -29,6 +29,7 @@ def _start(out_dir: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.collect.capture_child", str(out_dir), STEPS, "--pause"],
         cwd=ROOT,
+        preexec_fn=ctrl_c_reaches,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

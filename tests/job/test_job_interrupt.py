@@ -21,6 +21,7 @@ import pytest
 from job_runs import ROOT, run_cli
 
 from explorer import store
+from tests.conftest import ctrl_c_reaches
 
 
 def _start_report(job: Path, store_dir: Path) -> subprocess.Popen[str]:
@@ -31,7 +32,7 @@ def _start_report(job: Path, store_dir: Path) -> subprocess.Popen[str]:
         [sys.executable, "-m", "explorer", "report", str(job), "--format", "json",
          "--no-cache", "--workers", "2", "--store", str(store_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=ctrl_c_reaches,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ import pytest
 import explorer
 from explorer.scenarios.large import write_large
 from explorer.store import open_trace
+from tests.conftest import ctrl_c_reaches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +41,7 @@ def _start_info(trace: Path, cache: Path, workers: int = 0) -> subprocess.Popen[
     return subprocess.Popen(
         [sys.executable, "-m", "explorer", "info", str(trace)],
         cwd=ROOT,
+        preexec_fn=ctrl_c_reaches,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -121,6 +123,7 @@ def test_ctrl_c_as_the_decoding_pool_shuts_down_waits_for_it(big_trace: Path) ->
     out = subprocess.run(
         [sys.executable, "-c", _CTRL_C_AT_SHUTDOWN, str(big_trace)],
         cwd=ROOT,
+        preexec_fn=ctrl_c_reaches,
         env=env,
         capture_output=True,
         text=True,
