@@ -153,8 +153,9 @@ def _run_analysed(args: argparse.Namespace, steps: StepOptions) -> int:
     from explorer.analysis.memory_need import analysed_window, check_analyses_fit
     from explorer.cli.load_warnings import print_load_warnings
     from explorer.job import is_job
+    from explorer.processes import while_waiting
     from explorer.readers import input_files
-    from explorer.report import document, render_document
+    from explorer.report import document, import_analyses, render_document
 
     if is_job(args.trace):
         return run_job(args)
@@ -164,7 +165,10 @@ def _run_analysed(args: argparse.Namespace, steps: StepOptions) -> int:
     inputs = input_files(args.trace)
     if args.output is not None:  # refuse a bad -o before the (slow) load
         check_target(args.output, inputs=inputs, force=args.force)
-    trace = explorer.load(args.trace, use_cache=not args.no_cache, progress=_progress(args.trace))
+    with while_waiting(import_analyses):  # the imports while the decode workers parse
+        trace = explorer.load(
+            args.trace, use_cache=not args.no_cache, progress=_progress(args.trace)
+        )
     print_load_warnings(trace)
     data, note = analysed_window(trace.data.with_step_options(steps), args.step_range, args.step)
     if note:

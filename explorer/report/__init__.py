@@ -39,6 +39,19 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     return gather(trace, step, top)
 
 
+def import_analyses() -> None:
+    """Import what :func:`document` computes with (the analyses, their detectors, scipy's
+    graph search): for the time a first report's load waits on its decode workers
+    (:func:`explorer.processes.while_waiting`), where it costs the answer nothing. Not
+    under a hard memory limit: scipy is then loaded only once the room for it is checked
+    (:func:`~explorer.trace.memory_limits.ensure_room`)."""
+    import explorer.report.trace_document  # noqa: F401 - the analyses it runs
+    from explorer.trace.memory_limits import hard_limit
+
+    if hard_limit() is None:
+        import scipy.sparse.csgraph  # noqa: F401 - the critical path's and replays' search
+
+
 def stored_document(
     trace_file: Path,
     step: int | None,

@@ -45,7 +45,7 @@ import msgspec
 import zstandard
 
 from explorer.errors import TraceError
-from explorer.processes import ForkedWorkers, sigterm_unwinds
+from explorer.processes import ForkedWorkers, sigterm_unwinds, spend_wait
 from explorer.trace.decode import GZIP_MAX_RATIO, GZIP_MIN_LIMIT, over_cap
 from explorer.trace.encoding import GZIP_MAGIC, ZSTD_MAGIC, compression, text_start
 from explorer.trace.event_chunk import ChunkColumns, decode_chunk
@@ -390,11 +390,16 @@ class _Decoders:
             return
         self._pending.append(self._pool.submit(_run, task))
         while len(self._pending) > 2 * self.workers:
-            yield self._pending.popleft().result()
+            yield self._next()
 
     def finish(self) -> Iterator[ChunkColumns]:
         while self._pending:
-            yield self._pending.popleft().result()
+            yield self._next()
+
+    def _next(self) -> ChunkColumns:
+        """The oldest chunk's columns; waiting for them, the caller's idle work first."""
+        spend_wait(self._pending[0])
+        return self._pending.popleft().result()
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:

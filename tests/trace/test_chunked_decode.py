@@ -236,3 +236,47 @@ def test_quick_split_takes_well_formed_files_and_refuses_the_rest(
         except chunked_read.NeedsCareful:
             took = False
         assert took == (name in quick), name
+
+
+def test_idle_work_runs_once_while_the_decode_workers_parse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The work :func:`while_waiting` leaves runs once, in this thread, while the decode
+    workers are alive (the load is waiting on them), and the tables are those of a load
+    without it; a failure in the work is dropped, and the load goes on."""
+    import multiprocessing
+    import threading
+
+    from explorer.processes import while_waiting
+
+    path = SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz"
+    seen: list[tuple[int, bool]] = []
+
+    def work() -> None:
+        seen.append(
+            (
+                len(multiprocessing.active_children()),
+                threading.current_thread() is threading.main_thread(),
+            )
+        )
+        raise RuntimeError("optional work failing is the caller's to redo")
+
+    with while_waiting(work):
+        read = _chunked(path, 2_000, 2, monkeypatch)
+    assert seen == [(2, True)]
+    assert_same_trace(read, _careful(path))
+
+
+def test_idle_work_without_a_wait_never_runs_and_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decoded in this process (no workers to wait on), the work does not run, and once
+    the block ends it is gone: a later load with workers does not run it."""
+    from explorer.processes import while_waiting
+
+    path = SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz"
+    calls: list[int] = []
+    with while_waiting(lambda: calls.append(1)):
+        _chunked(path, 2_000, 1, monkeypatch)
+    _chunked(path, 2_000, 2, monkeypatch)
+    assert calls == []
