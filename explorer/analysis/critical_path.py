@@ -316,16 +316,20 @@ def longest_work_path(
     # csr_matrix would add up duplicate (u, v) entries: keep the cheapest of each pair, and
     # store zero costs as the smallest positive float (a stored zero is no edge to csgraph).
     pair = rows * (n + 1) + cols
-    order = lexsort((data, pair))  # edges come nearly in pair order: ties only sorted
-    sorted_pair = pair[order]
-    del pair
     # ``sel``: per (u, v) pair, in pair order, its cheapest edge (roots' edges have row
     # ``source``, so no pair of two points shares a key with one): the path's edges are
     # found in it below, by their pair (``keys``).
-    first_of_pair = np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]
-    sel = order[first_of_pair]
-    keys = sorted_pair[first_of_pair]
-    del order, sorted_pair, first_of_pair
+    if bool(np.all(pair[1:] > pair[:-1])):
+        # The graph's edges as they come (sorted, each pair once): no sort (0.1 s on 1.6M).
+        sel, keys = np.arange(len(pair)), pair
+    else:
+        order = lexsort((data, pair))  # edges come nearly in pair order: ties only sorted
+        sorted_pair = pair[order]
+        del pair
+        first_of_pair = np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]
+        sel = order[first_of_pair]
+        keys = sorted_pair[first_of_pair]
+        del order, sorted_pair, first_of_pair
     data = np.maximum(data[sel], np.finfo(np.float64).tiny)
     prefer = avoid is not None and bool(np.any(avoid))
     if prefer:
@@ -374,12 +378,16 @@ def _preferring(
     """The search's predecessors, changed where the edge into a point is one to avoid
     (``bad``) and another edge into it is as cheap (tight: ``dist[r] + cost == dist[c]``,
     exact in float for integer costs). ``r -> c``: the stored edges, ``data`` their costs."""
-    cost = np.where(data <= np.finfo(np.float64).tiny, 0.0, data)
-    tight = np.isfinite(dist[r]) & (dist[r] + cost == dist[c])
     is_pred = pred[c] == r
     pred_bad = np.zeros(len(pred), bool)
     pred_bad[c[is_pred]] = bad[is_pred]
-    swap = tight & ~bad & pred_bad[c]
+    # Only edges into a point reached by an edge to avoid can replace it: tested for
+    # tightness alone (a few of the millions), in edge order (the last tight one wins).
+    cand = np.flatnonzero(pred_bad[c] & ~bad)
+    cost = data[cand]
+    cost[cost <= np.finfo(np.float64).tiny] = 0.0
+    at = dist[r[cand]]
+    swap = cand[np.isfinite(at) & (at + cost == dist[c[cand]])]
     out = pred.copy()
     out[c[swap]] = r[swap]
     return out

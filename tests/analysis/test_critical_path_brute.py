@@ -127,6 +127,24 @@ def test_fast_route_matches_every_path_on_generated_dags(dag) -> None:
     assert fast == dp_most_work(point_time, u, v, cost)
 
 
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(dags())
+def test_edges_in_pair_order_take_the_unsorted_route_and_match_every_path(dag) -> None:
+    """Edges given sorted by (u, v), each pair once (the cheapest), as a graph's come: the
+    search skips its sort and still finds the route with the most work."""
+    point_time, u, v, cost = dag
+    order = np.lexsort((cost, v, u))
+    keep = (
+        order[np.r_[True, (np.diff(u[order]) != 0) | (np.diff(v[order]) != 0)]] if len(u) else order
+    )
+    su, sv, sc = u[keep], v[keep], cost[keep]
+    points, at = longest_work_path(point_time, su, sv, sc)
+    fast = route_work(point_time, su, sv, sc, points, at)
+    assert fast == all_paths_most_work(point_time, u, v, cost)
+    assert fast == dp_most_work(point_time, su, sv, sc)
+
+
 # --- The cross-thread case: the path follows the work from thread to thread -----------------
 
 TRACKS = {  # generated work goes on: the step's thread, the autograd engine's, a stream
