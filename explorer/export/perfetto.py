@@ -37,7 +37,7 @@ import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from explorer.export.lanes import assign_lanes
-from explorer.export.perfetto_annotations import IID, StringTable, shape_args, slice_annotations
+from explorer.export.perfetto_annotations import IID, StringTable, slice_annotations
 from explorer.export.perfetto_events import (
     END,
     FROM_COUNTER,
@@ -109,8 +109,8 @@ def write_perfetto(
     dur = sl["dur"].to_numpy(np.int64)
     track = sl["track"].to_numpy()
     lanes = assign_lanes(track, ts, dur, sl["parent"].to_numpy())
-    if results is None:  # the annotations' shape args read meanwhile, beside the findings
-        results = explorer_results(trace, also=((shape_args, "shape_args"),))
+    if results is None:
+        results = explorer_results(trace)
     instants = trace.instants if trace.instants is not None else pd.DataFrame()
     inst_track = instants["track"].to_numpy(np.int64) if len(instants) else np.zeros(0, np.int64)
     layout = build_layout(trace, lanes, has_global_instants=bool((inst_track < 0).any()), ids=ids)

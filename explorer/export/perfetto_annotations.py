@@ -24,7 +24,6 @@ import pyarrow as pa
 from explorer.analysis.attribution import frame_codes
 from explorer.export import protowire as w
 from explorer.trace.args_store import binary_parts
-from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
 #: Args copied from the file for the slices that have them (shapes and dtypes of operator
@@ -131,7 +130,7 @@ def slice_annotations(trace: TraceData, strings: StringTable) -> Annotations:
     for label, (codes, texts) in (("copy", _copy_texts(sl)), ("source", _source_texts(trace))):
         values = _iids_by_code(codes, texts, strings)
         ann.add(label, values, values > 0, string=True)
-    for name, (codes, uniques) in shape_args(trace).items():
+    for name, (codes, uniques) in _shape_args(trace).items():
         table = np.array([strings.iid(u) for u in uniques] + [0], IID)
         ann.add(name, table[codes], codes >= 0, string=True)
     return ann
@@ -183,13 +182,9 @@ def _iids_by_code(codes: np.ndarray, texts: list[str | None], strings: StringTab
     return table[codes]
 
 
-@memoised("shape_args")
-def shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
+def _shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
     """The :data:`SHAPE_ARGS` of every slice that has them, as JSON text: per key, each
     slice's code into a list of distinct values (-1 where the slice lacks the key).
-    Memoised: a whole-trace export reads them in a forked child while it searches for the
-    critical path (:func:`~explorer.export.results.explorer_results`'s ``also``; ~0.4 s
-    of a million slices off the export's wait).
 
     Read :data:`ARGS_CHUNK` slices' args at a time: in each, a regex over their bytes finds
     the slices that mention one of these keys; only those are decoded, in one msgspec call,
@@ -214,7 +209,7 @@ def shape_args(trace: TraceData) -> dict[str, tuple[np.ndarray, list[str]]]:
     }
 
 
-#: Slices whose args :func:`shape_args` reads at a time.
+#: Slices whose args :func:`_shape_args` reads at a time.
 ARGS_CHUNK = 1 << 16
 
 

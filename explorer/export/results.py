@@ -23,7 +23,6 @@ that surfaces, never a silently missing row.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -172,17 +171,10 @@ def _packed_results() -> tuple[Any, ...]:
 
 
 def explorer_results(
-    trace: TraceData,
-    *,
-    findings: bool = True,
-    critical_path: bool = True,
-    also: Sequence[tuple[Callable[[TraceData], Any], str]] = (),
+    trace: TraceData, *, findings: bool = True, critical_path: bool = True
 ) -> Results:
     """Findings and critical path of ``trace`` as slices and flows to export (the
-    report's: read back from the store when a report stored them). ``also``: memoised
-    analyses of the trace (each with its memo name) that the caller reads next and that
-    need no graph (the slices' shape args): found in a child while the path is searched
-    for here."""
+    report's: read back from the store when a report stored them)."""
     out = Results()
     if len(trace.slices) == 0:
         return out
@@ -193,13 +185,6 @@ def explorer_results(
         with compute_ahead(trace, (ranked_findings,), ("findings",)) as ahead:
             dependency_graph(trace, None, all_steps=True)
             ahead.join()
-        # What ``also`` reads takes little memory of its own (the shape args: 64k slices'
-        # args at a time): a child beside the search adds little to its peak.
-        if also:
-            calls, kept = [call for call, _ in also], [name for _, name in also]
-            with compute_ahead(trace, calls, kept) as ahead:
-                report_path(trace)
-                ahead.join()
     if findings:
         out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
     if critical_path:

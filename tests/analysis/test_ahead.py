@@ -38,25 +38,6 @@ def _python(script: str, *args: str, env: dict[str, str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _explorer(args: list[str], cache: Path, workers: str) -> str:
-    """``explorer ARGS`` in a fresh process with its own cache and analysis workers; its
-    stdout (it must succeed)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "explorer", *args],
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "EXPLORER_CACHE_DIR": str(cache),
-            "EXPLORER_ANALYSIS_WORKERS": workers,
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
 ADOPTED = """
 import json, os, sys
 import pandas as pd
@@ -172,9 +153,20 @@ def test_the_child_stores_nothing_and_this_process_stores_what_it_keeps(tmp_path
 def test_a_report_is_the_same_with_and_without_the_child(trace: Path, tmp_path: Path) -> None:
     out = {}
     for workers in ("1", "0"):
-        doc = json.loads(
-            _explorer(["report", str(trace), "--format", "json"], tmp_path / workers, workers)
+        proc = subprocess.run(
+            [sys.executable, "-m", "explorer", "report", str(trace), "--format", "json"],
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "EXPLORER_CACHE_DIR": str(tmp_path / workers),
+                "EXPLORER_ANALYSIS_WORKERS": workers,
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(proc.stdout)
         doc["trace"].pop("opened_from", None)
         out[workers] = doc
     assert out["1"] == out["0"]
@@ -212,52 +204,3 @@ def test_a_report_whose_results_are_stored_builds_no_graph(tmp_path: Path) -> No
     second = document(again, top=3 + 1)
     assert again.memo.peek("dependency_graph", (None, True)) is None
     assert second["findings"][:3] == first["findings"]
-
-
-SHAPES_AHEAD = """
-import json, sys
-import numpy as np
-import explorer
-import explorer.export.perfetto_annotations as pa
-from explorer.export.results import explorer_results
-
-calls = [0]
-read = pa._chunk_shape_args
-def counted(rows):
-    calls[0] += 1
-    return read(rows)
-pa._chunk_shape_args = counted  # the child counts in its own copy of the list
-t = explorer.load(sys.argv[1]).data
-explorer_results(t, also=((pa.shape_args, "shape_args"),))
-here = calls[0]
-mine = pa.shape_args(t)
-alone = pa.shape_args(explorer.load(sys.argv[1], use_cache=False).data)
-print(json.dumps({
-    "read_here": here,
-    "keys": sorted(mine),
-    "same": sorted(mine) == sorted(alone) and all(
-        np.array_equal(mine[k][0], alone[k][0]) and mine[k][1] == alone[k][1] for k in mine
-    ),
-}))
-"""
-
-
-def test_an_export_reads_the_shape_args_in_a_child_and_writes_the_same_bytes(
-    tmp_path: Path,
-) -> None:
-    """A whole-trace export reads its slices' shape args in a child while it searches for
-    the critical path: this process reads none itself, keeps the child's, and the file is
-    byte for byte the one an export in one process writes."""
-    got = _python(
-        SHAPES_AHEAD,
-        str(NEURON),
-        env={"EXPLORER_CACHE_DIR": str(tmp_path / "s"), "EXPLORER_ANALYSIS_WORKERS": "1"},
-    )
-    assert got["read_here"] == 0 and got["same"]
-    assert {"Input Dims", "Input type"} <= set(got["keys"])
-    written = {}
-    for workers in ("1", "0"):
-        out = tmp_path / f"x{workers}.pftrace"
-        _explorer(["export", str(NEURON), "-o", str(out)], tmp_path / workers, workers)
-        written[workers] = out.read_bytes()
-    assert written["1"] == written["0"]
