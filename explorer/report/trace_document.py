@@ -67,7 +67,8 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
 
 #: What a whole-trace report computes in a forked child while this process builds the
 #: dependency graph and the critical path (:mod:`explorer.analysis.ahead`): the analyses
-#: that do not need the graph, and the results of theirs the rest of the report reads.
+#: that do not need the graph, and the results of theirs the rest of the report (the
+#: path's time categories and source lines among it) reads.
 AHEAD_CALLS: tuple[Callable[[TraceData], Any], ...] = (
     functools.partial(select_steps, step=None, attributed=True),
     breakdown,
@@ -81,6 +82,10 @@ AHEAD_KEPT: tuple[str, ...] = (
     "before_capture",
     "step_partial_reasons",
     "fallback_calls",
+    # what the critical path reads next here (its time categories on the device, its
+    # source lines), found by the breakdown and findings already
+    "device_slice_reasons",
+    "frame_codes",
 )
 
 

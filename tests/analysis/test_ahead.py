@@ -204,3 +204,29 @@ def test_a_report_whose_results_are_stored_builds_no_graph(tmp_path: Path) -> No
     second = document(again, top=3 + 1)
     assert again.memo.peek("dependency_graph", (None, True)) is None
     assert second["findings"][:3] == first["findings"]
+
+
+REPORT_KEPT = """
+import json, sys
+import explorer
+from explorer.analysis.ahead import compute_ahead
+from explorer.report.trace_document import AHEAD_CALLS, AHEAD_KEPT
+
+t = explorer.load(sys.argv[1]).data
+with compute_ahead(t, AHEAD_CALLS, AHEAD_KEPT) as ahead:
+    ahead.join()
+print(json.dumps({"adopted": ahead.adopted, "held": sorted({n for n, _ in t.memo.kept(AHEAD_KEPT)})}))
+"""
+
+
+def test_the_reports_child_hands_back_what_the_critical_path_reads_next(tmp_path: Path) -> None:
+    """The report's child hands back, beside the breakdown and findings, the results of
+    theirs that the critical path reads after the graph (the device slices' reasons, the
+    slices' source frames): this process does not compute them again."""
+    got = _python(
+        REPORT_KEPT,
+        str(NEURON),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got["adopted"]
+    assert {"breakdown", "findings", "frame_codes", "device_slice_reasons"} <= set(got["held"])
