@@ -331,7 +331,12 @@ def while_waiting(work: Callable[[], None]) -> Iterator[None]:
     would do later anyway, in the same thread: a report imports its analyses (scipy among
     them, 0.27 s) while the load's decode workers parse, off the time to its answer.
     What the work does must be optional: it may not run, and a failure in it is dropped
-    (what it would have prepared is then done, and fails, where it is needed)."""
+    (what it would have prepared is then done, and fails, where it is needed). Only the
+    main thread's waits run it (:func:`spend_wait`), so only the main thread leaves any:
+    elsewhere the block runs as it is."""
+    if not _on_main_thread():
+        yield
+        return
     _IDLE_WORK.append(work)
     try:
         yield

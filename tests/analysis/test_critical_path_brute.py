@@ -130,7 +130,7 @@ def test_fast_route_matches_every_path_on_generated_dags(dag) -> None:
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(dags())
-def test_edges_in_pair_order_take_the_unsorted_route_and_match_every_path(dag) -> None:
+def test_edges_in_pair_order_skip_the_sort_and_match_every_path(dag) -> None:
     """Edges given sorted by (u, v), each pair once (the cheapest), as a graph's come: the
     search skips its sort and still finds the route with the most work."""
     point_time, u, v, cost = dag

@@ -280,3 +280,32 @@ def test_idle_work_without_a_wait_never_runs_and_is_dropped(
         _chunked(path, 2_000, 1, monkeypatch)
     _chunked(path, 2_000, 2, monkeypatch)
     assert calls == []
+
+
+def test_idle_work_left_off_the_main_thread_is_not_the_main_threads_to_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Work another thread leaves while the main thread loads with workers is not run by
+    the main thread's waits (it is that thread's own)."""
+    import threading
+
+    from explorer.processes import while_waiting
+
+    path = SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz"
+    calls: list[int] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with while_waiting(lambda: calls.append(1)):
+            inside.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(60)
+    try:
+        _chunked(path, 2_000, 2, monkeypatch)
+    finally:
+        release.set()
+        thread.join(60)
+    assert calls == []
