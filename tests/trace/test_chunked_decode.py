@@ -263,7 +263,9 @@ def test_idle_work_runs_once_while_the_decode_workers_parse(
 
     with while_waiting(work):
         read = _chunked(path, 2_000, 2, monkeypatch)
-    assert seen == [(2, True)]
+    # once, on the main thread, with the two decode workers (and whatever other children
+    # this test process has) alive
+    assert len(seen) == 1 and seen[0][0] >= 2 and seen[0][1]
     assert_same_trace(read, _careful(path))
 
 
