@@ -20,7 +20,8 @@ what the analyses took before the export's own peak.)
 When not: one usable core, a trace too small for it to pay (:data:`MIN_SLICES`; either
 overridden by ``EXPLORER_ANALYSIS_WORKERS=0`` or ``1``), a hard memory limit or less
 memory free than this process holds (the child's own allocations come on top), another
-Python thread running (forking a process whose threads may hold locks is not safe). In
+Python thread running or a caller off the main thread (forking a process whose threads
+may hold locks is not safe, and a Qt thread is not one ``threading`` counts). In
 each case, and whenever the child fails (an analysis error, the child killed), this
 process computes the results itself when they are asked for, as it did before: a failure
 is then raised where it happens, in this process.
@@ -155,7 +156,10 @@ def run_forked(trace: TraceData, work: Callable[[], Any]) -> Ahead:
     is None."""
     global _WORK
     idle = Ahead(trace, None, None)
-    if workers_wanted(trace) == 0 or threading.active_count() > 1 or hard_limit() is not None:
+    # Only from the main thread with no other Python thread: a thread Python's threading
+    # does not list (a viewer's QThread) runs beside a caller off the main thread.
+    alone = threading.active_count() == 1 and threading.current_thread() is threading.main_thread()
+    if workers_wanted(trace) == 0 or not alone or hard_limit() is not None:
         return idle
     if memory_budget()[0] < held_bytes():
         return idle

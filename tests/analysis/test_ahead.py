@@ -230,3 +230,32 @@ def test_the_reports_child_hands_back_what_the_critical_path_reads_next(tmp_path
     )
     assert got["adopted"]
     assert {"breakdown", "findings", "frame_codes", "device_slice_reasons"} <= set(got["held"])
+
+
+OFF_MAIN = """
+import _thread, json, os, sys
+import explorer
+from explorer.analysis.ahead import run_forked
+
+t = explorer.load(sys.argv[1]).data
+main = run_forked(t, os.getpid).result() is not None
+done, got = _thread.allocate_lock(), {}
+done.acquire()
+def off_main():  # a thread threading does not list, as a viewer's QThread is
+    got["pid"] = run_forked(t, os.getpid).result()
+    done.release()
+_thread.start_new_thread(off_main, ())
+done.acquire()
+print(json.dumps({"off_main": got["pid"], "main": main}))
+"""
+
+
+def test_nothing_is_forked_off_the_main_thread(tmp_path: Path) -> None:
+    """Called from a thread ``threading`` does not count (a Qt thread), no child is
+    forked and the work is left to that thread; from the main thread one is."""
+    got = _python(
+        OFF_MAIN,
+        str(DATALOADER),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got == {"off_main": None, "main": True}
