@@ -1,5 +1,3 @@
-import sys
+from explorer.cli.main import command
 
-from explorer.cli.main import main
-
-sys.exit(main())
+command()

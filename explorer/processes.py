@@ -26,14 +26,18 @@ signals and dying with its parent (:func:`_start_worker`), started under
 :func:`sigint_masked`, and stoppable at once (:meth:`ForkedWorkers.kill`) without reaching
 into the standard library's private state. :func:`while_waiting` gives the time this
 process spends waiting on them to work it would do later anyway.
+
+The end of the process: :func:`exit_now`, which the ``explorer`` command ends with.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,7 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, NoReturn, ParamSpec, TypeVar, cast
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -380,3 +384,33 @@ def _start_worker(parent: int) -> None:
 
 #: ``prctl`` option: the signal a process gets when its parent thread ends (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process with ``status`` as the interpreter would — its exit handlers run
+    (``atexit``: Dask, logging, temporary directories), stdout and stderr flushed — but
+    without freeing its objects one by one: after a report on 1M events that teardown
+    alone is 0.3-0.5 s of the user's wait for the prompt, and frees memory the kernel
+    takes back at once anyway.
+
+    Only where nothing else may still be running: with another thread alive (a pool's
+    worker, a viewer's job) or Qt imported (its objects' destructors save settings), the
+    process ends the ordinary way. A stdout that cannot take the last of the output (a
+    full disk) is one line on stderr and status 2, not the interpreter's traceback."""
+    if threading.active_count() > 1 or "PyQt6.QtCore" in sys.modules:
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped reading (``| head``): nothing more to say
+        pass
+    except OSError as exc:
+        from explorer.safe_write import os_error_line
+
+        print(f"explorer: error: standard output: {os_error_line(exc)}", file=sys.stderr)
+        status = status or 2
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
+    os._exit(status)

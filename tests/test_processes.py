@@ -117,3 +117,72 @@ def test_a_block_of_two_calls_unwinds_on_sigterm_then_holds_both_while_it_closes
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.05)
     assert sigterm_recorded == [signal.SIGTERM]  # the handler in place is back
+
+
+def _python(code: str, tmp_path: Any) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+
+
+def test_exit_now_runs_the_exit_handlers_and_flushes_the_output_then_ends_with_the_status(
+    tmp_path: Any,
+) -> None:
+    """What a normal exit does that a user sees — atexit handlers (Dask's, logging's), the
+    finalizers of temporary directories, the last buffered MB of stdout — still happens."""
+    code = """
+import atexit, sys, tempfile
+from explorer.processes import exit_now
+kept = tempfile.TemporaryDirectory(dir='.')
+open('where', 'w').write(kept.name)
+atexit.register(lambda: sys.stdout.write('handler ran'))
+sys.stdout.write('x' * 1_000_000)
+exit_now(3)
+"""
+    run = _python(code, tmp_path)
+    assert run.returncode == 3, run.stderr
+    assert run.stdout == "x" * 1_000_000 + "handler ran"
+    assert not (tmp_path / (tmp_path / "where").read_text()).exists()
+
+
+def test_exit_now_with_another_thread_running_waits_for_it_as_an_ordinary_exit(
+    tmp_path: Any,
+) -> None:
+    """A thread still working (a pool's worker, a store write) is not cut off: the
+    process ends the ordinary way, after it."""
+    code = """
+import threading, time
+from explorer.processes import exit_now
+def work():
+    time.sleep(0.5)
+    open('done', 'w').write('yes')
+threading.Thread(target=work).start()
+exit_now(0)
+"""
+    run = _python(code, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "done").read_text() == "yes"
+
+
+def test_the_command_s_report_is_whole_on_a_pipe_and_its_status_kept(tmp_path: Any) -> None:
+    """``python -m explorer`` (what the console script runs) ends through exit_now: the
+    report on its pipe is the whole document, and a bad input still exits 2."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_cnn.pt.trace.json.gz"
+    cmd = [sys.executable, "-m", "explorer", "report", str(sample), "--format", "json"]
+    env = {**os.environ, "EXPLORER_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["summary"]["steps"] == 4
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    run = subprocess.run([*cmd[:4], str(bad)], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2
+    assert run.stderr.startswith("explorer: error:") and "Traceback" not in run.stderr

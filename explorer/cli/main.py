@@ -21,10 +21,11 @@ import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from explorer import __version__
 from explorer.errors import ExplorerError
-from explorer.processes import sigterm_unwinds
+from explorer.processes import exit_now, sigterm_unwinds
 from explorer.safe_write import os_error_line
 
 #: Every verb, in the order ``--help`` lists them; verb ``v`` lives in ``explorer.cli.v``.
@@ -110,5 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def command() -> NoReturn:
+    """The ``explorer`` command (its console script, ``python -m explorer``): :func:`main`,
+    then the process ends at once (:func:`~explorer.processes.exit_now`) rather than
+    freeing a loaded trace object by object. Code calling :func:`main` keeps its process."""
+    exit_now(main())
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    command()
