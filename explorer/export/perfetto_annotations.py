@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
@@ -20,6 +21,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.analysis.attribution import frame_codes
 from explorer.export import protowire as w
@@ -216,28 +218,32 @@ ARGS_CHUNK = 1 << 16
 def _chunk_shape_args(rows: pa.Array) -> dict[str, tuple[np.ndarray, list[bytes]]]:
     """Per key of :data:`SHAPE_ARGS`: the positions in ``rows`` (a ``large_binary`` array
     of args JSON) of the rows that have it, and its raw JSON value in each."""
-    data, offsets = binary_parts(rows)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    hits = np.fromiter((m.start() for m in _KEY_PATTERN.finditer(data, lo, hi)), np.int64)
-    if len(hits) == 0:
+    # the rows that mention a key, by Arrow's regex engine in one pass over the chunk
+    # (Python's re over the bytes, a match at a time, took twice as long)
+    mentions = pc.fill_null(pc.match_substring_regex(rows, _KEY_PATTERN), False)
+    rows_with = np.flatnonzero(mentions.to_numpy(zero_copy_only=False))
+    if len(rows_with) == 0:
         return {}
-    rows_with = np.unique(np.searchsorted(offsets, hits, side="right") - 1)
-    starts, ends = offsets[rows_with].tolist(), offsets[rows_with + 1].tolist()
-    array = b"[" + b",".join(map(data.__getitem__, map(slice, starts, ends))) + b"]"
+    # those rows' JSON, comma-joined by Arrow (no Python slice per row), as one array
+    taken = rows.take(pa.array(rows_with))
+    one_list = pa.LargeListArray.from_arrays(pa.array([0, len(taken)], pa.int64()), taken)
+    joined = pc.binary_join(one_list, pa.scalar(b",", pa.large_binary()))
+    data, offsets = binary_parts(joined)
     try:
-        decoded = _ARGS_DECODER.decode(array)
+        decoded = _ARGS_DECODER.decode(b"[" + data[offsets[0] : offsets[1]] + b"]")
     except msgspec.DecodeError:
         return {}
     out = {}
     for key, attr in zip(SHAPE_ARGS, _ARG_FIELDS, strict=True):
-        values = list(map(bytes, map(attrgetter(attr), decoded)))
-        has = np.fromiter(map(bool, values), bool, len(values))
-        if has.any():
-            out[key] = (rows_with[has], [v for v in values if v])
+        raw = list(map(attrgetter(attr), decoded))
+        has = np.fromiter(map(bool, raw), bool, len(raw))
+        if has.any():  # the text of the values present only
+            out[key] = (rows_with[has], list(map(bytes, compress(raw, has))))
     return out
 
 
-_KEY_PATTERN = re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in SHAPE_ARGS) + b')"')
+#: A key of :data:`SHAPE_ARGS` as JSON text (an RE2 pattern: Arrow's regex engine).
+_KEY_PATTERN = '"(?:' + "|".join(re.escape(k) for k in SHAPE_ARGS) + ')"'
 _ABSENT = msgspec.Raw(b"")
 _ARG_FIELDS = tuple(f"a{i}" for i in range(len(SHAPE_ARGS)))
 _ShapeArgs = msgspec.defstruct(

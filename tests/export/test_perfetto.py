@@ -400,3 +400,44 @@ def test_empty_trace_is_still_a_valid_file(tmp_path: Path) -> None:
     summary = to_perfetto(trace, out)
     parsed = check(out)
     assert summary.slices == parsed.slices == 0
+
+
+@pytest.mark.parametrize("chunk", [2, 1 << 16])
+def test_shape_args_are_each_slice_s_own_json_text_of_those_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The shape args exported per slice are its args' values for those keys, as the file
+    wrote them — checked against each slice's args decoded on their own; a key that is only
+    a value's text, or args without any key, give nothing; chunks of 2 slices split rows
+    with and without keys across the reads."""
+    import json
+
+    from explorer.export import perfetto_annotations as pa_
+
+    def op(ts: int, name: str, args: dict) -> dict:
+        return {"ph": "X", "pid": 1, "tid": 1, "ts": ts, "dur": 5, "name": name, "args": args}
+
+    events = [
+        op(0, "aten::mm", {"Input Dims": [[32, 64], [64, 8]], "Input type": ["float", "float"]}),
+        op(10, "aten::add", {"note": "grid", "Sequence number": 3}),
+        op(20, "plain", {}),
+        op(30, "aten::relu", {"Input Dims": [[32, 64]], "Concrete Inputs": ["", "1"]}),
+        op(40, "kernel", {"grid": [128, 1, 1], "block": [256, 1, 1], "dtype": "bf16"}),
+        op(50, "aten::mm", {"Input Dims": [[32, 64], [64, 8]], "Collective name": "none"}),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(pa_, "ARGS_CHUNK", chunk)
+    trace = explorer.load(path, use_cache=False).data
+    got = pa_._shape_args(trace)
+    expected: dict[str, dict[int, str]] = {}
+    for i in range(len(trace.slices)):
+        for key, value in trace.args_store.get(i).items():
+            if key in pa_.SHAPE_ARGS:
+                expected.setdefault(key, {})[i] = json.dumps(value)
+    assert set(got) == set(expected) == {
+        "Input Dims", "Input type", "Concrete Inputs", "grid", "block", "dtype", "Collective name"
+    }  # fmt: skip
+    for key, (codes, uniques) in got.items():
+        have = {i: uniques[c] for i, c in enumerate(codes.tolist()) if c >= 0}
+        assert have == expected[key], key
