@@ -32,6 +32,16 @@ class ThreadPoints:
     t: np.ndarray
     track: np.ndarray
 
+    def track_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(track, lo, hi)``: the points of ``track[i]`` are ``[lo[i], hi[i])`` (they
+        are sorted by track: one pass, no sort)."""
+        n = len(self.track)
+        if n == 0:
+            none = np.zeros(0, np.int64)
+            return self.track[:0], none, none
+        lo = np.flatnonzero(np.r_[True, self.track[1:] != self.track[:-1]])
+        return self.track[lo], lo, np.r_[lo[1:], n].astype(np.int64)
+
     def last_before(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Index of the last point on ``track`` before ``t`` (an end at ``t`` counts, a
         start at ``t`` does not), or -1."""
@@ -194,7 +204,7 @@ def with_points(points: ThreadPoints, arrays: SliceArrays, ids: np.ndarray) -> T
     gives them: where no track has points of both, one stable sort by track of the two
     sorted sets (within a track the order is one set's own); else all sorted again."""
     more = thread_points(arrays, ids)
-    if np.intersect1d(points.track, more.track).size:
+    if np.intersect1d(points.track_ranges()[0], more.track_ranges()[0]).size:
         return thread_points(arrays, np.concatenate([np.sort(points.slice[~points.is_end]), ids]))
     track = np.concatenate([points.track, more.track])
     order = np.argsort(track, kind="stable")

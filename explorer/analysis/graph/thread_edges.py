@@ -114,13 +114,16 @@ def waiting_stretches(
     k = k[waits]
     # Before its first point and after its last a track records nothing either: a head
     # (no start point) and a tail (no end point) of the chain.
-    inside = np.ones(len(points.t), bool)
+    # (With ``until``, only its points before it: per track, the first and last of those,
+    # found from a running count of them rather than by listing them.)
+    _, head, stop = points.track_ranges()
+    tail = stop - 1
     if until is not None:
-        inside = (points.t <= until) | arrays.device[points.slice]
-    tr = np.where(inside, points.track, -1)
-    ids = np.flatnonzero(inside)
-    head = ids[np.r_[True, tr[ids][1:] != tr[ids][:-1]]] if len(ids) else ids
-    tail = ids[np.r_[tr[ids][1:] != tr[ids][:-1], True]] if len(ids) else ids
+        count = np.cumsum((points.t <= until) | arrays.device[points.slice])
+        before = np.where(head > 0, count[np.maximum(head - 1, 0)], 0)
+        has = count[tail] > before
+        head = np.searchsorted(count, before[has] + 1, side="left")
+        tail = np.searchsorted(count, count[tail[has]], side="left")
     none_h, none_t = np.full(len(head), -1), np.full(len(tail), -1)
     return points, np.r_[k, none_h, tail], np.r_[k + 1, head, none_t]
 
