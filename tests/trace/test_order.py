@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.trace.order import lexsort
+from explorer.trace.order import lexsort, stable_argsort
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -51,3 +51,18 @@ def test_a_real_traces_points() -> None:
     tied = len(t) - len(np.unique(track.astype(np.int64) * (int(t.max()) + 1) + t))
     assert tied > 0  # points at one instant: the tie-break keys decide
     assert np.array_equal(lexsort(keys), np.lexsort(tuple(keys)))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.uint8, np.uint64, bool])
+@pytest.mark.parametrize("span", [2, 1000, 1 << 16, (1 << 16) + 1, 1 << 40])
+def test_stable_argsort_is_numpy_s_stable_order(dtype: type, span: int) -> None:
+    """Small spans take the 16-bit radix sort, larger ones numpy's own: the same order,
+    ties in input order, for signed keys below zero too."""
+    rng = np.random.default_rng(span)
+    info = np.iinfo(np.int64 if dtype is bool else dtype)
+    top = min(span, int(info.max))
+    keys = rng.integers(0, top, 5000, dtype=np.int64)
+    if info.min < 0:
+        keys -= min(top // 2, 1 << 14)
+    a = keys.astype(dtype)
+    assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))

@@ -144,20 +144,27 @@ class EdgeList:
         keep = (t_src <= t_dst) & ~((src == dst) & (sp == dp))
         dropped = int((~keep).sum())
         src, dst, sp, dp, codes = src[keep], dst[keep], sp[keep], dp[keep], codes[keep]
-        weight = (t_dst - t_src)[keep]
         # The same two points joined twice (e.g. a launch seen both as a flow and by
-        # correlation): keep the first type listed.
-        key = lexsort((codes, dp, dst, sp, src))
-        src, dst, sp, dp, codes, weight = (a[key] for a in (src, dst, sp, dp, codes, weight))
-        dup = np.zeros(len(src), bool)
-        if len(src) > 1:
-            dup[1:] = (
-                (src[1:] == src[:-1])
-                & (dst[1:] == dst[:-1])
-                & (sp[1:] == sp[:-1])
-                & (dp[1:] == dp[:-1])
-            )
-        keep = ~dup
+        # correlation): keep the first type listed. In (src, src point, dst, dst point,
+        # type) order.
+        packed = _packed_edges(len(ts), src, sp, dst, dp, codes)
+        if packed is not None:
+            src, sp, dst, dp, codes = packed
+            weight = np.where(dp == END, end[dst], ts[dst]) - np.where(sp == END, end[src], ts[src])
+            keep = slice(None)
+        else:
+            weight = (t_dst - t_src)[keep]
+            key = lexsort((codes, dp, dst, sp, src))
+            src, dst, sp, dp, codes, weight = (a[key] for a in (src, dst, sp, dp, codes, weight))
+            dup = np.zeros(len(src), bool)
+            if len(src) > 1:
+                dup[1:] = (
+                    (src[1:] == src[:-1])
+                    & (dst[1:] == dst[:-1])
+                    & (sp[1:] == sp[:-1])
+                    & (dp[1:] == dp[:-1])
+                )
+            keep = ~dup
         frame = pd.DataFrame(
             {
                 "src": src[keep],
@@ -170,3 +177,30 @@ class EdgeList:
             copy=False,  # fresh arrays: not copied again into one block (0.08 s on 1.6M)
         )
         return frame, dropped
+
+
+def _packed_edges(
+    n: int, src: np.ndarray, sp: np.ndarray, dst: np.ndarray, dp: np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, ...] | None:
+    """The edges in (src, src point, dst, dst point, type) order, the first type of each
+    pair of points only, as ``(src, sp, dst, dp, codes)``: each edge packed into one int64
+    and the keys sorted (numpy's vectorised sort of plain integers: a fifth of a five-key
+    stable argsort on 1.6M edges). None when the slice ids are too wide to pack."""
+    bits = max(int(n).bit_length(), 1)
+    type_bits = max(len(EDGE_TYPES) - 1, 1).bit_length()
+    if 2 * bits + 2 + type_bits > 63:
+        return None
+    key = src << 1 | sp.astype(np.int64)
+    key = ((key << bits | dst) << 1 | dp.astype(np.int64)) << type_bits | codes.astype(np.int64)
+    key.sort()
+    pair = key >> type_bits
+    first = np.r_[True, pair[1:] != pair[:-1]] if len(key) else np.zeros(0, bool)
+    key, pair = key[first], pair[first]
+    mask = (1 << bits) - 1
+    return (
+        pair >> (bits + 2),
+        ((pair >> (bits + 1)) & 1).astype(np.int8),
+        (pair >> 1) & mask,
+        (pair & 1).astype(np.int8),
+        (key & ((1 << type_bits) - 1)).astype(np.int8),
+    )

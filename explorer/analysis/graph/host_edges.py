@@ -11,7 +11,7 @@ import pandas as pd
 
 from explorer.analysis.graph.edges import END, START, EdgeList
 from explorer.analysis.graph.nodes import SliceArrays
-from explorer.trace.order import lexsort
+from explorer.trace.order import lexsort, stable_argsort
 
 #: A launch that starts this soon after another thread's launch returns is taken to have
 #: waited for the runtime's lock (the CUDA runtime serialises launches per context).
@@ -170,7 +170,7 @@ def _innermost_if_nested(points: ThreadPoints) -> np.ndarray | None:
     began[points.slice[starts]] = depth[starts]
     if not np.array_equal(began[points.slice[ends]], depth[ends] + 1):
         return None
-    by_depth = starts[np.argsort(depth[starts], kind="stable")]
+    by_depth = starts[stable_argsort(depth[starts])]
     key = depth[by_depth] * (n + 1) + by_depth
 
     def last_start(level: np.ndarray, before: np.ndarray) -> np.ndarray:
@@ -207,7 +207,7 @@ def with_points(points: ThreadPoints, arrays: SliceArrays, ids: np.ndarray) -> T
     if np.intersect1d(points.track_ranges()[0], more.track_ranges()[0]).size:
         return thread_points(arrays, np.concatenate([np.sort(points.slice[~points.is_end]), ids]))
     track = np.concatenate([points.track, more.track])
-    order = np.argsort(track, kind="stable")
+    order = stable_argsort(track)
     return ThreadPoints(
         np.concatenate([points.slice, more.slice])[order],
         np.concatenate([points.is_end, more.is_end])[order],
