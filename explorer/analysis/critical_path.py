@@ -319,9 +319,11 @@ def longest_work_path(
     # ``sel``: per (u, v) pair, in pair order, its cheapest edge (roots' edges have row
     # ``source``, so no pair of two points shares a key with one): the path's edges are
     # found in it below, by their pair (``keys``).
+    sel: np.ndarray | None = None  # None: every edge, as it comes
     if bool(np.all(pair[1:] > pair[:-1])):
-        # The graph's edges as they come (sorted, each pair once): no sort (0.1 s on 1.6M).
-        sel, keys = np.arange(len(pair)), pair
+        # The graph's edges as they come (sorted, each pair once): no sort (0.1 s on 1.6M)
+        # and no gather by ``sel``.
+        keys = pair
     else:
         order = lexsort((data, pair))  # edges come nearly in pair order: ties only sorted
         sorted_pair = pair[order]
@@ -330,18 +332,19 @@ def longest_work_path(
         sel = order[first_of_pair]
         keys = sorted_pair[first_of_pair]
         del order, sorted_pair, first_of_pair
-    data = np.maximum(data[sel], np.finfo(np.float64).tiny)
+    data = np.maximum(data if sel is None else data[sel], np.finfo(np.float64).tiny)
     prefer = avoid is not None and bool(np.any(avoid))
     if prefer:
-        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel]
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)]
+        bad = bad if sel is None else bad[sel]
     # Deduplicated by pair, the edges are in CSR order already: the matrix is laid out
     # directly, as the COO conversion would (same rows, same column order), and only its
     # own arrays live through the search (its peak on a million-point graph).
     index = np.int32 if n + 2 < np.iinfo(np.int32).max else np.int64
     indptr = np.zeros(n + 2, np.int64)
-    np.cumsum(np.bincount(rows[sel], minlength=n + 1), out=indptr[1:])
+    np.cumsum(np.bincount(rows if sel is None else rows[sel], minlength=n + 1), out=indptr[1:])
     del rows
-    indices = cols[sel].astype(index)
+    indices = (cols if sel is None else cols[sel]).astype(index)
     del cols
     matrix = csr_matrix((data, indices, indptr.astype(index)), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
@@ -358,13 +361,15 @@ def longest_work_path(
     # not what set the step's time.
     reach = np.flatnonzero(np.isfinite(dist))
     work = np.round((point_time[reach] - t0) - dist[reach], 3)
-    sink = int(reach[np.lexsort((point_time[reach], work))[-1]])
+    most = reach[work == work.max()]  # of these, the latest; of those, the last point
+    latest = most[point_time[most] == point_time[most].max()]
+    sink = int(latest[-1])
     points = _route_to(pred, sink, source)
     if len(points) < 2:
         return points, np.empty(0, np.int64)
     want = points[:-1] * (n + 1) + points[1:]
-    at: np.ndarray = sel[np.searchsorted(keys, want)]
-    return points, at
+    at: np.ndarray = np.searchsorted(keys, want)
+    return points, (at if sel is None else sel[at])
 
 
 def _preferring(
