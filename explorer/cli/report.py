@@ -149,13 +149,14 @@ def _written(
 
 def _run_analysed(args: argparse.Namespace, steps: StepOptions) -> int:
     """The report computed: the trace loaded (from the cache when it can be) and analysed."""
-    import explorer
     from explorer.analysis.memory_need import analysed_window, check_analyses_fit
-    from explorer.cli.load_warnings import print_load_warnings
+    from explorer.cli.load_warnings import print_load_warnings, print_warnings
     from explorer.job import is_job
     from explorer.processes import while_waiting
-    from explorer.readers import input_files
+    from explorer.readers import input_files, read
     from explorer.report import document, import_analyses, render_document
+    from explorer.store.cache import cache_write_of, not_cached_warning
+    from explorer.trace_api import Trace
 
     if is_job(args.trace):
         return run_job(args)
@@ -166,17 +167,31 @@ def _run_analysed(args: argparse.Namespace, steps: StepOptions) -> int:
     if args.output is not None:  # refuse a bad -o before the (slow) load
         check_target(args.output, inputs=inputs, force=args.force)
     with while_waiting(import_analyses):  # the imports while the decode workers parse
-        trace = explorer.load(
-            args.trace, use_cache=not args.no_cache, progress=_progress(args.trace)
+        # the cache entry written while the analyses run (the document finishes it)
+        trace = Trace(
+            read(
+                args.trace,
+                use_cache=not args.no_cache,
+                progress=_progress(args.trace),
+                defer_cache_write=True,
+            )
         )
-    print_load_warnings(trace)
-    data, note = analysed_window(trace.data.with_step_options(steps), args.step_range, args.step)
-    if note:
-        print(f"explorer: note: {note}", file=sys.stderr)
-    check_analyses_fit(
-        data, "the report's analyses", "info, sql and export --no-results work within it"
-    )
-    doc = document(data, step=args.step, top=args.top)  # one document: the report and --fail-on
+    write = cache_write_of(trace.data)
+    try:
+        print_load_warnings(trace)
+        data, note = analysed_window(
+            trace.data.with_step_options(steps), args.step_range, args.step
+        )
+        if note:
+            print(f"explorer: note: {note}", file=sys.stderr)
+        check_analyses_fit(
+            data, "the report's analyses", "info, sql and export --no-results work within it"
+        )
+        doc = document(data, step=args.step, top=args.top)  # the report's and --fail-on's
+    finally:
+        failed = write.finish() if write is not None else None
+    if failed is not None:
+        print_warnings([not_cached_warning(failed)])
     text = render_document(doc, args.format, _color(args))
     return _written(args, text, [*inputs, trace.metadata.get("source", args.trace)], doc, rules)
 

@@ -37,7 +37,7 @@ Directory rules (documented for users in the README):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
 
@@ -83,10 +83,16 @@ def read(
     progress: Progress | None = None,
     execution_trace: str | PathLike[str] | None = None,
     store: str | PathLike[str] | None = None,
+    defer_cache_write: bool = False,
 ) -> TraceData:
     """One trace from a file or directory (the lowest rank of a rank directory).
 
-    ``store`` puts the cache entries in that directory instead of the cache directory."""
+    ``store`` puts the cache entries in that directory instead of the cache directory.
+    ``defer_cache_write``: a trace file parsed (not read from the cache) leaves its cache
+    entry to be written when the caller chooses, who must then finish it
+    (:func:`~explorer.store.cache.cache_write_of`, :class:`~explorer.store.cache.
+    CacheWrite`; a report writes it while its analyses run). Only for a plain trace file
+    with no execution trace: any other input is cached as it is read."""
     options = json_trace.Options(
         use_cache=use_cache, progress=progress, store=Path(store) if store is not None else None
     )
@@ -96,6 +102,8 @@ def read(
     if not p.exists():
         raise missing_path(p)
     reader = sniff(p)
+    if defer_cache_write and reader.kind == "json" and execution_trace is None:
+        options = replace(options, defer_cache_write=True)
     trace = reader.read(p, options)
     et_path = Path(execution_trace) if execution_trace else None
     if et_path is None and reader.kind in ("tensorboard", "rank_dir"):

@@ -17,7 +17,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from explorer.errors import TraceError
-from explorer.store.cache import cache_root, load_cached, save_cached, source_stamp
+from explorer.store.cache import (
+    CacheWrite,
+    cache_root,
+    load_cached,
+    not_cached_warning,
+    save_cached,
+    source_stamp,
+)
 from explorer.trace.build import build, build_tables
 from explorer.trace.chunked_read import NeedsCareful, read_chunked
 from explorer.trace.decode import decode, read_bytes, read_head
@@ -39,6 +46,9 @@ class Options:
     use_cache: bool = True
     progress: Progress | None = None
     store: Path | None = None
+    #: Leave a parsed trace's cache entry to be written when the caller chooses (see
+    #: :class:`~explorer.store.cache.CacheWrite`; the caller must finish it).
+    defer_cache_write: bool = False
 
     def uncached(self) -> Options:
         return replace(self, use_cache=False)
@@ -74,7 +84,9 @@ def read(path: Path, options: Options) -> TraceData:
         progress(0.05, f"reading {path.name}")
     # A load too large for memory keeps its columns in files beside the cache's entries.
     trace = _parse(path, progress, (root or cache_root()) if stamp is not None else None)
-    if stamp is not None:
+    if stamp is not None and options.defer_cache_write:
+        CacheWrite(path, trace, stamp, root)  # written when the caller says (finish_cache_write)
+    elif stamp is not None:
         if progress:
             progress(0.95, "writing cache")
         failed = save_cached(path, trace, stamp, root=root)
@@ -82,8 +94,7 @@ def read(path: Path, options: Options) -> TraceData:
         if failed is not None:
             trace.metadata["warnings"] = [
                 *trace.metadata.get("warnings", []),
-                f"not cached ({failed}): the next load reads the file again; set "
-                "EXPLORER_CACHE_DIR to a writable directory with room to cache it",
+                not_cached_warning(failed),
             ]
     if progress:
         progress(1.0, "loaded")

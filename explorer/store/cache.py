@@ -15,11 +15,15 @@ the entry's ``results/`` (:mod:`explorer.store.results`), so the next report reu
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from explorer.errors import ExplorerError
 from explorer.safe_write import os_reason
@@ -93,19 +97,140 @@ def save_cached(
     Not cached when the file changed since the stamp (what was parsed may be neither
     version). Failure is not an error: the trace is still loaded, just not cached (read-only
     home, full disk, a cache directory that is a file)."""
-    from explorer.store import results, write_trace
+    from explorer.store import results
+
+    failed, entry, header = _write_entry(path, trace, stamp, root)
+    if entry is not None and header is not None:
+        results.attach(trace, entry, header)  # the first report's results kept
+    return failed
+
+
+def _write_entry(
+    path: Path, trace: TraceData, stamp: SourceStamp, root: Path | None
+) -> tuple[str | None, Path | None, dict[str, Any] | None]:
+    """Write ``trace``'s entry (see :func:`save_cached`): why it was not written, or the
+    entry and its header (None, None, None: not written because the file changed)."""
+    from explorer.store import write_trace
     from explorer.store.entry import is_entry
 
     entry = entry_path(path, root)
     try:
         if source_stamp(path) != stamp:
-            return None
+            return None, None, None
         if entry.exists() and not is_entry(entry):
             shutil.rmtree(entry)  # our own damaged or pre-store entry (the cache owns its root)
         write_trace(trace, entry, source=stamp, table_format="arrow")  # mapped on reopen
-        results.attach(trace, entry, read_header(entry))  # the first report's results kept
-        return None
+        return None, entry, read_header(entry)
     except OSError as exc:
-        return f"{exc.filename or entry.parent}: {os_reason(exc)}"
+        return f"{exc.filename or entry.parent}: {os_reason(exc)}", None, None
     except ExplorerError as exc:
-        return str(exc)
+        return str(exc), None, None
+
+
+def not_cached_warning(reason: str) -> str:
+    """The load warning of a trace whose cache entry could not be written."""
+    return (
+        f"not cached ({reason}): the next load reads the file again; set "
+        "EXPLORER_CACHE_DIR to a writable directory with room to cache it"
+    )
+
+
+class CacheWrite:
+    """The cache entry of a trace just parsed, written when its reader's caller chooses:
+    :meth:`finish` writes it (or waits for it), :meth:`start` writes it in a thread
+    meanwhile. A first report writes it while it builds the dependency graph
+    (:func:`written_meanwhile`): the write (Arrow IPC files, their checksums) runs with the
+    GIL released, in what was the wait for the analyses' child process, not before the
+    analyses begin (~0.25 s on 1M events).
+
+    What is written is the trace as parsed: its tables, and its metadata as they were when
+    this was made (a warning or an execution trace added to the trace since is not cached).
+    Until the entry is written, the trace's memo has a :class:`~explorer.store.results.
+    PendingStore`: no result is stored yet, and what is saved meanwhile is stored once the
+    entry is written, as :func:`save_cached` would have. A write that fails adds a
+    ``not cached`` warning to the trace's metadata, as a load does."""
+
+    def __init__(self, path: Path, trace: TraceData, stamp: SourceStamp, root: Path | None) -> None:
+        from explorer.store.results import PendingStore
+
+        as_parsed = copy.copy(trace)
+        as_parsed.metadata = copy.deepcopy(trace.metadata)
+        self._job: tuple[Path, TraceData, SourceStamp, Path | None] | None = (
+            path,
+            as_parsed,
+            stamp,
+            root,
+        )
+        self._trace = trace
+        self._thread: threading.Thread | None = None
+        self._outcome: tuple[str | None, Path | None, dict[str, Any] | None] | None = None
+        self._error: BaseException | None = None
+        self._store = PendingStore(self, trace)
+        self.failed: str | None = None
+        """Why the entry was not written, once :meth:`finish` returned (None: written)."""
+        trace.memo.store = self._store
+
+    def _write(self) -> None:
+        job, self._job = self._job, None
+        if job is None:
+            return
+        try:
+            self._outcome = _write_entry(*job)
+        except BaseException as exc:  # noqa: BLE001 - raised again by finish, where it is waited for
+            self._error = exc
+
+    def start(self) -> None:
+        """Write the entry in a thread (from now until :meth:`finish`); nothing when it is
+        written or being written."""
+        if self._job is not None and self._thread is None:
+            self._thread = threading.Thread(target=self._write, name="explorer-cache-write")
+            self._thread.start()
+
+    def finish(self) -> str | None:
+        """Write the entry (or wait for the thread writing it), then store the results
+        saved meanwhile: why it was not written, else None. Once; later calls return the
+        same."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        else:
+            self._write()
+        error, self._error = self._error, None
+        if error is not None:
+            self._store.resolve(None, None)
+            raise error
+        if self._outcome is None:  # finished before
+            return self.failed
+        failed, entry, header = self._outcome
+        self._outcome = None
+        self._store.resolve(entry, header)
+        self._trace.args_store.drop_resident_pages()  # read through once to be stored
+        if failed is not None:
+            self.failed = failed
+            meta = self._trace.metadata
+            meta["warnings"] = [*meta.get("warnings", []), not_cached_warning(failed)]
+        return failed
+
+
+def cache_write_of(trace: TraceData) -> CacheWrite | None:
+    """The unfinished cache write of ``trace`` (or of the trace it is a view of), if any."""
+    store = trace.memo.store
+    owner = getattr(store, "owner", None)
+    return owner if isinstance(owner, CacheWrite) else None
+
+
+@contextmanager
+def written_meanwhile(trace: TraceData) -> Iterator[None]:
+    """``trace``'s pending cache write (:class:`CacheWrite`), if any, runs in a thread
+    while the block runs, and is finished when it ends. The caller starts no process
+    inside the block (a fork beside a running thread is not safe: the analyses' children
+    are forked before it, or after)."""
+    write = cache_write_of(trace)
+    if write is None:
+        yield
+        return
+    write.start()
+    try:
+        yield
+    finally:
+        write.finish()

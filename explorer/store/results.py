@@ -181,6 +181,66 @@ def attach(trace: TraceData, entry: Path, header: dict[str, Any]) -> None:
     trace.memo.store = ResultStore(entry, header, trace)
 
 
+class PendingStore:
+    """The results of a cache entry still being written (:class:`~explorer.store.cache.
+    CacheWrite`), for one trace (or a view of it under other step options): the entry is
+    new, so it holds no result yet — every lookup finds none — and what the analyses save
+    meanwhile is kept here, then stored when the entry is written (:meth:`resolve`), or
+    dropped when it could not be. Afterwards it reads and writes the entry's results as a
+    :class:`ResultStore` does. ``owner`` is whatever writes the entry (the cache's
+    :class:`~explorer.store.cache.CacheWrite`), for a caller that has only the trace."""
+
+    def __init__(self, owner: Any, trace: TraceData) -> None:
+        self.owner = owner
+        self._trace = weakref.ref(trace)
+        self._resolved = False
+        self._real: ResultStore | None = None
+        self._saves: list[tuple[str, Hashable, Any]] = []
+        self._views: list[PendingStore] = []
+
+    def load(self, name: str, options: Hashable) -> Any:
+        return self._real.load(name, options) if self._real is not None else MISSING
+
+    def has(self, name: str, options: Hashable) -> bool:
+        return self._real is not None and self._real.has(name, options)
+
+    def save(self, name: str, options: Hashable, value: Any) -> None:
+        if self._real is not None:
+            self._real.save(name, options, value)
+        elif not self._resolved:
+            self._saves.append((name, options, value))
+
+    def for_trace(self, trace: TraceData) -> PendingStore | ResultStore:
+        if self._resolved:
+            return (
+                self._real.for_trace(trace) if self._real is not None else PendingStore.none(trace)
+            )
+        view = PendingStore(self.owner, trace)
+        self._views.append(view)
+        return view
+
+    @classmethod
+    def none(cls, trace: TraceData) -> PendingStore:
+        """A store that never holds anything (the entry could not be written)."""
+        out = cls(None, trace)
+        out._resolved = True
+        return out
+
+    def resolve(self, entry: Path | None, header: dict[str, Any] | None) -> None:
+        """The entry is written (``entry``, with ``header``), or could not be (None): the
+        results saved meanwhile are stored, or dropped; this store's views follow."""
+        trace = self._trace()
+        if entry is not None and header is not None and trace is not None:
+            self._real = ResultStore(entry, header, trace)
+        self._resolved = True
+        saves, self._saves = self._saves, []
+        for name, options, value in saves:
+            self.save(name, options, value)
+        views, self._views = self._views, []
+        for view in views:
+            view.resolve(entry, header)
+
+
 # -- the codec ---------------------------------------------------------------------------
 
 

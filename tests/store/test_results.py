@@ -236,3 +236,69 @@ def test_sql_reads_the_stored_breakdown_and_findings(
         got.itertuples(index=False, name=None)
     )
     assert len(got)  # the slow data loader is found
+
+
+# -- a cache entry written while the analyses run (explorer.store.cache.CacheWrite) --------
+
+
+def test_a_deferred_cache_write_stores_what_was_computed_before_it_was_written(
+    tmp_path: Path,
+) -> None:
+    """A report writes a just-parsed trace's entry while it builds the graph: the results
+    computed before the entry exists (the steps, a view's under other step options) are
+    stored once it does, the entry's tables are those a plain first load writes, and
+    nothing is stored, or found stored, before."""
+    from explorer.analysis.steps import steps
+    from explorer.store.cache import cache_write_of
+
+    path = SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz"
+    deferred = load_trace(path, store=tmp_path / "deferred", defer_cache_write=True)
+    write = cache_write_of(deferred)
+    assert write is not None
+    assert not list((tmp_path / "deferred").iterdir())  # nothing written yet
+    view = deferred.with_steps(SOME_STEPS)
+    want = steps(deferred), steps(view)
+    assert deferred.memo.store is not None and view.memo.store is not None
+    assert not deferred.memo.store.has("steps", (None,))  # nothing stored: no entry yet
+    write.start()
+    assert write.finish() is None and write.finish() is None  # once; the second is a no-op
+    assert deferred.memo.store.has("steps", (None,))
+    assert view.memo.store.has("steps", (None,))
+    plain = load_trace(path, store=tmp_path / "plain")  # a first load: its entry at once
+    (entry,) = (tmp_path / "deferred").iterdir()
+    (plain_entry,) = (tmp_path / "plain").iterdir()
+    for table in ("slices", "tracks", "flows", "counters", "instants", "memory", "args"):
+        a = (entry / f"{table}.arrow").read_bytes()
+        assert a == (plain_entry / f"{table}.arrow").read_bytes(), table
+    assert plain.memo.store is not None
+    again = load_trace(path, store=tmp_path / "deferred")
+    assert again.memo.store is not None
+    assert_same(again.memo.store.load("steps", (None,)), want[0], "steps")
+    again_view = again.with_steps(SOME_STEPS)
+    assert again_view.memo.store is not None
+    assert_same(again_view.memo.store.load("steps", (None,)), want[1], "the view's steps")
+    assert len(want[1]) < len(want[0])
+
+
+def test_a_deferred_cache_write_that_fails_warns_once_and_stores_nothing(tmp_path: Path) -> None:
+    """An entry that cannot be written (its cache directory is a file) leaves the trace
+    loaded, says why in one ``not cached`` warning, and keeps no result anywhere."""
+    from explorer.analysis.steps import steps
+    from explorer.store.cache import cache_write_of
+
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache directory should be")
+    trace = load_trace(
+        SAMPLE_TRACES / "cpu_cnn.pt.trace.json.gz", store=blocked, defer_cache_write=True
+    )
+    write = cache_write_of(trace)
+    assert write is not None
+    steps(trace)
+    failed = write.finish()
+    assert failed is not None and str(blocked) in failed
+    warnings = [w for w in trace.metadata["warnings"] if w.startswith("not cached")]
+    assert len(warnings) == 1 and failed in warnings[0]
+    assert write.finish() == failed  # finished once: no second warning
+    assert len([w for w in trace.metadata["warnings"] if w.startswith("not cached")]) == 1
+    assert trace.memo.store is not None and not trace.memo.store.has("steps", (None,))
+    assert blocked.read_text().startswith("a file")

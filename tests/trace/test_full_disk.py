@@ -124,3 +124,24 @@ def test_columns_that_must_leave_memory_with_no_disk_to_go_to_are_one_line(
     assert f"({tmp_path / 'tmp'}: File too large)" in lines[0], lines[0]
     assert "TMPDIR" in lines[0]
     assert _left_behind(tmp_path) == []
+
+
+def test_a_report_on_a_full_cache_disk_still_reports_and_says_it_is_not_cached(
+    trace: Path, tmp_path: Path
+) -> None:
+    """A first report writes the cache entry while its analyses run: when the disk is
+    full, the report is still complete, its warnings say once why the trace is not cached
+    (on stderr, and in the document), and nothing is left behind."""
+    out = _run(
+        [sys.executable, "-m", "explorer", "report", str(trace), "--format", "json"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["steps"] and doc["critical_path"]["slices"]
+    said = [line for line in out.stderr.splitlines() if "not cached" in line]
+    assert len(said) == 1 and said[0].startswith("explorer: warning: not cached"), out.stderr
+    assert "File too large" in said[0]
+    in_doc = [w for w in doc["trace"]["warnings"] if w.startswith("not cached")]
+    assert len(in_doc) == 1 and "File too large" in in_doc[0]
+    assert _left_behind(tmp_path) == []
