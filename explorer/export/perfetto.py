@@ -56,7 +56,7 @@ from explorer.export.perfetto_results import (
     write_packet,
 )
 from explorer.export.perfetto_tracks import IdSpace, build_layout
-from explorer.export.results import Results, explorer_results
+from explorer.export.results import PendingResults, Results
 from explorer.trace.model import TraceData
 
 CHUNK_EVENTS = 1 << 16
@@ -108,19 +108,27 @@ def write_perfetto(
     ts = sl["ts"].to_numpy(np.int64)
     dur = sl["dur"].to_numpy(np.int64)
     track = sl["track"].to_numpy()
-    lanes = assign_lanes(track, ts, dur, sl["parent"].to_numpy())
-    if results is None:
-        results = explorer_results(trace)
-    instants = trace.instants if trace.instants is not None else pd.DataFrame()
-    inst_track = instants["track"].to_numpy(np.int64) if len(instants) else np.zeros(0, np.int64)
-    layout = build_layout(trace, lanes, has_global_instants=bool((inst_track < 0).any()), ids=ids)
+    # The results (unless given) are found meanwhile: the path in a child, the findings
+    # at get(); the trace's own events need none of them but their flows.
+    with PendingResults(trace, given=results) as pending:
+        lanes = assign_lanes(track, ts, dur, sl["parent"].to_numpy())
+        instants = trace.instants if trace.instants is not None else pd.DataFrame()
+        inst_track = (
+            instants["track"].to_numpy(np.int64) if len(instants) else np.zeros(0, np.int64)
+        )
+        layout = build_layout(
+            trace, lanes, has_global_instants=bool((inst_track < 0).any()), ids=ids
+        )
+        strings = StringTable()
+        names = _Interned()
+        cats = _Interned()
+        # (no track is added and nothing interned before the results' rows would have)
+        tables = _event_tables(trace, layout, instants, inst_track, names, cats, strings)
+        order = event_order(tables)
+        results = pending.get()
     rows = layout_result_rows(layout, results, trace)
-
-    strings = StringTable()
-    names = _Interned()
-    cats = _Interned()
     flows = flow_table(trace, results, ids.first_flow)
-    tables = _event_tables(trace, layout, instants, inst_track, flows, names, cats, strings)
+    tables.flow_csr = flows.by_slice(len(sl))
     tables.start_ns -= ids.shift_ns
     start_ns = tables.start_ns
     path_tables = critical_path_tables(results, rows, tables, names, cats, strings)
@@ -135,7 +143,7 @@ def write_perfetto(
         )
     # findings first: they begin the flows to their evidence, which the slices end
     write_findings(f, results, rows, start_ns, flows.result_links)
-    src_kind, src_idx, ev_kind = _write_events(f, tables)
+    src_kind, src_idx, ev_kind = _write_events(f, tables, order)
     if path_tables is not None:
         _write_events(f, path_tables)
     summary.bytes = f.tell() - first_byte
@@ -160,12 +168,12 @@ def _event_tables(
     layout: Any,
     instants: pd.DataFrame,
     inst_track: np.ndarray,
-    flows: Any,
     names: _Interned,
     cats: _Interned,
     strings: StringTable,
 ) -> EventTables:
-    """The trace's slices, instants and counters as the columns the encoder writes."""
+    """The trace's slices, instants and counters as the columns the encoder writes; their
+    flows (which the results add to) are set by the caller, none until then."""
     sl = trace.slices
     n = len(sl)
     none = np.zeros(0, np.int64)
@@ -187,7 +195,7 @@ def _event_tables(
         slice_name_iid=slice_name_iid,
         slice_cat_iid=slice_cat_iid,
         annotations=annotations,
-        flow_csr=flows.by_slice(n),
+        flow_csr=(np.zeros(n + 1, np.int64), none, np.zeros(n + 1, np.int64), none),
         inst_ts=instants["ts"].to_numpy(np.int64) if len(instants) else none,
         inst_uuid=inst_uuid,
         inst_name_iid=inst_name_iid,
@@ -238,9 +246,12 @@ class _Interned:
         repeated.extend(message(iid=i, name=s) for s, i in self.iid.items())  # type: ignore[attr-defined]
 
 
-def _write_events(f: Any, tables: EventTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Encode and write every event of ``tables`` in time order, a chunk at a time."""
-    src_kind, src_idx, ev_kind = event_order(tables)
+def _write_events(
+    f: Any, tables: EventTables, order: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Encode and write every event of ``tables`` in time order (``order``: their
+    :func:`event_order`, when found already), a chunk at a time."""
+    src_kind, src_idx, ev_kind = order if order is not None else event_order(tables)
     for lo in range(0, len(ev_kind), CHUNK_EVENTS):
         hi = min(lo + CHUNK_EVENTS, len(ev_kind))
         data = encode_chunk(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])

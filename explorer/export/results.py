@@ -33,8 +33,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
-from explorer.analysis.ahead import compute_ahead
-from explorer.analysis.dependency_graph import dependency_graph
+from explorer.analysis.ahead import Ahead, compute_ahead
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -175,21 +174,73 @@ def explorer_results(
 ) -> Results:
     """Findings and critical path of ``trace`` as slices and flows to export (the
     report's: read back from the store when a report stored them)."""
-    out = Results()
-    if len(trace.slices) == 0:
+    with PendingResults(trace, findings=findings, critical_path=critical_path) as pending:
+        return pending.get()
+
+
+class PendingResults:
+    """Explorer's results of a trace (:func:`explorer_results`) while they are computed:
+    the critical path — its dependency graph and search, the larger part — in a forked
+    child from the moment this is made, the findings here when :meth:`get` is called,
+    and in between whatever the caller prepares. The Perfetto writer builds its tables of
+    the trace's own events meanwhile: on 1M events the child's ~1.9 s hold the findings
+    (~0.9 s) and those tables (~0.5 s), where before the path was found here, alone, after
+    the graph (the findings' child beside the graph).
+
+    The child hands back the path (~40 MB pickled on 1M events), kept and stored as if
+    found here; where no child can be forked, or it fails, the path is found here in
+    :meth:`get` (see :mod:`explorer.analysis.ahead`). With ``given`` results, :meth:`get`
+    returns them and nothing is computed. A context manager: leaving it stops the child."""
+
+    def __init__(
+        self,
+        trace: TraceData,
+        *,
+        findings: bool = True,
+        critical_path: bool = True,
+        given: Results | None = None,
+    ) -> None:
+        self._trace = trace
+        self._findings = findings
+        self._critical_path = critical_path
+        self._given = given
+        self._ahead: Ahead | None = None
+        wanted = given is None and len(trace.slices) > 0 and critical_path
+        if wanted and not trace.memo.available("critical_path", (None, True)):
+            self._ahead = compute_ahead(trace, (report_path,), ("critical_path",))
+
+    def get(self) -> Results:
+        """The results: the findings found here (while the child searches), then the
+        path the child found (or found here)."""
+        if self._given is not None:
+            return self._given
+        trace = self._trace
+        out = Results()
+        if len(trace.slices) == 0:
+            return out
+        if self._findings:
+            out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
+        if self._ahead is not None:
+            self._ahead.join()
+        if self._critical_path:
+            _critical_path(trace, report_path(trace), out)
         return out
-    if findings and critical_path and not trace.memo.available("critical_path", (None, True)):
-        # The findings need no graph: found in a child while the path's graph is built here
-        # (not while the path is found: the path's search is the peak, and the child's
-        # pages would add to it).
-        with compute_ahead(trace, (ranked_findings,), ("findings",)) as ahead:
-            dependency_graph(trace, None, all_steps=True)
-            ahead.join()
-    if findings:
-        out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
-    if critical_path:
-        _critical_path(trace, report_path(trace), out)
-    return out
+
+    @property
+    def path_from_child(self) -> bool:
+        """Whether the child found the path (kept here at :meth:`get`)."""
+        return self._ahead is not None and self._ahead.adopted
+
+    def close(self) -> None:
+        """Stop the child, if it still runs."""
+        if self._ahead is not None:
+            self._ahead.close()
+
+    def __enter__(self) -> PendingResults:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def report_path(trace: TraceData) -> path_analysis.CriticalPath:

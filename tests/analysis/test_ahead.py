@@ -259,3 +259,53 @@ def test_nothing_is_forked_off_the_main_thread(tmp_path: Path) -> None:
         env={"EXPLORER_CACHE_DIR": str(tmp_path), "EXPLORER_ANALYSIS_WORKERS": "1"},
     )
     assert got == {"off_main": None, "main": True}
+
+
+EXPORTED = """
+import json, sys
+from pathlib import Path
+import explorer
+from explorer.export import to_perfetto
+from explorer.export.results import PendingResults
+
+path, out = sys.argv[1], Path(sys.argv[2])
+t = explorer.load(path).data
+with PendingResults(t) as pending:
+    got = pending.get()
+    from_child = pending.path_from_child
+to_perfetto(explorer.load(path).data, out)  # the whole export, as the command writes it
+again = explorer.load(path).data  # reopened: the path the export stored
+print(json.dumps({
+    "from_child": from_child,
+    "slices": [s.name for s in got.slices],
+    "runs": got.path.astype(str).values.tolist(),
+    "flows": got.flows.astype(str).values.tolist(),
+    "stored": again.memo.available("critical_path", (None, True)),
+}))
+"""
+
+
+@pytest.mark.parametrize("trace", [DATALOADER, NEURON], ids=["dataloader", "neuron"])
+def test_an_export_is_the_same_with_and_without_the_path_in_a_child(
+    trace: Path, tmp_path: Path
+) -> None:
+    """The export's critical path is found in a child while its findings and the trace's
+    own event tables are made here: the same results and the same file, byte for byte,
+    as in one process, and the path stored for the next report."""
+    got = {}
+    for workers in ("1", "0"):
+        got[workers] = _python(
+            EXPORTED,
+            str(trace),
+            str(tmp_path / f"{workers}.pftrace"),
+            env={
+                "EXPLORER_CACHE_DIR": str(tmp_path / f"cache{workers}"),
+                "EXPLORER_ANALYSIS_WORKERS": workers,
+            },
+        )
+    assert got["1"]["from_child"] and not got["0"]["from_child"]
+    assert got["1"]["stored"] and got["0"]["stored"]
+    assert got["1"]["runs"] and got["1"]["slices"]
+    for key in ("slices", "runs", "flows"):
+        assert got["1"][key] == got["0"][key], key
+    assert (tmp_path / "1.pftrace").read_bytes() == (tmp_path / "0.pftrace").read_bytes()
