@@ -85,7 +85,7 @@ def read(path: Path, options: Options) -> TraceData:
     # A load too large for memory keeps its columns in files beside the cache's entries.
     trace = _parse(path, progress, (root or cache_root()) if stamp is not None else None)
     if stamp is not None and options.defer_cache_write:
-        CacheWrite(path, trace, stamp, root)  # written when the caller says (finish_cache_write)
+        CacheWrite(path, trace, stamp, root)  # written when the caller finishes it
     elif stamp is not None:
         if progress:
             progress(0.95, "writing cache")

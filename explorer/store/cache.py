@@ -213,7 +213,8 @@ class CacheWrite:
 
 
 def cache_write_of(trace: TraceData) -> CacheWrite | None:
-    """The unfinished cache write of ``trace`` (or of the trace it is a view of), if any."""
+    """The deferred cache write of ``trace`` (or of the trace it is a view of), if it has
+    one, finished or not (:meth:`CacheWrite.finish` is then a no-op)."""
     store = trace.memo.store
     owner = getattr(store, "owner", None)
     return owner if isinstance(owner, CacheWrite) else None
