@@ -6,6 +6,11 @@ until the host has launched new work. Both parts are measured: the breakdown's
 ``host_sync`` reason (device idle while the host waits) and ``sync_refill`` (device idle
 right after a sync returns, until the next device work). Counts and lines come from the
 outermost sync slices on the host.
+
+On CPU-only traces (host mode) a sync waits for no device: its time is the op's own, and a
+single slow one is the scheduler, not the code (a loaded machine stretched one step's
+``.item()`` from 11 µs to 3.5 ms). There the time must recur: at least
+:data:`HOST_MIN_STEPS` of the steps spend :data:`MIN_SHARE` of their own time in syncs.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import numpy as np
 
 from explorer.analysis.cause_lines import cause_lines
 from explorer.analysis.classify import classes
-from explorer.analysis.detectors.context import MAX_EVIDENCE, Context, torch_module
+from explorer.analysis.detectors.context import MAX_EVIDENCE, MIN_SHARE, Context, torch_module
 from explorer.analysis.finding import Finding
 from explorer.units import fmt_ns
 
@@ -22,12 +27,17 @@ from explorer.units import fmt_ns
 KIND = "sync_stall"
 REASONS: tuple[str, ...] = ("host_sync", "sync_refill")
 
+#: In host mode, the share of steps whose own sync time must reach MIN_SHARE of the step.
+HOST_MIN_STEPS = 0.5
+
 
 def detect(ctx: Context) -> list[Finding]:
     m = ctx.measure("host_sync", "sync_refill")
     if not ctx.significant(m):
         return []
     assert m is not None
+    if not ctx.device_mode and not _recurs(ctx, m.per_step):
+        return []
     sync = ctx.outermost(classes(ctx.trace).host_sync)
     in_steps = ctx.starts_in_steps
     n_sync = int(np.count_nonzero(sync & in_steps))
@@ -58,3 +68,12 @@ def detect(ctx: Context) -> list[Finding]:
         order = np.argsort(-dur, kind="stable")[:MAX_EVIDENCE]
         f.evidence = [int(i) for i in ids[order]]
     return [f]
+
+
+def _recurs(ctx: Context, per_step: np.ndarray) -> bool:
+    """Do at least HOST_MIN_STEPS of the steps spend MIN_SHARE of their time in syncs?"""
+    dur = ctx.steps["dur_ns"].to_numpy(np.int64)
+    if not len(dur):
+        return False
+    hit = per_step >= MIN_SHARE * np.maximum(dur, 1)
+    return bool(np.count_nonzero(hit) >= HOST_MIN_STEPS * len(dur))
