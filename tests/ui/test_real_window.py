@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -114,10 +114,12 @@ def _count(pixels: np.ndarray, rgb: tuple[int, int, int]) -> int:
     return int(np.all(np.abs(pixels.astype(int) - rgb) <= 6, axis=2).sum())
 
 
-def _until(check, timeout: float = 60.0, what: str = "") -> None:
+def _until(check, timeout: float = 60.0, what: str | Callable[[], str] = "") -> None:
     deadline = time.monotonic() + timeout
     while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what() if callable(what) else what}"
+        )
         time.sleep(0.2)
 
 
@@ -129,13 +131,17 @@ def _viewer(display: str, tmp_path: Path, *args: str) -> Iterator[subprocess.Pop
     env.pop("QT_QPA_PLATFORM", None)
     env.pop("WAYLAND_DISPLAY", None)
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "explorer", "view", str(TRACE), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # Its output goes to files, not pipes nobody reads while it runs: a viewer that wrote
+    # more than a pipe holds would block in the write, and the test would wait on a frozen
+    # window; the files also say what it printed when a wait times out.
+    with (tmp_path / "viewer.out").open("w") as out, _err_path(tmp_path).open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "explorer", "view", str(TRACE), *args],
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
     try:
         yield proc
     finally:
@@ -144,23 +150,34 @@ def _viewer(display: str, tmp_path: Path, *args: str) -> Iterator[subprocess.Pop
             proc.wait(10)
 
 
-def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
+def _err_path(tmp_path: Path) -> Path:
+    return tmp_path / "viewer.err"
+
+
+def _err(tmp_path: Path) -> str:
+    """What the viewer started by :func:`_viewer` has written to stderr so far."""
+    return _err_path(tmp_path).read_text()
+
+
+def _titled_window(proc: subprocess.Popen[str], display: str, tmp_path: Path) -> str:
     """The window's id, once its title names the trace (it is loaded)."""
     win = ""
 
     def titled() -> bool:
         nonlocal win
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert proc.poll() is None, _err(tmp_path)
         found = subprocess.run(
             # this process's window only: under CI's shared display the other pytest
             # worker's viewer can show the same title (a signal sent to a viewer still
             # loading, before its handler, left no settings file, or none was handled).
             # ``--all``: xdotool's criteria are OR'ed by default, so ``--pid`` alone
-            # still matched the other viewer's window by its name.
+            # still matched the other viewer's window by its name. ``--onlyvisible``: a
+            # window with the title that is not mapped shoots as blank pixels, no error.
             [
                 "xdotool",
                 "search",
                 "--all",
+                "--onlyvisible",
                 "--pid",
                 str(proc.pid),
                 "--name",
@@ -180,7 +197,7 @@ def _titled_window(proc: subprocess.Popen[str], display: str) -> str:
 def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
     with _viewer(display, tmp_path, "--finding", "1") as proc:
         # The window appears and its title names the trace once it is loaded.
-        win = _titled_window(proc, display)
+        win = _titled_window(proc, display, tmp_path)
         geometry = _x(display, "xdotool", "getwindowgeometry", win)
         size = geometry.split("Geometry:")[1].split()[0]
         w, h = (int(v) for v in size.split("x"))
@@ -188,17 +205,26 @@ def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
         assert abs(w - SCREEN[0] * 0.9) <= 40 and abs(h - SCREEN[1] * 0.9) <= 60, size
 
         # --finding 1: once the analyses are in, the finding's evidence is marked (amber).
+        amber = 0
+
         def evidence_marked() -> bool:
             # The title can sit on more than one X window while the viewer starts (one run
             # in CI found one that was gone by the time xwd read it): find it again then.
-            nonlocal win
+            nonlocal win, amber
             try:
-                return _count(_shot(display, win, tmp_path / "finding.xwd"), EVIDENCE) > 200
+                amber = _count(_shot(display, win, tmp_path / "finding.xwd"), EVIDENCE)
             except subprocess.CalledProcessError:
-                win = _titled_window(proc, display)
+                win = _titled_window(proc, display, tmp_path)
                 return False
+            return amber > 200
 
-        _until(evidence_marked, what="the finding's evidence on the timeline")
+        _until(
+            evidence_marked,
+            what=lambda: (
+                f"the finding's evidence on the timeline (window {win}: {amber} amber "
+                f"pixels; viewer running: {proc.poll() is None}; its stderr: {_err(tmp_path)[-2000:]!r})"
+            ),
+        )
         before = _shot(display, win, tmp_path / "before_search.xwd")
         assert _count(before, SEARCH_HIT) == 0
 
@@ -225,7 +251,7 @@ def test_explorer_view_in_a_real_x_window(display: str, tmp_path: Path) -> None:
         # Ctrl+Q quits; the process exits 0 and nothing Qt says reaches the terminal.
         _x(display, "xdotool", "key", "ctrl+q")
         assert proc.wait(90) == 0  # the close waits for background jobs (up to 60 s)
-        err = proc.stderr.read() if proc.stderr else ""
+        err = _err(tmp_path)
         assert "propagateSizeHints" not in err
         assert "Traceback" not in err, err
         saved = tmp_path / "config" / "Explorer" / "explorer.conf"
@@ -241,10 +267,10 @@ def test_ctrl_c_or_sigterm_in_the_terminal_closes_the_viewer(
     signal asks: ``explorer: interrupted`` and status 130, or the SIGTERM status. Before,
     Qt's event loop never let Python run the handler and the viewer ignored both."""
     with _viewer(display, tmp_path) as proc:
-        _titled_window(proc, display)
+        _titled_window(proc, display, tmp_path)
         proc.send_signal(sig)
         status = proc.wait(90)  # the close waits for background jobs (up to 60 s)
-        err = proc.stderr.read() if proc.stderr else ""
+        err = _err(tmp_path)
         assert "Traceback" not in err, err
         if sig == signal.SIGINT:
             assert status == 130 and err.strip().splitlines()[-1] == "explorer: interrupted"
