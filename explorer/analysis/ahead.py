@@ -85,6 +85,11 @@ class Ahead:
         #: Whether the child's results were kept (False: this process computes them).
         self.adopted = False
 
+    @property
+    def running(self) -> bool:
+        """Whether a child was started and its result not yet taken."""
+        return self._future is not None
+
     def result(self) -> Any:
         """What the child returned, once it has; None when it failed in any way (the work
         is then done here, where a failure is raised) or was never started."""

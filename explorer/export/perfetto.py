@@ -43,10 +43,12 @@ from explorer.export.perfetto_events import (
     FROM_COUNTER,
     FROM_SLICE,
     SEQUENCE_ID,
+    EncodedChunk,
     EventTables,
     counter_rows,
-    encode_chunk,
+    encode_core,
     event_order,
+    finish_chunk,
     flow_table,
 )
 from explorer.export.perfetto_results import (
@@ -124,12 +126,15 @@ def write_perfetto(
         cats = _Interned()
         # (no track is added and nothing interned before the results' rows would have)
         tables = _event_tables(trace, layout, instants, inst_track, names, cats, strings)
+        tables.start_ns -= ids.shift_ns
         order = event_order(tables)
+        # While the child searches, every byte of the events but their lengths and flow
+        # ids (~0.5 s of the 0.65 s of encoding on 1M events); else encoded as written.
+        cores = _encoded(tables, order) if pending.meanwhile else None
         results = pending.get()
     rows = layout_result_rows(layout, results, trace)
     flows = flow_table(trace, results, ids.first_flow)
     tables.flow_csr = flows.by_slice(len(sl))
-    tables.start_ns -= ids.shift_ns
     start_ns = tables.start_ns
     path_tables = critical_path_tables(results, rows, tables, names, cats, strings)
 
@@ -143,7 +148,7 @@ def write_perfetto(
         )
     # findings first: they begin the flows to their evidence, which the slices end
     write_findings(f, results, rows, start_ns, flows.result_links)
-    src_kind, src_idx, ev_kind = _write_events(f, tables, order)
+    src_kind, src_idx, ev_kind = _write_events(f, tables, order, cores)
     if path_tables is not None:
         _write_events(f, path_tables)
     summary.bytes = f.tell() - first_byte
@@ -246,14 +251,37 @@ class _Interned:
         repeated.extend(message(iid=i, name=s) for s, i in self.iid.items())  # type: ignore[attr-defined]
 
 
+def _encoded(
+    tables: EventTables, order: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> list[EncodedChunk]:
+    """Every chunk of events encoded but for its lengths and flow ids (:func:`encode_core`)."""
+    src_kind, src_idx, ev_kind = order
+    return [
+        encode_core(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])
+        for lo, hi in _chunks(len(ev_kind))
+    ]
+
+
+def _chunks(n: int) -> list[tuple[int, int]]:
+    return [(lo, min(lo + CHUNK_EVENTS, n)) for lo in range(0, n, CHUNK_EVENTS)]
+
+
 def _write_events(
-    f: Any, tables: EventTables, order: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    f: Any,
+    tables: EventTables,
+    order: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    cores: list[EncodedChunk] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Encode and write every event of ``tables`` in time order (``order``: their
-    :func:`event_order`, when found already), a chunk at a time."""
+    :func:`event_order`, when found already; ``cores``: their chunks encoded already,
+    but for the flows, taken from the list as they are written), a chunk at a time."""
     src_kind, src_idx, ev_kind = order if order is not None else event_order(tables)
-    for lo in range(0, len(ev_kind), CHUNK_EVENTS):
-        hi = min(lo + CHUNK_EVENTS, len(ev_kind))
-        data = encode_chunk(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])
+    for lo, hi in _chunks(len(ev_kind)):
+        core = (
+            cores.pop(0)  # each freed once written
+            if cores is not None
+            else encode_core(tables, src_kind[lo:hi], src_idx[lo:hi], ev_kind[lo:hi])
+        )
+        data = finish_chunk(core, tables.flow_csr)
         f.write(data.data)  # the array's own buffer: no copy
     return src_kind, src_idx, ev_kind

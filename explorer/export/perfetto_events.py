@@ -4,8 +4,9 @@ time: which events there are, in what order, and their bytes.
 Every packet is cut from per-source columns (:class:`EventTables`): a slice gives a
 begin and an end packet (or one instant when it has no length), the trace's instants and
 counter samples one packet each. :func:`event_order` puts them in time order once;
-:func:`encode_chunk` turns a run of them into framed bytes with
-:mod:`explorer.export.protowire`, so no packet is ever a Python object.
+:func:`encode_core` turns a run of them into bytes with
+:mod:`explorer.export.protowire`, so no packet is ever a Python object, all but the lengths
+and flow ids, which wait for the analyses; :func:`finish_chunk` adds those.
 """
 
 from __future__ import annotations
@@ -226,12 +227,34 @@ class EventTables:
     counters: Counters
 
 
+@dataclass
+class EncodedChunk:
+    """A run of packets encoded but for what the analysis results decide: each packet's
+    fields but its own length, its track event's tag and length, and its flow ids (the
+    critical path's flows and the findings' links add ids to trace slices). ``core``
+    holds, per packet, the packet's fields before its track event (``head_lens`` bytes)
+    then the track event's fields (``event_lens``). :func:`finish_chunk` frames it."""
+
+    core: np.ndarray
+    head_lens: np.ndarray
+    event_lens: np.ndarray
+    sid: np.ndarray  # the slice of each packet (0 where none)
+    opening: np.ndarray  # a slice's begin or zero-length slice: the packets flows attach to
+
+
 def encode_chunk(
     t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
 ) -> np.ndarray:
     """The framed bytes of one run of packets (as listed by :func:`event_order`)."""
-    counters, annotations, flow_csr = t.counters, t.annotations, t.flow_csr
-    m = len(ev_kind)
+    return finish_chunk(encode_core(t, src_kind, src_idx, ev_kind), t.flow_csr)
+
+
+def encode_core(
+    t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
+) -> EncodedChunk:
+    """Every byte of one run of packets that needs no flow: all of them but the lengths
+    and flow ids (the export encodes these while the analyses still run)."""
+    counters, annotations = t.counters, t.annotations
     is_slice = src_kind == FROM_SLICE
     is_inst = src_kind == FROM_INSTANT
     is_ctr = src_kind == FROM_COUNTER
@@ -252,28 +275,43 @@ def encode_chunk(
     cat_iid = _pick(is_slice, t.slice_cat_iid, sid, is_inst, t.inst_cat_iid, iidx, 0)
     # every type fits in the one byte after its tag
     type_and_track = w.with_column(w.field_varint(11, uuid, prefix=_TYPE_TAG), 1, ev_type)
-    inner = w.Block([type_and_track])
+    event = w.Block([type_and_track])
     if named.any():
-        inner.append(w.field_varint(10, name_iid, named))
-        inner.append(w.field_varint(3, cat_iid, named))
+        event.append(w.field_varint(10, name_iid, named))
+        event.append(w.field_varint(3, cat_iid, named))
     if is_ctr.any():
-        inner.append(w.field_fixed64(44, counters.value[cidx].astype(np.float64), is_ctr))
-    inner.extend(annotations.encode(sid, opening))
-    slots = _flow_slots(sid, opening, flow_csr)
-    if slots is not None:
-        inner.extend(slots)
-        tail, tail_lens = np.zeros(0, np.uint8), np.zeros(m, np.int64)
-    else:  # some slice has many flows (a graph launch): append them as raw bytes
-        tail, tail_lens = _flow_tail(sid, opening, flow_csr)
-    packet = w.Block([w.field_varint(8, time, prefix=_SEQ_FIELD)])
+        event.append(w.field_fixed64(44, counters.value[cidx].astype(np.float64), is_ctr))
+    event.extend(annotations.encode(sid, opening))
+    head = w.Block([w.field_varint(8, time, prefix=_SEQ_FIELD)])
     if named.any():
-        packet.append(w.constant(_FLAGS_FIELD, named))
-    packet.extend(w.message(11, inner, extra_len=tail_lens))
-    if not len(tail):
-        return w.frame(packet)
-    flat, lens = packet.flat(), packet.lens
-    flat = w.interleave(flat, lens, tail, tail_lens)
-    return w.frame_ragged(flat, lens + tail_lens)
+        head.append(w.constant(_FLAGS_FIELD, named))
+    core = w.Block([*head, *event])
+    # held for every chunk while the analyses run: lengths (of a packet's parts) as int32
+    return EncodedChunk(
+        core.flat(), head.lens.astype(np.int32), event.lens.astype(np.int32), sid, opening
+    )
+
+
+def finish_chunk(
+    c: EncodedChunk, flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """The framed bytes of an encoded run: each packet's ``Trace.packet`` tag and length,
+    its head, its track event's tag and length, the event's fields, then its flow ids
+    (the event's last fields) — inserted into the core in one pass."""
+    flows, flow_lens = _flow_tail(c.sid, c.opening, flow_csr)
+    head_lens = c.head_lens.astype(np.int64)
+    event_lens = c.event_lens + flow_lens
+    event_head = w.field_varint_len(11, event_lens)
+    packet = w.field_varint_len(1, head_lens + event_head.width + event_lens)
+    return w.inserted(
+        c.core,
+        head_lens + c.event_lens,
+        [
+            (w.Block([packet]).flat(), packet.lens, np.zeros(len(flow_lens), np.int64)),
+            (w.Block([event_head]).flat(), event_head.lens, head_lens),
+            (flows, flow_lens, head_lens + c.event_lens),
+        ],
+    )
 
 
 def _pick(
@@ -313,42 +351,6 @@ def _packet_times(
     if is_ctr.any():
         time = np.where(is_ctr, t.counters.ts[cidx], time)
     return time + t.start_ns
-
-
-#: Up to this many flow ids per packet are laid out as fixed columns; more fall back to the
-#: slower byte-level tail (only for chunks holding such a packet).
-_MAX_FLOW_SLOTS = 8
-
-
-def _flow_slots(
-    sid: np.ndarray,
-    opening: np.ndarray,
-    flow_csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-) -> w.Block | None:
-    """``flow_ids`` then ``terminating_flow_ids`` of each packet as fixed-width parts;
-    None when a packet of this chunk has more than :data:`_MAX_FLOW_SLOTS` of them."""
-    out_ptr, out_ids, in_ptr, in_ids = flow_csr
-    block = w.Block()
-    if len(out_ids) == 0 and len(in_ids) == 0:  # only flows a finding begins end here
-        return block
-    n_out = np.where(opening, out_ptr[sid + 1] - out_ptr[sid], 0)
-    n_in = np.where(opening, in_ptr[sid + 1] - in_ptr[sid], 0)
-    k_out, k_in = int(n_out.max(initial=0)), int(n_in.max(initial=0))
-    if k_out + k_in > _MAX_FLOW_SLOTS:
-        return None
-    for count, ptr, ids, tag_bytes in (
-        (k_out, out_ptr, out_ids, _FLOW_TAG),
-        (k_in, in_ptr, in_ids, _TERMINATING_FLOW_TAG),
-    ):
-        have_n = n_out if tag_bytes is _FLOW_TAG else n_in
-        for k in range(count):
-            have = have_n > k
-            value = ids[np.clip(ptr[sid] + k, 0, len(ids) - 1)]
-            rows = np.empty((len(sid), 10), np.uint8)
-            rows[:, :2] = tag_bytes
-            rows[:, 2:] = value.astype("<u8").view(np.uint8).reshape(len(sid), 8)
-            block.append(w.matrix_part(rows, have))
-    return block
 
 
 def _flow_tail(

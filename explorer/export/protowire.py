@@ -252,21 +252,33 @@ def frame(packets: Block) -> np.ndarray:
     return message(1, packets).flat()
 
 
-def frame_ragged(data: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Like :func:`frame` for packets already flattened to bytes with their lengths."""
-    head = field_varint_len(1, lens)
-    return interleave(Block([head]).flat(), head.lens, data, lens)
+def inserted(
+    base: np.ndarray,
+    base_lens: np.ndarray,
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """Message ``i`` of ``base`` (messages back to back, ``base_lens`` bytes each) with
+    each piece's bytes for it inserted: a piece is ``(data, lens, at)``, message ``i``'s
+    ``lens[i]`` bytes (back to back in ``data``) going before byte ``at[i]`` of the base
+    message. Pieces come in the order of their places (at one place, in list order).
 
-
-def interleave(a: np.ndarray, a_lens: np.ndarray, b: np.ndarray, b_lens: np.ndarray) -> np.ndarray:
-    """Message ``i`` is ``a``'s message ``i`` followed by ``b``'s: both given flattened."""
-    n = len(a_lens)
-    lens = a_lens + b_lens
+    Each inserted byte is put at its place and the base's bytes fill the rest in one
+    masked copy: a gather of every output byte by an index array took 7x as long on the
+    export's packets, which are mostly base (the flow ids it inserts are few)."""
+    n = len(base_lens)
+    out_lens = base_lens + sum(lens for _, lens, _ in pieces)
     starts = np.zeros(n, np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
-    out = np.empty(int(lens.sum()), np.uint8)
-    for data, part_lens, offset in ((a, a_lens, starts), (b, b_lens, starts + a_lens)):
-        src = np.zeros(n, np.int64)
-        np.cumsum(part_lens[:-1], out=src[1:])
-        out[np.arange(len(data), dtype=np.int64) + np.repeat(offset - src, part_lens)] = data
+    np.cumsum(out_lens[:-1], out=starts[1:])
+    out = np.empty(len(base) + sum(len(data) for data, _, _ in pieces), np.uint8)
+    keep = np.ones(len(out), bool)
+    before = np.zeros(n, np.int64)  # bytes of earlier pieces in each message
+    for data, lens, at in pieces:
+        if len(data):
+            own = np.zeros(n, np.int64)  # where each message's bytes begin in ``data``
+            np.cumsum(lens[:-1], out=own[1:])
+            put = np.arange(len(data), dtype=np.int64) + np.repeat(starts + at + before - own, lens)
+            out[put] = data
+            keep[put] = False
+        before += lens
+    out[keep] = base
     return out

@@ -290,8 +290,9 @@ def test_an_export_is_the_same_with_and_without_the_path_in_a_child(
     trace: Path, tmp_path: Path
 ) -> None:
     """The export's critical path is found in a child while its findings and the trace's
-    own event tables are made here: the same results and the same file, byte for byte,
-    as in one process, and the path stored for the next report."""
+    own event tables are made here, and the events encoded but for their lengths and flow
+    ids: the same results and the same file, byte for byte, as in one process (which
+    encodes each chunk as it writes it), and the path stored for the next report."""
     got = {}
     for workers in ("1", "0"):
         got[workers] = _python(

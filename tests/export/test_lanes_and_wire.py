@@ -111,6 +111,37 @@ def test_encoder_round_trips_through_the_protobuf_classes() -> None:
         assert p == want, i
 
 
+def test_inserted_puts_each_piece_at_its_place_in_its_message() -> None:
+    rng = np.random.default_rng(2)
+    n = 300
+    base_lens = rng.integers(0, 12, n)
+    base = rng.integers(0, 256, int(base_lens.sum())).astype(np.uint8)
+    pieces = []
+    place = np.zeros(n, np.int64)
+    for _ in range(3):  # places in order within each message, some pieces empty
+        place = place + rng.integers(0, 3, n)
+        place = np.minimum(place, base_lens)
+        lens = rng.integers(0, 4, n) * (rng.random(n) < 0.5)
+        data = rng.integers(0, 256, int(lens.sum())).astype(np.uint8)
+        pieces.append((data, lens, place.copy()))
+    got = w.inserted(base, base_lens, pieces).tobytes()
+    # built message by message, in plain Python
+    want = bytearray()
+    b_at, p_at = 0, [0, 0, 0]
+    for i in range(n):
+        msg = bytes(base[b_at : b_at + base_lens[i]])
+        b_at += int(base_lens[i])
+        out, last = bytearray(), 0
+        for k, (data, lens, at) in enumerate(pieces):
+            out += msg[last : at[i]]
+            last = int(at[i])
+            out += bytes(data[p_at[k] : p_at[k] + lens[i]])
+            p_at[k] += int(lens[i])
+        want += out + msg[last:]
+    assert got == bytes(want)
+    assert len(got) == len(base) + sum(len(d) for d, _, _ in pieces)
+
+
 def test_over_long_varints_are_what_parsers_read() -> None:
     # 5 padded to three bytes, as a column whose widest value needs three
     values = np.array([5, 2**20], np.int64)
