@@ -37,6 +37,7 @@ from explorer.analysis.ahead import Ahead, compute_ahead
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
+from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.model import TraceData, Window
 
 FINDINGS_ROW = "Findings"
@@ -206,9 +207,22 @@ class PendingResults:
         self._critical_path = critical_path
         self._given = given
         self._ahead: Ahead | None = None
+        self._found: list[ResultSlice] | None = None
         wanted = given is None and len(trace.slices) > 0 and critical_path
         if wanted and not trace.memo.available("critical_path", (None, True)):
             self._ahead = compute_ahead(trace, (report_path,), ("critical_path",))
+
+    def find(self) -> None:
+        """Find the findings here, now (while the child searches), then give the memory
+        their temporaries freed back: :meth:`get` does it when not done yet. Apart from
+        it so that a caller can do more before it waits, on top of the findings' results
+        rather than their peak."""
+        if self._found is None:
+            trace = self._trace
+            want = self._given is None and self._findings and len(trace.slices) > 0
+            self._found = _finding_slices(trace, ranked_findings(trace)) if want else []
+            if want:
+                release_freed_memory()
 
     def get(self) -> Results:
         """The results: the findings found here (while the child searches), then the
@@ -219,8 +233,9 @@ class PendingResults:
         out = Results()
         if len(trace.slices) == 0:
             return out
-        if self._findings:
-            out.slices.extend(_finding_slices(trace, ranked_findings(trace)))
+        self.find()
+        assert self._found is not None
+        out.slices.extend(self._found)
         if self._ahead is not None:
             self._ahead.join()
         if self._critical_path:
