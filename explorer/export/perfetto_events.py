@@ -242,13 +242,6 @@ class EncodedChunk:
     opening: np.ndarray  # a slice's begin or zero-length slice: the packets flows attach to
 
 
-def encode_chunk(
-    t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
-) -> np.ndarray:
-    """The framed bytes of one run of packets (as listed by :func:`event_order`)."""
-    return finish_chunk(encode_core(t, src_kind, src_idx, ev_kind), t.flow_csr)
-
-
 def encode_core(
     t: EventTables, src_kind: np.ndarray, src_idx: np.ndarray, ev_kind: np.ndarray
 ) -> EncodedChunk:

@@ -109,15 +109,6 @@ def _scattered(block: Block, columns: np.ndarray) -> np.ndarray:
     return out
 
 
-def matrix_part(rows: np.ndarray, present: np.ndarray) -> Part:
-    """A part from bytes already laid out as an ``(n, width)`` matrix."""
-
-    def fill(out: np.ndarray) -> None:
-        out[...] = rows
-
-    return Part(int(rows.shape[1]), np.asarray(present, bool), fill)
-
-
 def with_column(part: Part, column: int, values: np.ndarray) -> Part:
     """``part`` with byte ``column`` of each row replaced by ``values`` (e.g. a one-byte
     enum written after a constant tag)."""
