@@ -354,7 +354,12 @@ def sweep(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cut time at every boundary; each segment gets the smallest code covering it (-1: none).
 
-    Vectorised: one ``unique`` over the boundaries, then one ``bincount``/``cumsum`` per code.
+    Vectorised: one sort over the boundaries, then either one ``bincount``/``cumsum`` per
+    code or :func:`_cover_minima`'s passes, one per power of two of the segments' count,
+    whichever is fewer (a pass of the latter costs about a quarter of the former's,
+    measured on 0.2-2M ranges). ``exclusive_ns`` gives a code per nesting depth: real
+    traces' Python stacks are 40-60 deep, where one pass per code took 1.3 s of a report
+    of a 1M-slice H100 trace.
     """
     if len(starts) == 0:
         return np.zeros(1, np.int64), np.zeros(0, np.int64)
@@ -362,9 +367,11 @@ def sweep(
     bounds = np.sort(np.concatenate([starts, ends]).astype(np.int64, copy=False))
     bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])]
     nseg = len(bounds) - 1
-    seg = np.full(nseg, -1, np.int64)
     i_start = np.searchsorted(bounds, starts)
     i_end = np.searchsorted(bounds, ends)
+    if n * LEVELS_PER_CODE_PASS > max(nseg, 1).bit_length() and bool(np.all(i_end >= i_start)):
+        return bounds, _cover_minima(i_start, i_end, np.asarray(codes, np.int64), nseg, n)
+    seg = np.full(nseg, -1, np.int64)
     for k in range(n):
         m = codes == k
         if not m.any():
@@ -375,6 +382,42 @@ def sweep(
         active = np.cumsum(delta)[:-1] > 0
         seg[active & (seg == -1)] = k
     return bounds, seg
+
+
+#: How many of :func:`_cover_minima`'s passes cost what one code's pass of :func:`sweep`
+#: does (measured: equal at 5 codes and 22 levels, 2M ranges).
+LEVELS_PER_CODE_PASS = 4
+
+
+def _cover_minima(
+    i_start: np.ndarray, i_end: np.ndarray, codes: np.ndarray, nseg: int, n: int
+) -> np.ndarray:
+    """Per segment ``0..nseg-1``, the smallest of ``codes`` (each < ``n``) whose range
+    ``[i_start, i_end)`` covers it (-1: none) — :func:`sweep`'s answer in passes over the
+    segments per power of two rather than per code. Each range is two overlapping blocks
+    of the largest power-of-two length it holds, one at each end; a block's minimum is
+    pushed down into the two halves below it, from the longest blocks to single segments."""
+    length = i_end - i_start
+    keep = length > 0
+    lo, hi, code = i_start[keep], i_end[keep], codes[keep]
+    level = np.frexp(length[keep])[1] - 1  # floor(log2(length)), exact for int64 below 2**53
+    dtype = np.int16 if n < np.iinfo(np.int16).max else np.int64
+    none = n  # above every code
+    cur: np.ndarray | None = None
+    for j in range(int(level.max()) if len(level) else 0, -1, -1):
+        half = 1 << j
+        nxt = np.full(nseg - half + 1, none, dtype)  # the blocks [i, i + 2**j)
+        if cur is not None:  # the blocks twice as long: each holds the two here at i, i + half
+            np.minimum(nxt[: len(cur)], cur, out=nxt[: len(cur)])
+            np.minimum(nxt[half : half + len(cur)], cur, out=nxt[half : half + len(cur)])
+        at = level == j
+        if at.any():
+            np.minimum.at(nxt, lo[at], code[at].astype(dtype))
+            np.minimum.at(nxt, hi[at] - half, code[at].astype(dtype))
+        cur = nxt
+    seg = np.full(nseg, -1, np.int64) if cur is None else cur.astype(np.int64)
+    seg[seg == none] = -1
+    return seg
 
 
 def _covered(

@@ -255,22 +255,27 @@ def test_step_selection_and_unknown_step() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_sweep_matches_a_brute_force_rasteriser(seed: int) -> None:
-    """Random overlapping intervals of 4 priorities: per-ns painting agrees with the sweep."""
+@pytest.mark.parametrize("priorities", [1, 4, 60])
+def test_sweep_matches_a_brute_force_rasteriser(seed: int, priorities: int) -> None:
+    """Random overlapping intervals (some empty) of 1, 4 or 60 priorities — the sweep's
+    pass per code and its power-of-two passes, which it picks by the count: per-ns painting
+    agrees with it, segment by segment and over random windows."""
     rng = np.random.default_rng(seed)
-    n = 60
+    n = 60 if priorities < 60 else 400
     starts = rng.integers(0, 400, n)
-    ends = starts + rng.integers(1, 60, n)
-    codes = rng.integers(0, 4, n)
-    bounds, seg = sweep(starts, ends, codes, 4)
+    ends = starts + rng.integers(0, 60, n)
+    codes = rng.integers(0, priorities, n)
+    bounds, seg = sweep(starts, ends, codes, priorities)
     paint = np.full(500, -1)
-    for k in (3, 2, 1, 0):  # lower code wins: paint it last
+    for k in range(priorities - 1, -1, -1):  # lower code wins: paint it last
         for s, e in zip(starts[codes == k], ends[codes == k], strict=True):
             paint[s:e] = k
+    assert [int(paint[a]) for a in bounds[:-1]] == seg.tolist()
+    assert all((paint[a:b] == paint[a]).all() for a, b in zip(bounds[:-1], bounds[1:], strict=True))
     windows = rng.integers(0, 480, (20, 2))
     a = windows.min(axis=1)
     b = windows.max(axis=1) + 1
-    for k in range(4):
+    for k in range(min(priorities, 4)):
         got = _covered(bounds, seg == k, a, b)
         want = [int((paint[x:y] == k).sum()) for x, y in zip(a, b, strict=True)]
         assert got.tolist() == want

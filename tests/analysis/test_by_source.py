@@ -101,3 +101,54 @@ def test_collector_syncs_count_once_at_their_exact_line() -> None:
     assert lines[script_line('print(f"loss {loss.item():.3f}")')] == n_steps
     # the enclosing function's first line (where torch's stack puts aten::item): no double count
     assert lines.get(script_line("def _train_images("), 0) == 0
+
+
+def _nested(rng: np.random.Generator, lo: int, hi: int, depth: int, out: list) -> None:
+    """Random properly nested intervals inside ``[lo, hi)``, down to ``depth`` levels:
+    mostly one child (deep stacks), sometimes two or three, each its piece of the parent's
+    time a few ns in from the piece's ends (some touch or share a parent's start)."""
+    if depth == 0 or hi - lo < 8:
+        return
+    k = 1 if rng.random() < 0.85 else int(rng.integers(2, 4))
+    cuts = np.linspace(lo, hi, k + 1).astype(int)
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        a2, b2 = int(a) + int(rng.integers(0, 3)), int(b) - int(rng.integers(0, 3))
+        if b2 - a2 < 2 or rng.random() < 0.02:
+            continue
+        out.append((a2, b2))
+        _nested(rng, a2, b2, depth - 1, out)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exclusive_time_matches_painting_the_deepest_slice(seed: int) -> None:
+    """Deep stacks (up to 50 levels, as real Python stacks are) on three threads: each
+    slice's exclusive time is the count of nanoseconds where it is the deepest slice
+    running, painted one by one."""
+    from explorer.analysis.by_source import exclusive_ns
+
+    rng = np.random.default_rng(seed)
+    events, spans = [], []
+    for tid in (1, 2, 3):
+        iv: list = []
+        _nested(rng, 0, 20_000, 50 if tid == 1 else 6, iv)
+        for a, b in iv:
+            events.append(
+                {"ph": "X", "name": f"f{len(events)}", "cat": "cpu_op", "ts": a / 1000,
+                 "dur": (b - a) / 1000, "pid": 1, "tid": tid}
+            )  # fmt: skip
+            spans.append((tid, a, b))
+    t = trace_from_events(events)
+    got = exclusive_ns(t, t.on_host())
+    s = t.slices
+    assert int(s["depth"].max()) >= 20  # deep enough for the sweep's per-level passes
+    want = np.zeros(len(s), np.int64)
+    ts, end, track, depth = (s[c].to_numpy(np.int64) for c in ("ts", "dur", "track", "depth"))
+    end = ts + end
+    for tr in np.unique(track):
+        mine = np.flatnonzero(track == tr)
+        owner = np.full(int(end[mine].max()) + 1, -1)
+        for i in mine[np.argsort(depth[mine], kind="stable")]:  # deeper painted later
+            owner[ts[i] : end[i]] = i
+        counts = np.bincount(owner[owner >= 0], minlength=len(s))
+        want += counts
+    assert got.tolist() == want.tolist()
