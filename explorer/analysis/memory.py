@@ -65,12 +65,17 @@ def memory_device_labels(memory: pd.DataFrame) -> np.ndarray:
     is built per distinct (device type, index) pair, then broadcast."""
     if len(memory) == 0:
         return np.empty(0, dtype=object)
-    pairs = np.stack(
-        [memory["device_type"].to_numpy(np.int64), memory["device"].to_numpy(np.int64)], 1
-    )
-    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    kind = memory["device_type"].to_numpy(np.int64)
+    index = memory["device"].to_numpy(np.int64)
+    # (type, index) packed into one int64, in the same order: np.unique over rows
+    # (``axis=0``) sorts them as opaque records, 0.19 s a call on 600k events.
+    low_k, low_i = int(kind.min()), int(index.min())
+    width = int(index.max()) - low_i + 1
+    uniq, inverse = np.unique((kind - low_k) * width + (index - low_i), return_inverse=True)
     names = []
-    for t, d in uniq.tolist():  # one iteration per distinct device
+    for key in uniq.tolist():  # one iteration per distinct device
+        t, d = divmod(key, width)
+        t, d = t + low_k, d + low_i
         names.append(device_label(DEVICE_TYPES.get(int(t), f"device{t}"), d))
     return np.asarray(names, dtype=object)[np.asarray(inverse).reshape(-1)]
 
@@ -348,7 +353,7 @@ def _op_slices(trace: TraceData, slice_id: np.ndarray) -> np.ndarray:
     # method empty of type object at 0x7f…>``, which names no op; the primitive itself
     # (``aten::empty``) does, and its source line is the same.
     op_parent = parent >= 0
-    op_parent[op_parent] = s["kind"].to_numpy()[parent[op_parent]] != "python"
+    op_parent[op_parent] = ~trace.kind_in("python")[parent[op_parent]]
     for _ in range(64):
         ok = out >= 0
         move = np.zeros(len(out), bool)
@@ -357,6 +362,14 @@ def _op_slices(trace: TraceData, slice_id: np.ndarray) -> np.ndarray:
             break
         out[move] = parent[out[move]]
     return out
+
+
+def _values_at(column: pd.Series, ids: np.ndarray) -> np.ndarray:
+    """``column``'s values at rows ``ids``, as strings: through its codes when it is a
+    categorical."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return category_values(column)[ids].astype(str)
+    return column.to_numpy(dtype=object)[ids].astype(str)
 
 
 def _who(
@@ -376,7 +389,8 @@ def _who(
     ids = op_slice[ok]
     op[ok] = category_values(trace.slices["name"])[ids].astype(str)
     frames = user_frames(trace)
-    file[ok] = frames["file"].to_numpy(dtype=object)[ids].astype(str)
+    # the categoricals' strings per allocation, not one per slice first (1M slices: 0.2 s)
+    file[ok] = _values_at(frames["file"], ids)
     line[ok] = frames["line"].to_numpy(np.int64)[ids]
-    function[ok] = frames["function"].to_numpy(dtype=object)[ids].astype(str)
+    function[ok] = _values_at(frames["function"], ids)
     return op, file, line, function
