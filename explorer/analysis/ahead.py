@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -56,6 +58,51 @@ _WORK: Callable[[], Any] | None = None
 
 #: Slices below which the analyses take too little for a fork (~20 ms) to pay.
 MIN_SLICES = 50_000
+
+
+@dataclass(eq=False)  # compared by identity: a trace's tables have no truth value
+class _Rider:
+    """Work for the next child forked for ``trace`` once its own is done (:func:`riding_along`):
+    memoised ``calls`` and the memo ``names`` they keep."""
+
+    trace: TraceData
+    calls: tuple[Callable[[TraceData], Any], ...]
+    names: tuple[str, ...]
+
+
+_RIDERS: list[_Rider] = []
+
+
+def _drop(rider: _Rider) -> None:
+    _RIDERS[:] = [r for r in _RIDERS if r is not rider]
+
+
+@contextmanager
+def riding_along(
+    trace: TraceData, calls: Sequence[Callable[[TraceData], Any]], names: Iterable[str]
+) -> Iterator[None]:
+    """Within the block, the next child forked for ``trace`` (:func:`run_forked`) also
+    makes ``calls`` (memoised analyses) once its own work is done, and hands back their
+    memo results under ``names``, kept here when its result is taken: work this process
+    does next anyway, on the core the child would otherwise leave idle. A report's
+    ``by_source`` rides with the what-if replays, which end before the critical path's
+    search here (0.54 s against 0.94 on a 1M-slice H100 trace) and take it (0.48 s) off
+    the answer's time. Nothing rides when no child is forked within the block, and a
+    failure of the calls in the child is dropped: they are then made here, where needed."""
+    rider = _Rider(trace, tuple(calls), tuple(names))
+    _RIDERS.append(rider)
+    try:
+        yield
+    finally:
+        _drop(rider)
+
+
+@dataclass
+class _Carried:
+    """A child's result with the memo results of the calls that rode along with it."""
+
+    value: Any
+    kept: dict[tuple[str, Hashable], Any]
 
 
 def workers_wanted(trace: TraceData) -> int:
@@ -109,6 +156,10 @@ class Ahead:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()
+        if isinstance(value, _Carried):
+            if value.kept:
+                self._trace.memo.adopt(value.kept, self._generation)
+            value = value.value
         return value
 
     def join(self) -> None:
@@ -173,11 +224,24 @@ def run_forked(trace: TraceData, work: Callable[[], Any]) -> Ahead:
     release_freed_memory()
     pool = ForkedWorkers(1, START_S)
 
+    riders = [r for r in _RIDERS if r.trace is trace]
+
     def in_child() -> Any:
         for memo in trace.memo.chain():  # the child reads the stored results, never writes
             if memo.store is not None:
                 memo.store = _NoSaves(memo.store)
-        return work()
+        value = work()
+        if not riders:
+            return value
+        kept: dict[tuple[str, Hashable], Any] = {}
+        for rider in riders:
+            try:
+                for call in rider.calls:
+                    call(trace)
+            except Exception:  # noqa: BLE001,S112 - made, and raised, here when needed
+                continue
+            kept.update(trace.memo.kept(rider.names))
+        return _Carried(value, kept)
 
     _WORK = in_child
     try:
@@ -186,6 +250,8 @@ def run_forked(trace: TraceData, work: Callable[[], Any]) -> Ahead:
         _WORK = None  # the child has its own copy; this process keeps no extra reference
     if not started:
         return idle
+    for rider in riders:  # taken by this child: none rides with another
+        _drop(rider)
     return Ahead(trace, pool, pool.submit(_compute))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.analysis.ahead import compute_ahead
+from explorer.analysis.ahead import compute_ahead, riding_along
 from explorer.analysis.attribution import launched_before_capture
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
@@ -148,7 +148,9 @@ def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
     # just that step (its breakdown and critical path are the whole trace's).
     found_in = trace if step is None else _step_window(trace, int(step))
     # ranked by what fixing each would save, replayed (issue 30)
-    all_findings = predicted_findings(found_in)
+    # (the lines' table rides with the replays' child, done while the path is found here)
+    with riding_along(trace, (by_source,), ("by_source",)):
+        all_findings = predicted_findings(found_in)
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "explorer_version": __version__,

@@ -149,6 +149,47 @@ def test_the_child_stores_nothing_and_this_process_stores_what_it_keeps(tmp_path
     assert set(got["after"]) > set(got["before"])  # kept here, and stored beside the tables
 
 
+RIDERS = """
+import json, os, sys
+import explorer
+import explorer.analysis.ahead as ahead
+from explorer.analysis.ahead import riding_along, run_forked
+from explorer.analysis.by_source import by_source
+from explorer.analysis.findings import findings  # noqa: F401 - its memo key
+
+t = explorer.load(sys.argv[1]).data
+alone = explorer.load(sys.argv[1], use_cache=False).data
+# by_source rides with the next child forked for t: made there after its work, kept here
+with riding_along(t, (by_source,), ("by_source",)):
+    child = run_forked(t, os.getpid).result()
+    held = t.memo.available("by_source")
+    # nothing rides with the next child: the rider was taken by the first
+    again = run_forked(t, lambda: [t.memo.available("by_source"), len(ahead._RIDERS)]).result()
+# a rider for another trace, and one whose call fails in the child: neither is kept
+def boom(trace):
+    raise RuntimeError("failed in the child")
+other = explorer.load(sys.argv[1], use_cache=False).data
+with riding_along(other, (by_source,), ("by_source",)), riding_along(t, (boom,), ("findings",)):
+    value = run_forked(t, lambda: 7).result()
+print(json.dumps({
+    "forked": child is not None and child != os.getpid(), "held": held, "again": again,
+    "same": by_source(t).equals(by_source(alone)), "value": value,
+    "other_held": other.memo.available("by_source"), "findings_held": t.memo.available("findings"),
+}))
+"""
+
+
+def test_work_riding_with_a_child_is_made_there_and_kept_here(tmp_path: Path) -> None:
+    got = _python(
+        RIDERS,
+        str(DATALOADER),
+        env={"EXPLORER_CACHE_DIR": str(tmp_path), "EXPLORER_ANALYSIS_WORKERS": "1"},
+    )
+    assert got["forked"] and got["held"] and got["same"]
+    assert got["again"] == [True, 0]  # the next child inherits it kept; nothing rides again
+    assert got == {**got, "value": 7, "other_held": False, "findings_held": False}
+
+
 @pytest.mark.parametrize("trace", [DATALOADER, NEURON], ids=["dataloader", "neuron"])
 def test_a_report_is_the_same_with_and_without_the_child(trace: Path, tmp_path: Path) -> None:
     out = {}
