@@ -197,3 +197,46 @@ def test_profiler_steps_keep_their_work_on_their_lane(sample_traces) -> None:
         for k in kids[lanes[kids] != lanes[step]]:
             crossing = (ts[same] < ts[k]) & (ts[k] < end[same]) & (end[same] < end[k])
             assert crossing.any(), names[k]
+
+
+def test_only_the_crossing_slices_are_walked_with_the_same_lanes() -> None:
+    """``_first_fit`` walks the crossing slices and gives the rest their parent's lane:
+    the same lanes as walking every slice, on random stretches (most with crossings) and
+    on a Python stack where record_function annotations cross the frames around them."""
+    from explorer.export.lanes import _first_fit, _first_fit_walk
+
+    rng = np.random.default_rng(11)
+    crossed = 0
+    for trial in range(400):
+        n = int(rng.integers(1, 150))
+        ts = rng.integers(0, int(rng.integers(5, 400)), n).astype(np.int64)
+        dur = rng.integers(0, int(rng.integers(1, 200)), n).astype(np.int64)
+        if trial % 4 == 0:
+            dur[rng.random(n) < 0.3] = 0  # zero-length slices at their parents' ends
+        _, ts, dur = sort_slices(np.zeros(n, np.int64), ts, dur)
+        _, parent = nest(np.zeros(n, np.int64), ts, dur)
+        end = ts + dur
+        crossed += bool(improperly_nested(np.zeros(n, np.int64), ts, end).any())
+        want = _first_fit_walk(ts, end, np.asarray(parent, np.int64))
+        assert _first_fit(ts, end, np.asarray(parent, np.int64)).tolist() == want.tolist()
+    assert crossed > 300
+    # a step's frames: the training frame, ProfilerStep#N starting inside the 7 us
+    # _record_function_enter_new frame and outliving it, forward/backward frames inside it,
+    # and the profiler's step() frame that starts inside the annotation and outlives it
+    ts_l, end_l = [0], [10_000]
+    for k in range(5):
+        base = 100 + k * 1900
+        ts_l += [base, base + 3, base + 10, base + 1500]
+        end_l += [base + 7, base + 1700, base + 1400, base + 1800]
+        ts_l += [base + 11 + 2 * j for j in range(600)]  # ops under the forward frame
+        end_l += [base + 12 + 2 * j for j in range(600)]
+    ts, end = np.array(ts_l, np.int64), np.array(end_l, np.int64)
+    _, ts, dur = sort_slices(np.zeros(len(ts)), ts, end - ts)
+    end = ts + dur
+    _, parent = nest(np.zeros(len(ts), np.int64), ts, dur)
+    parent = np.asarray(parent, np.int64)
+    got = _first_fit(ts, end, parent)
+    assert got.tolist() == _first_fit_walk(ts, end, parent).tolist()
+    # each annotation moved to the sibling lane with the work inside it
+    assert got.max() == 1 and got[0] == 0
+    assert (got[parent >= 0] == got[parent[parent >= 0]]).mean() > 0.99
