@@ -23,9 +23,12 @@ compiled first (as an installed package has it): with ``PYTHONDONTWRITEBYTECODE`
 cost no user pays twice. The machine is shared and
 noisy, the ratios are what to read. CPU seconds (the process and the workers it waited
 for) are printed beside the wall time: on a saturated machine a process mostly waits for
-a core, and the CPU ratio is the one that does not move with the load. The input is ``big_trace.py``'s 1M-event trace.
+a core, and the CPU ratio is the one that does not move with the load. The input is ``big_trace.py``'s 1M-event trace,
+or ``--trace`` any trace file: a real capture, or ``tiled_trace.py``'s copies of one (the
+shared H100 trace ten times over has the deep Python stacks, crossing annotations, shape
+args and memory events the synthetic trace lacks).
 
-    python benchmarks/time_to_answer.py [--events 1000000] [--repeat 3] [--work DIR]
+    python benchmarks/time_to_answer.py [--events 1000000 | --trace FILE] [--repeat 3] [--work DIR]
 """
 
 from __future__ import annotations
@@ -119,12 +122,13 @@ def timed(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--trace", type=Path, help="a trace file instead of big_trace.py's")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "time-to-answer"))
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    big = make_big_trace(work / f"big_{args.events}.json", args.events)
+    big = args.trace or make_big_trace(work / f"big_{args.events}.json", args.events)
     compileall.compile_dir(str(ROOT / "explorer"), quiet=1)
     json_mb = big.stat().st_size / 1e6
     py = sys.executable

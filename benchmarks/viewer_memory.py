@@ -8,7 +8,9 @@ selects the first finding (its evidence and source lines shown), raises each bot
 in turn, and reports its own peak RSS (``ru_maxrss``: the process and the decode workers
 it waited for). Target (issue #28): ≤ 2.5× the JSON.
 
-    python benchmarks/viewer_memory.py [--events 1000000] [--repeat 2] [--work DIR]
+    python benchmarks/viewer_memory.py [--events 1000000 | --trace FILE] [--repeat 2] [--work DIR]
+
+``--trace``: any trace file instead (a real capture, or ``tiled_trace.py``'s copies of one).
 """
 
 from __future__ import annotations
@@ -83,12 +85,13 @@ def measure(big: Path, cache: Path, settings: Path) -> dict[str, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--trace", type=Path, help="a trace file instead of big_trace.py's")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "time-to-answer"))
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    big = make_big_trace(work / f"big_{args.events}.json", args.events)
+    big = args.trace or make_big_trace(work / f"big_{args.events}.json", args.events)
     json_mb = big.stat().st_size / 1e6
     figures: dict[str, list[dict[str, object]]] = {"cold": [], "warm": []}
     for i in range(args.repeat):
