@@ -33,7 +33,7 @@ from explorer.analysis.whatif import predicted_findings, replay_graph_of
 from explorer.report import SCHEMA_VERSION, STORED_DOCUMENT
 from explorer.report import critical_path_section as cps
 from explorer.store.cache import cache_write_of, written_meanwhile
-from explorer.trace.memo import NOT_STORED
+from explorer.trace.memo import NOT_STORED, memoised
 from explorer.trace.model import TraceData
 
 #: Memory curves are thinned to at most this many points per device for the report.
@@ -69,6 +69,52 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
     return doc
 
 
+@memoised("memory_section", depends_on=("memory_timeline", "memory_allocations"))
+def memory_section(trace: TraceData) -> dict[str, Any]:
+    """Peaks and a thinned allocated/reserved curve per device (empty without memory
+    events): the report's memory section, memoised so that the report's child finds it
+    beside the findings (the allocations table behind it is 600k rows on a 1M-slice
+    H100 trace; the section a few kB to hand back)."""
+    if len(trace.memory) == 0:
+        return {"peaks": [], "timeline": {}}
+    from explorer.analysis import memory
+
+    peaks = memory.peaks(trace)
+    contrib = memory.peak_contributors(trace, top=5)
+    top: dict[str, list[dict[str, Any]]] = {}
+    for r in contrib.itertuples(index=False):
+        top.setdefault(str(r.device), []).append(
+            {"file": str(r.file), "line": int(r.line), "function": str(r.function), "op": str(r.op),
+             "bytes": int(r.bytes), "count": int(r.count)}
+        )  # fmt: skip
+    tl = memory.memory_timeline(trace)
+    curves: dict[str, dict[str, list[int]]] = {}
+    for dev, g in tl.groupby("device", sort=True):
+        if len(g) > MEMORY_POINTS:
+            # keep the extremes of each bucket so peaks survive thinning
+            idx = np.linspace(0, len(g) - 1, MEMORY_POINTS).astype(np.int64)
+            g = g.iloc[
+                np.unique(np.concatenate([idx, [int(np.argmax(g["allocated"].to_numpy()))]]))
+            ]
+        curves[str(dev)] = {
+            "ts": [int(x) for x in g["ts"]],
+            "allocated": [int(x) for x in g["allocated"]],
+            "reserved": [int(x) for x in g["reserved"]],
+        }
+    return {
+        "peaks": [
+            {
+                "device": str(r.device),
+                "peak_bytes": int(r.peak_bytes),
+                "ts": int(r.ts),
+                "top": top.get(str(r.device), []),
+            }  # fmt: skip
+            for r in peaks.itertuples(index=False)
+        ],
+        "timeline": curves,
+    }
+
+
 #: What a whole-trace report computes in a forked child while this process builds the
 #: dependency graph and the critical path (:mod:`explorer.analysis.ahead`): the analyses
 #: that do not need the graph, and the results of theirs the rest of the report (the
@@ -77,11 +123,13 @@ AHEAD_CALLS: tuple[Callable[[TraceData], Any], ...] = (
     functools.partial(select_steps, step=None, attributed=True),
     breakdown,
     findings,
+    memory_section,
 )
 AHEAD_KEPT: tuple[str, ...] = (
     "attributed_steps",
     "breakdown",
     "findings",
+    "memory_section",
     "slice_classes",
     "before_capture",
     "step_partial_reasons",
@@ -180,7 +228,7 @@ def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
         "findings_total": len(all_findings),
         "no_finding": no_finding_sentence(trace),
         "by_source": _by_source(trace, top),
-        "memory": _memory(trace),
+        "memory": memory_section(trace),
         "window": _window(trace),
     }
     # Without --step, the steps the rest of the report covers (--steps REGEX or
@@ -268,45 +316,3 @@ def _by_source(trace: TraceData, top: int) -> list[dict[str, Any]]:
         {k: (int(v) if isinstance(v, (int, np.integer)) else str(v)) for k, v in r.items()}
         for r in rows.to_dict(orient="records")
     ]
-
-
-def _memory(trace: TraceData) -> dict[str, Any]:
-    """Peaks and a thinned allocated/reserved curve per device (empty without memory events)."""
-    if len(trace.memory) == 0:
-        return {"peaks": [], "timeline": {}}
-    from explorer.analysis import memory
-
-    peaks = memory.peaks(trace)
-    contrib = memory.peak_contributors(trace, top=5)
-    top: dict[str, list[dict[str, Any]]] = {}
-    for r in contrib.itertuples(index=False):
-        top.setdefault(str(r.device), []).append(
-            {"file": str(r.file), "line": int(r.line), "function": str(r.function), "op": str(r.op),
-             "bytes": int(r.bytes), "count": int(r.count)}
-        )  # fmt: skip
-    tl = memory.memory_timeline(trace)
-    curves: dict[str, dict[str, list[int]]] = {}
-    for dev, g in tl.groupby("device", sort=True):
-        if len(g) > MEMORY_POINTS:
-            # keep the extremes of each bucket so peaks survive thinning
-            idx = np.linspace(0, len(g) - 1, MEMORY_POINTS).astype(np.int64)
-            g = g.iloc[
-                np.unique(np.concatenate([idx, [int(np.argmax(g["allocated"].to_numpy()))]]))
-            ]
-        curves[str(dev)] = {
-            "ts": [int(x) for x in g["ts"]],
-            "allocated": [int(x) for x in g["allocated"]],
-            "reserved": [int(x) for x in g["reserved"]],
-        }
-    return {
-        "peaks": [
-            {
-                "device": str(r.device),
-                "peak_bytes": int(r.peak_bytes),
-                "ts": int(r.ts),
-                "top": top.get(str(r.device), []),
-            }  # fmt: skip
-            for r in peaks.itertuples(index=False)
-        ],
-        "timeline": curves,
-    }
