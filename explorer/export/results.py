@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.analysis import critical_path as path_analysis
-from explorer.analysis.ahead import Ahead, compute_ahead
+from explorer.analysis.ahead import Ahead, run_forked
 from explorer.analysis.finding import Finding
 from explorer.analysis.findings import findings as ranked_findings
 from explorer.errors import ExplorerError
@@ -189,10 +189,18 @@ class PendingResults:
     encoding (~0.45 s), where before the path was found here, alone, after the graph (the
     findings' child beside the graph).
 
+    The findings go to whichever process is free first: this one at :meth:`find`, or
+    the child once it has the path, if this process has not begun them by then (one
+    shared flag, taken once). On the synthetic 1M-event trace the path takes longer than
+    this process's work, which finds them; on a 1M-slice trace of the shared H100 trace's
+    structure (deep Python stacks, shape args on every op) the path's child ends ~1.5 s
+    before this process's tables and encoding, and finds them meanwhile.
+
     The child hands back the path (~40 MB pickled on 1M events), kept and stored as if
-    found here; where no child can be forked, or it fails, the path is found here in
-    :meth:`get` (see :mod:`explorer.analysis.ahead`). With ``given`` results, :meth:`get`
-    returns them and nothing is computed. A context manager: leaving it stops the child."""
+    found here; where no child can be forked, or it fails, the path (and the findings it
+    took) are found here in :meth:`get` (see :mod:`explorer.analysis.ahead`). With
+    ``given`` results, :meth:`get` returns them and nothing is computed. A context
+    manager: leaving it stops the child."""
 
     def __init__(
         self,
@@ -208,18 +216,39 @@ class PendingResults:
         self._given = given
         self._ahead: Ahead | None = None
         self._found: list[ResultSlice] | None = None
+        #: Who finds the findings, taken once (:func:`_claim`): 0 nobody yet, else
+        #: :data:`HERE` or :data:`IN_CHILD`; shared with the child (forked after it).
+        self._claim: Any = None
         wanted = given is None and len(trace.slices) > 0 and critical_path
         if wanted and not trace.memo.available("critical_path", (None, True)):
-            self._ahead = compute_ahead(trace, (report_path,), ("critical_path",))
+            self._claim = get_context("fork").Value("b", 0)
+            claim, findings_wanted = self._claim, findings
+
+            def work() -> dict[tuple[str, Any], Any]:
+                report_path(trace)
+                kept = trace.memo.kept(("critical_path",))
+                # the findings too, once the path is found, if this process has not
+                # begun them: on a trace of real structure the path's child ends long
+                # before this process's tables and encoding, on a synthetic one after
+                if findings_wanted and _claim(claim, IN_CHILD):
+                    ranked_findings(trace)
+                    kept.update(trace.memo.kept(("findings",)))
+                return kept
+
+            self._ahead = run_forked(trace, work)
+            if not self._ahead.running:
+                self._claim = None
 
     def find(self) -> None:
         """Find the findings here, now (while the child searches), then give the memory
-        their temporaries freed back: :meth:`get` does it when not done yet. Apart from
-        it so that a caller can do more before it waits, on top of the findings' results
-        rather than their peak."""
+        their temporaries freed back — unless the child, done with the path, has begun
+        them: :meth:`get` then keeps its. :meth:`get` does it when not done yet. Apart
+        from it so that a caller can do more before it waits."""
         if self._found is None:
             trace = self._trace
             want = self._given is None and self._findings and len(trace.slices) > 0
+            if want and self._claim is not None and not _claim(self._claim, HERE):
+                return  # the child finds them
             self._found = _finding_slices(trace, ranked_findings(trace)) if want else []
             if want:
                 release_freed_memory()
@@ -234,10 +263,13 @@ class PendingResults:
         if len(trace.slices) == 0:
             return out
         self.find()
-        assert self._found is not None
-        out.slices.extend(self._found)
         if self._ahead is not None:
             self._ahead.join()
+        if self._found is None:  # the child's (kept by the join), else found here now
+            self._claim = None
+            self.find()
+        assert self._found is not None
+        out.slices.extend(self._found)
         if self._critical_path:
             _critical_path(trace, report_path(trace), out)
         return out
@@ -263,6 +295,18 @@ class PendingResults:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: Who took the findings (:attr:`PendingResults._claim`).
+HERE, IN_CHILD = 1, 2
+
+
+def _claim(flag: Any, who: int) -> bool:
+    """Take the findings for ``who``, unless taken already (by ``who``: still True)."""
+    with flag.get_lock():
+        if flag.value == 0:
+            flag.value = who
+        return bool(flag.value == who)
 
 
 def report_path(trace: TraceData) -> path_analysis.CriticalPath:

@@ -309,15 +309,25 @@ import explorer
 from explorer.export import to_perfetto
 from explorer.export.results import PendingResults
 
-path, out = sys.argv[1], Path(sys.argv[2])
+path, out, late = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "late"
 t = explorer.load(path).data
 with PendingResults(t) as pending:
+    if late:  # this process busy until the child, done with the path, takes the findings
+        import time
+        from explorer.export.results import IN_CHILD
+        give_up = time.monotonic() + 120
+        while pending._claim is not None and pending._claim.value != IN_CHILD:
+            assert time.monotonic() < give_up, "the child never took the findings"
+            time.sleep(0.01)
+    taker = None if pending._claim is None else pending._claim.value
     got = pending.get()
+    taker = taker or (None if pending._claim is None else pending._claim.value)
     from_child = pending.path_from_child
 to_perfetto(explorer.load(path).data, out)  # the whole export, as the command writes it
 again = explorer.load(path).data  # reopened: the path the export stored
 print(json.dumps({
     "from_child": from_child,
+    "taker": taker,
     "slices": [s.name for s in got.slices],
     "runs": got.path.astype(str).values.tolist(),
     "flows": got.flows.astype(str).values.tolist(),
@@ -330,22 +340,30 @@ print(json.dumps({
 def test_an_export_is_the_same_with_and_without_the_path_in_a_child(
     trace: Path, tmp_path: Path
 ) -> None:
-    """The export's critical path is found in a child while its findings and the trace's
-    own event tables are made here, and the events encoded but for their lengths and flow
-    ids: the same results and the same file, byte for byte, as in one process (which
-    encodes each chunk as it writes it), and the path stored for the next report."""
+    """The export's critical path is found in a child while the trace's own event tables
+    are made here, and the events encoded but for their lengths and flow ids, and the
+    findings by whichever process gets to them first: the same results and the same file,
+    byte for byte, as in one process (which encodes each chunk as it writes it), and the
+    path stored for the next report."""
     got = {}
-    for workers in ("1", "0"):
+    for workers, when in (("1", "now"), ("0", "now"), ("late", "late")):
         got[workers] = _python(
             EXPORTED,
             str(trace),
             str(tmp_path / f"{workers}.pftrace"),
+            when,
             env={
                 "EXPLORER_CACHE_DIR": str(tmp_path / f"cache{workers}"),
-                "EXPLORER_ANALYSIS_WORKERS": workers,
+                "EXPLORER_ANALYSIS_WORKERS": "0" if workers == "0" else "1",
             },
         )
     assert got["1"]["from_child"] and not got["0"]["from_child"]
+    # the findings: found here when this process gets to them first, else by the child
+    # once done with the path — the same findings either way
+    assert got["1"]["taker"] == 1 and got["0"]["taker"] is None
+    assert got["late"]["taker"] == 2 and got["late"]["from_child"]
+    for key in ("slices", "runs", "flows"):
+        assert got["late"][key] == got["0"][key], key
     assert got["1"]["stored"] and got["0"]["stored"]
     assert got["1"]["runs"] and got["1"]["slices"]
     for key in ("slices", "runs", "flows"):
