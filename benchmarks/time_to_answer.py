@@ -24,9 +24,9 @@ cost no user pays twice. The machine is shared and
 noisy, the ratios are what to read. CPU seconds (the process and the workers it waited
 for) are printed beside the wall time: on a saturated machine a process mostly waits for
 a core, and the CPU ratio is the one that does not move with the load. The input is ``big_trace.py``'s 1M-event trace,
-or ``--trace`` any trace file: a real capture, or ``tiled_trace.py``'s copies of one (the
-shared H100 trace ten times over has the deep Python stacks, crossing annotations, shape
-args and memory events the synthetic trace lacks).
+or ``--trace`` any trace file: a real capture, or ``big_trace.py --base``'s copies of
+another one (the shared H100 TraceLens trace ten times over has the deep Python stacks,
+crossing annotations, shape args and memory events the NCCL rank lacks).
 
     python benchmarks/time_to_answer.py [--events 1000000 | --trace FILE] [--repeat 3] [--work DIR]
 """

@@ -10,7 +10,8 @@ it waited for). Target (issue #28): ≤ 2.5× the JSON.
 
     python benchmarks/viewer_memory.py [--events 1000000 | --trace FILE] [--repeat 2] [--work DIR]
 
-``--trace``: any trace file instead (a real capture, or ``tiled_trace.py``'s copies of one).
+``--trace``: any trace file instead (a real capture, or ``big_trace.py --base``'s copies of
+another one).
 """
 
 from __future__ import annotations
