@@ -221,7 +221,10 @@ class PendingResults:
         self._claim: Any = None
         wanted = given is None and len(trace.slices) > 0 and critical_path
         if wanted and not trace.memo.available("critical_path", (None, True)):
-            self._claim = get_context("fork").Value("b", 0)
+            try:  # a lock in shared memory: none where /dev/shm is missing or full
+                self._claim = get_context("fork").Value("b", 0)
+            except OSError:
+                self._claim = None
             claim, findings_wanted = self._claim, findings
 
             def work() -> dict[tuple[str, Any], Any]:
@@ -230,7 +233,7 @@ class PendingResults:
                 # the findings too, once the path is found, if this process has not
                 # begun them: on a trace of real structure the path's child ends long
                 # before this process's tables and encoding, on a synthetic one after
-                if findings_wanted and _claim(claim, IN_CHILD):
+                if findings_wanted and claim is not None and _claim(claim, IN_CHILD):
                     ranked_findings(trace)
                     kept.update(trace.memo.kept(("findings",)))
                 return kept
