@@ -81,24 +81,16 @@ def _first_fit(
     n = len(ts)
     if bad is None:
         bad = improperly_nested(np.zeros(n, np.int64), ts, end)
-    crossing = bad.copy()
-    # the slices escaping a bad one: those starting inside it that end after it
-    x = np.flatnonzero(bad)
-    last = np.searchsorted(ts, end[x], side="left") - 1
-    span = np.maximum(last - x, 0)
-    if int(span.sum()) > ESCAPE_CHECKS_PER_SLICE * max(n, 1):
-        return _first_fit_walk(ts, end, parent)
-    owner = np.repeat(x, span)
-    inside = np.arange(len(owner)) - np.repeat(np.cumsum(span) - span, span) + owner + 1
-    crossing[inside[end[inside] > end[owner]]] = True
-    # per slice, itself when it crosses, else its nearest crossing ancestor (-1: none)
+    crossing = bad | _escapers(ts, end, bad)
+    # per slice, itself when it crosses, else its nearest crossing ancestor (-1: none):
+    # pointer doubling, each pass twice as far up (log of the depth passes, not the depth)
     up = np.where(crossing, np.arange(n), parent)
-    climb = np.flatnonzero(up >= 0)
-    climb = climb[~crossing[up[climb]]]
-    while len(climb):
-        up[climb] = parent[up[climb]]
-        climb = climb[up[climb] >= 0]
-        climb = climb[~crossing[up[climb]]]
+    while True:
+        live = np.flatnonzero(up >= 0)
+        live = live[~crossing[up[live]]]
+        if len(live) == 0:
+            break
+        up[live] = up[up[live]]
     walked = np.flatnonzero(crossing)
     out = np.zeros(n, np.int32)
     if len(walked):
@@ -110,9 +102,36 @@ def _first_fit(
     return out
 
 
-#: Past this many escape checks per slice of a stretch (slices starting inside a crossed
-#: one), :func:`_first_fit` walks every slice instead.
-ESCAPE_CHECKS_PER_SLICE = 8
+def _escapers(ts: np.ndarray, end: np.ndarray, bad: np.ndarray) -> np.ndarray:
+    """Per slice (sorted by ``(ts, -dur)``): does it escape another — start inside a
+    slice that ends before it does? Only a ``bad`` one can be escaped from, so: is there a
+    bad slice earlier in the order ending in ``(ts, end)`` of this one? The bad slices
+    ordered by their ends put those in one range per slice, and the range's earliest
+    slice answers (a range-minimum table over the bad slices only): linear in the slices,
+    where checking the slices inside each bad one costs a whole thread per top frame."""
+    out = np.zeros(len(ts), bool)
+    x = np.flatnonzero(bad)
+    if len(x) == 0:
+        return out
+    by_end = np.argsort(end[x], kind="stable")
+    ends, first = end[x][by_end], x[by_end]
+    lo = np.searchsorted(ends, ts, side="right")  # bad ones ending after the slice starts
+    hi = np.searchsorted(ends, end, side="left")  # ... and before it ends
+    q = np.flatnonzero(hi > lo)
+    if len(q) == 0:
+        return out
+    lo, hi = lo[q], hi[q]
+    level = np.frexp(hi - lo)[1] - 1  # floor(log2(length))
+    table = [first]
+    while (2 << len(table) - 1) <= len(first):
+        prev, half = table[-1], 1 << (len(table) - 1)
+        table.append(np.minimum(prev[:-half], prev[half:]))
+    earliest = np.empty(len(q), np.int64)
+    for k in np.unique(level).tolist():
+        at = level == k
+        earliest[at] = np.minimum(table[k][lo[at]], table[k][hi[at] - (1 << k)])
+    out[q] = earliest < q
+    return out
 
 
 def _local(ids: np.ndarray, among: np.ndarray) -> np.ndarray:
