@@ -2,8 +2,8 @@
 window (Qt's xcb platform, not offscreen), driven by real key and mouse events (xdotool)
 and checked on screenshots of that window (``xwd``, the X server's own window dump).
 
-The X server is Xvfb from the system's packages. ``.ci/run`` installs it and exports
-``EXPLORER_TEST_DISPLAY`` for this module only; run locally, the module starts its own Xvfb.
+The X server is Xvfb from the system's packages (``.ci/run`` installs it). The module
+starts its own, on a free display, unless ``EXPLORER_TEST_DISPLAY`` names one to use.
 The rest of the suite stays offscreen.
 """
 
