@@ -182,8 +182,8 @@ def explorer_results(
 class PendingResults:
     """Explorer's results of a trace (:func:`explorer_results`) while they are computed:
     the critical path — its dependency graph and search, the larger part — in a forked
-    child from the moment this is made, the findings here when :meth:`get` is called,
-    and in between whatever the caller prepares. The Perfetto writer builds its tables of
+    child from the moment this is made, the findings at :meth:`find` (see below), and in
+    between whatever the caller prepares. The Perfetto writer builds its tables of
     the trace's own events meanwhile and encodes them but for their lengths and flow ids:
     on 1M events the child's ~2 s hold the findings, those tables (~0.5 s) and that
     encoding (~0.45 s), where before the path was found here, alone, after the graph (the
