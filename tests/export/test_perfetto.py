@@ -408,8 +408,9 @@ def test_shape_args_are_each_slice_s_own_json_text_of_those_keys(
 ) -> None:
     """The shape args exported per slice are its args' values for those keys, as the file
     wrote them — checked against each slice's args decoded on their own; a key that is only
-    a value's text, or args without any key, give nothing; chunks of 2 slices split rows
-    with and without keys across the reads."""
+    a value's text or a nested object's key, or args without any key, give nothing; chunks
+    of 2 slices split rows with and without keys across the reads (each chunk decoding
+    only the keys its text names)."""
     import json
 
     from explorer.export import perfetto_annotations as pa_
@@ -424,6 +425,7 @@ def test_shape_args_are_each_slice_s_own_json_text_of_those_keys(
         op(30, "aten::relu", {"Input Dims": [[32, 64]], "Concrete Inputs": ["", "1"]}),
         op(40, "kernel", {"grid": [128, 1, 1], "block": [256, 1, 1], "dtype": "bf16"}),
         op(50, "aten::mm", {"Input Dims": [[32, 64], [64, 8]], "Collective name": "none"}),
+        op(60, "aten::cat", {"Concrete Inputs": ['"grid"', ""], "x": {"block": [1]}}),
     ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
