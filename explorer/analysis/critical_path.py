@@ -221,6 +221,13 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     empty = np.empty(0, np.int64)
     if arrays is None or len(nodes) == 0:
         return PathCosts(empty, empty, empty, empty.astype(np.float64), None)
+    launches = np.zeros(arrays.n, bool)
+    flows = trace.flows
+    if len(flows):
+        launches[flows["src"].to_numpy()[np.asarray(flows["type"] == "launch")]] = True
+    launches |= launch_call_mask(trace.slices["name"].array)
+    categories = TimeCategories(trace, arrays, launches)
+    categories.sweep_all()  # its peak before the per-edge arrays below are held
     m = len(nodes)
     src = e["src"].to_numpy()
     dst = e["dst"].to_numpy()
@@ -250,12 +257,6 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     # waiting, so wherever the trace shows what ran meanwhile (another thread, a slice
     # that overlaps the frame instead of nesting in it) the path goes there. Where nothing
     # else ran it is the only route, and the path still takes it.
-    launches = np.zeros(arrays.n, bool)
-    flows = trace.flows
-    if len(flows):
-        launches[flows["src"].to_numpy()[np.asarray(flows["type"] == "launch")]] = True
-    launches |= launch_call_mask(trace.slices["name"].array)
-    categories = TimeCategories(trace, arrays, launches)
     owner = graph.edge_owners()
     framing = own & (owner >= 0) & ~(is_dur & arrays.kind_in(("python",), np.maximum(src, 0)))
     framing[framing] = arrays.kind_in(WAITER_KINDS, owner[framing])
@@ -300,58 +301,64 @@ def longest_work_path(
     n = len(point_time)
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    u = np.asarray(u, np.int64)
-    v = np.asarray(v, np.int64)
+    u = np.asarray(u)
+    v = np.asarray(v)
     cost = np.asarray(cost, np.float64)
     t0 = int(point_time.min())
     has_in = np.zeros(n, bool)
     has_in[v] = True
     roots = np.flatnonzero(~has_in)
+    del has_in
     late = (point_time[roots] - t0).astype(np.float64)
     entry = late + np.where(late > 0, 0.5, 0.0)  # the half ns breaks ties towards early starts
     source = n
-    rows = np.concatenate([u, np.full(len(roots), source)])
-    cols = np.concatenate([v, roots])
-    data = np.concatenate([cost, entry])
-    # csr_matrix would add up duplicate (u, v) entries: keep the cheapest of each pair, and
-    # store zero costs as the smallest positive float (a stored zero is no edge to csgraph).
-    pair = rows * (n + 1) + cols
-    # ``sel``: per (u, v) pair, in pair order, its cheapest edge (roots' edges have row
-    # ``source``, so no pair of two points shares a key with one): the path's edges are
-    # found in it below, by their pair (``keys``).
-    sel: np.ndarray | None = None  # None: every edge, as it comes
-    if bool(np.all(pair[1:] > pair[:-1])):
+    tiny = np.finfo(np.float64).tiny
+    index = np.int32 if n + 2 < np.iinfo(np.int32).max else np.int64
+    prefer = avoid is not None and bool(np.any(avoid))
+    # The matrix is laid out directly, in CSR order (rows, then columns; the roots' edges
+    # in the source's row, last), so that only its own arrays live through the search (its
+    # peak on a million-point graph). csr_matrix would add up duplicate (u, v) entries:
+    # each pair keeps its cheapest edge, and zero costs are stored as the smallest positive
+    # float (a stored zero is no edge to csgraph). ``sel``: per stored edge, its index in
+    # the edges given (None: the edges as they come).
+    sel: np.ndarray | None = None
+    if _in_pair_order(u, v):
         # The graph's edges as they come (sorted, each pair once): no sort (0.1 s on 1.6M)
-        # and no gather by ``sel``.
-        keys = pair
+        # and no concatenated copies of them.
+        e = len(u)
+        data = np.empty(e + len(roots), np.float64)
+        np.maximum(cost, tiny, out=data[:e])
+        np.maximum(entry, tiny, out=data[e:])
+        indices = np.empty(e + len(roots), index)
+        indices[:e] = v
+        indices[e:] = roots
+        counts = np.bincount(u, minlength=n + 1)
+        counts[source] += len(roots)
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)] if prefer else None
     else:
-        order = lexsort((data, pair))  # edges come nearly in pair order: ties only sorted
+        rows = np.concatenate([np.asarray(u, np.int64), np.full(len(roots), source)])
+        cols = np.concatenate([np.asarray(v, np.int64), roots])
+        both = np.concatenate([cost, entry])
+        pair = rows * (n + 1) + cols
+        order = lexsort((both, pair))  # edges come nearly in pair order: ties only sorted
         sorted_pair = pair[order]
         del pair
-        first_of_pair = np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]
-        sel = order[first_of_pair]
-        keys = sorted_pair[first_of_pair]
-        del order, sorted_pair, first_of_pair
-    data = np.maximum(data if sel is None else data[sel], np.finfo(np.float64).tiny)
-    prefer = avoid is not None and bool(np.any(avoid))
-    if prefer:
-        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)]
-        bad = bad if sel is None else bad[sel]
-    # Deduplicated by pair, the edges are in CSR order already: the matrix is laid out
-    # directly, as the COO conversion would (same rows, same column order), and only its
-    # own arrays live through the search (its peak on a million-point graph).
-    index = np.int32 if n + 2 < np.iinfo(np.int32).max else np.int64
-    indptr = np.zeros(n + 2, np.int64)
-    np.cumsum(np.bincount(rows if sel is None else rows[sel], minlength=n + 1), out=indptr[1:])
-    del rows
-    indices = (cols if sel is None else cols[sel]).astype(index)
-    del cols
-    matrix = csr_matrix((data, indices, indptr.astype(index)), shape=(n + 1, n + 1))
+        sel = order[np.r_[True, sorted_pair[1:] != sorted_pair[:-1]]]
+        del order, sorted_pair
+        data = np.maximum(both[sel], tiny)
+        indices = cols[sel].astype(index)
+        counts = np.bincount(rows[sel], minlength=n + 1)
+        del rows, cols, both
+        bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel] if prefer else None
+    indptr = np.zeros(n + 2, index)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    matrix = csr_matrix((data, indices, indptr), shape=(n + 1, n + 1))
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
     del matrix
-    counts = np.diff(indptr)
     if prefer:
-        rows = np.repeat(np.arange(n + 1, dtype=index), counts)
+        assert bad is not None
+        rows = np.repeat(np.arange(n + 1, dtype=index), np.diff(indptr))
         pred = _preferring(pred, dist, rows, indices, data, bad)
         del rows, bad
     del data
@@ -367,9 +374,31 @@ def longest_work_path(
     points = _route_to(pred, sink, source)
     if len(points) < 2:
         return points, np.empty(0, np.int64)
-    want = points[:-1] * (n + 1) + points[1:]
-    at: np.ndarray = np.searchsorted(keys, want)
+    at = _stored_at(indptr, indices, points[:-1], points[1:])
     return points, (at if sel is None else sel[at])
+
+
+def _in_pair_order(u: np.ndarray, v: np.ndarray) -> bool:
+    """Whether edges ``u -> v`` come sorted by ``(u, v)``, each pair once."""
+    if len(u) < 2:
+        return True
+    return bool(np.all((u[1:] > u[:-1]) | ((u[1:] == u[:-1]) & (v[1:] > v[:-1]))))
+
+
+def _stored_at(indptr: np.ndarray, indices: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Position in a CSR matrix (columns ascending in each row, each once) of each stored
+    entry ``(p[i], q[i])``: a binary search within each row's columns, all rows at once."""
+    lo = indptr[p].astype(np.int64)
+    hi = indptr[p + 1].astype(np.int64)
+    last = max(len(indices) - 1, 0)
+    while True:
+        live = lo < hi
+        if not live.any():
+            return lo
+        mid = (lo + hi) // 2
+        right = live & (indices[np.minimum(mid, last)] < q)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(live & ~right, mid, hi)
 
 
 def _preferring(
