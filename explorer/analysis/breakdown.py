@@ -231,7 +231,7 @@ def host_slice_reasons(trace: TraceData, device_mode: bool) -> np.ndarray:
     cls = classes(trace)
     kind = trace.kind_in
     host = trace.on_host() & ~cls.span & ~kind("other", "device_annotation")
-    code = np.full(len(s), -1, np.int64)
+    code = np.full(len(s), -1, np.int8)  # a dozen reasons: a byte per slice, held per trace
 
     def put(name: str, mask: np.ndarray) -> None:
         if name in reasons:
@@ -371,8 +371,12 @@ def sweep(
     ordered = points[order]
     first = np.concatenate([[True], ordered[1:] != ordered[:-1]])
     bounds = ordered[first]
-    at = np.empty(len(points), np.int64)
-    at[order] = np.cumsum(first) - 1
+    # positions in int32 where they fit (a million-slice thread's sweep holds them)
+    at = np.empty(len(points), np.int32 if len(points) < np.iinfo(np.int32).max else np.int64)
+    rank = np.cumsum(first, dtype=at.dtype)
+    rank -= 1
+    at[order] = rank
+    del rank
     i_start, i_end = at[: len(starts)], at[len(starts) :]
     del points, order, ordered, first
     nseg = len(bounds) - 1

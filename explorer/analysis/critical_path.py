@@ -47,7 +47,7 @@ from explorer.analysis.graph.edges import (
 from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
 from explorer.analysis.graph.thread_edges import WAITER_KINDS
 from explorer.trace.memo import memoised
-from explorer.trace.memory_limits import ensure_room
+from explorer.trace.memory_limits import ensure_room, release_freed_memory
 from explorer.trace.model import TraceData
 from explorer.trace.order import lexsort
 from explorer.trace.source import is_explorer_file, parse_frame
@@ -137,10 +137,14 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     """The critical path of a graph: the trace's own, or one whose slices a what-if replay
     moved (:mod:`explorer.analysis.whatif`)."""
     costs = path_costs(trace, graph)
-    points, at = longest_work_path(costs.point_time, costs.u, costs.v, costs.cost, costs.inferred)
-    owner = costs.owner[at] if costs.owner is not None else None
-    categories = costs.categories
-    del costs  # its per-edge costs are done with: not held through the description's peak
+    owners, categories = costs.owner, costs.categories
+    # its per-edge costs handed to the search (freed there once its matrix holds them),
+    # not held through the search's peak nor the description's
+    handed = [costs.point_time, costs.u, costs.v, costs.cost, costs.inferred]
+    del costs
+    points, at = _longest_handed(handed)
+    owner = owners[at].astype(np.int64) if owners is not None else None
+    del owners
     return _describe(trace, graph, points, graph.edges.iloc[at], categories, owner)
 
 
@@ -257,14 +261,24 @@ def path_costs(trace: TraceData, graph: DependencyGraph) -> PathCosts:
     # waiting, so wherever the trace shows what ran meanwhile (another thread, a slice
     # that overlaps the frame instead of nesting in it) the path goes there. Where nothing
     # else ran it is the only route, and the path still takes it.
+    # (Each test on the edges still in question only: per-edge temporaries of 2M edges
+    # are 17 MB each, on top of everything the search holds.)
     owner = graph.edge_owners()
-    framing = own & (owner >= 0) & ~(is_dur & arrays.kind_in(("python",), np.maximum(src, 0)))
+    framing = own & (owner >= 0)
+    frame_dur = np.flatnonzero(framing & is_dur)
+    framing[frame_dur] = ~arrays.kind_in(("python",), np.maximum(src[frame_dur], 0))
+    del frame_dur
     framing[framing] = arrays.kind_in(WAITER_KINDS, owner[framing])
-    at = np.where(e["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
+    asked = np.flatnonzero(framing)
+    at = np.where(
+        e["src_point"].to_numpy()[asked] == 0, arrays.ts[src[asked]], arrays.end[src[asked]]
+    )
     plain = [PATH_CATEGORIES.index("host_compute"), PATH_CATEGORIES.index("idle_gap")]
-    framing[framing] = np.isin(categories(owner[framing], at[framing]), plain)
+    framing[asked] = np.isin(categories(owner[asked], at), plain)
+    del asked, at
     waiting |= framing
-    cost = np.where(waiting, weight, 0).astype(np.float64)
+    cost = weight.astype(np.float64)
+    cost[~waiting] = 0.0
 
     point_time = np.empty(2 * m, np.int64)
     point_time[0::2] = arrays.ts[nodes]
@@ -293,6 +307,15 @@ def longest_work_path(
     graph's inferred hand-offs) is preferred at each point: a sync the trace records
     explains a wait better than a hand-off inferred from what was busy.
     """
+    return _longest_handed([point_time, u, v, cost, avoid])
+
+
+def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`longest_work_path` of ``[point_time, u, v, cost, avoid]``, handed over:
+    ``given`` is emptied, so that where the caller keeps no other reference the costs are
+    freed once the search's matrix holds them (17 MB on a 2.2M-edge graph)."""
+    point_time, u, v, cost, avoid = given
+    given.clear()
     if "scipy.sparse.csgraph" not in sys.modules:
         ensure_room(SCIPY_INIT_BYTES)
     from scipy.sparse import csr_matrix
@@ -322,7 +345,7 @@ def longest_work_path(
     # float (a stored zero is no edge to csgraph). ``sel``: per stored edge, its index in
     # the edges given (None: the edges as they come).
     sel: np.ndarray | None = None
-    if _in_pair_order(u, v):
+    if in_pair_order(u, v):
         # The graph's edges as they come (sorted, each pair once): no sort (0.1 s on 1.6M)
         # and no concatenated copies of them.
         e = len(u)
@@ -332,6 +355,7 @@ def longest_work_path(
         indices = np.empty(e + len(roots), index)
         indices[:e] = v
         indices[e:] = roots
+        del cost
         counts = np.bincount(u, minlength=n + 1)
         counts[source] += len(roots)
         bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)] if prefer else None
@@ -339,6 +363,7 @@ def longest_work_path(
         rows = np.concatenate([np.asarray(u, np.int64), np.full(len(roots), source)])
         cols = np.concatenate([np.asarray(v, np.int64), roots])
         both = np.concatenate([cost, entry])
+        del cost
         pair = rows * (n + 1) + cols
         order = lexsort((both, pair))  # edges come nearly in pair order: ties only sorted
         sorted_pair = pair[order]
@@ -354,6 +379,10 @@ def longest_work_path(
     np.cumsum(counts, out=indptr[1:])
     del counts
     matrix = csr_matrix((data, indices, indptr), shape=(n + 1, n + 1))
+    # The search's own node heap (~64 bytes a point: 130 MB on a million slices) is mapped
+    # fresh: the heap the costs' temporaries were freed to is given back first, or it is
+    # the process's peak on top of that memory, kept but unused.
+    release_freed_memory()
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
     del matrix
     if prefer:
@@ -378,7 +407,7 @@ def longest_work_path(
     return points, (at if sel is None else sel[at])
 
 
-def _in_pair_order(u: np.ndarray, v: np.ndarray) -> bool:
+def in_pair_order(u: np.ndarray, v: np.ndarray) -> bool:
     """Whether edges ``u -> v`` come sorted by ``(u, v)``, each pair once."""
     if len(u) < 2:
         return True

@@ -31,7 +31,7 @@ import pandas as pd
 from explorer.analysis.attribution import launcher as launched_by
 from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges, thread_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
-from explorer.analysis.graph.nodes import SliceArrays, slice_arrays
+from explorer.analysis.graph.nodes import SliceArrays, id_dtype, slice_arrays
 from explorer.trace.memo import memoised
 from explorer.trace.model import TraceData
 
@@ -60,28 +60,33 @@ class DependencyGraph:
 
     def point_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """Each edge as point ids ``u -> v``: ``2*k + 0|1``, the start or end of
-        ``nodes[k]``. Computed once per graph."""
+        ``nodes[k]``. Computed once per graph, and held by it (the path search and every
+        replay read them) as int32 where the points fit: a key made of them is widened
+        first (``u.astype(np.int64) * (n + 1) + v``)."""
         got = self._cache.get("points")
         if got is None:
             e = self.edges
             src = e["src"].to_numpy(np.int64)
             dst = e["dst"].to_numpy(np.int64)
             rank = _node_rank(self.nodes, src, dst)
+            kind = id_dtype(2 * len(self.nodes))
             got = (
-                2 * rank(src) + e["src_point"].to_numpy(np.int64),
-                2 * rank(dst) + e["dst_point"].to_numpy(np.int64),
+                (2 * rank(src) + e["src_point"].to_numpy(np.int64)).astype(kind, copy=False),
+                (2 * rank(dst) + e["dst_point"].to_numpy(np.int64)).astype(kind, copy=False),
             )
             self._cache["points"] = got
         return got
 
     def edge_owners(self) -> np.ndarray:
         """Per edge, the slice whose time it is (-1: nobody's; see
-        :func:`~explorer.analysis.critical_path.owners`). Computed once per graph."""
+        :func:`~explorer.analysis.critical_path.owners`). Computed once per graph, held as
+        int32 where the slice ids fit."""
         got = self._cache.get("owners")
         if got is None:
             from explorer.analysis.critical_path import owners
 
-            got = self._cache["owners"] = owners(self, self.edges)
+            kind = id_dtype(self.arrays.n if self.arrays is not None else 0)
+            got = self._cache["owners"] = owners(self, self.edges).astype(kind, copy=False)
         return got
 
     def counts(self) -> dict[str, int]:
@@ -180,6 +185,7 @@ def dependency_graph(
         None if window is None else window[1],
         host,
     )
+    del host  # ~50 MB of points on a million slices: not held through the join below
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)

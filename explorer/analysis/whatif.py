@@ -58,6 +58,7 @@ from explorer.analysis.classify import classes
 from explorer.analysis.critical_path import (
     SCIPY_INIT_BYTES,
     CriticalPath,
+    in_pair_order,
     path_through,
     type_codes,
 )
@@ -211,9 +212,10 @@ def prepare(graph: DependencyGraph) -> Prepared:
     order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
     # Every replay's search runs over a subset of these edges: sorted by pair once here,
     # a replay lays its matrix out directly (no sort, no COO conversion per finding).
-    by_pair: np.ndarray | None = k[np.argsort(u[k] * (len(t) + 1) + v[k], kind="stable")]
-    assert by_pair is not None
-    if len(by_pair) > 1:
+    # (A graph's edges come in pair order, each pair once: then so does any subset of them.)
+    by_pair: np.ndarray | None = k
+    if not in_pair_order(u[k], v[k]):
+        by_pair = k[np.argsort(u[k].astype(np.int64) * (len(t) + 1) + v[k], kind="stable")]
         same = (u[by_pair][1:] == u[by_pair][:-1]) & (v[by_pair][1:] == v[by_pair][:-1])
         if same.any():
             by_pair = None

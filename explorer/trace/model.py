@@ -341,9 +341,11 @@ class TraceData:
         """The slices that have a parent, shallowest first (by id within a depth), and
         their depths: what :meth:`inherit_down` walks, sorted once per trace."""
         parent = self.slices["parent"].to_numpy(np.int64)
-        depth = self.slices["depth"].to_numpy(np.int64)
+        depth = self.slices["depth"].to_numpy()  # the table's narrow ints: compared only
         rows = np.flatnonzero(parent >= 0)
         rows = rows[np.argsort(depth[rows], kind="stable")]
+        if len(parent) < np.iinfo(np.int32).max:  # held per trace: half the bytes
+            rows = rows.astype(np.int32)
         out = (rows, depth[rows])
         for a in out:
             a.flags.writeable = False

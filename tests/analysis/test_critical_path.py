@@ -678,3 +678,32 @@ def test_path_never_idles_beside_work(shared_traces: Path) -> None:
             cp = critical_path(trace, step, all_steps)
             nodes = dependency_graph(trace, step, all_steps).nodes
             assert not _waits_with_work_beside(trace, cp, nodes), (path.name, cp.scope)
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu_transformer.pt.trace.json.gz", "neuron_cnn.pt.trace.json.gz"]
+)
+def test_categories_swept_up_front_are_the_ones_swept_when_asked(
+    sample_traces: Path, name: str
+) -> None:
+    """path_costs sweeps every host thread before it holds the per-edge arrays (and lets go
+    of what only the sweeps read): the category of every slice's time at its start, its
+    middle and just before its end is the one a lazily swept TimeCategories gives."""
+    from explorer.analysis.critical_path import launch_call_mask
+    from explorer.analysis.graph.categories import TimeCategories
+    from explorer.analysis.graph.nodes import slice_arrays
+
+    path = sample_traces / name
+    trace = explorer.load(path).data
+    arrays = slice_arrays(trace)
+    launches = launch_call_mask(trace.slices["name"].array)
+    lazy = TimeCategories(trace, arrays, launches)
+    early = TimeCategories(trace, arrays, launches)
+    early.sweep_all()
+    ids = np.arange(arrays.n)
+    ts, end = arrays.ts, arrays.end
+    for at in (ts, (ts + end) // 2, np.maximum(end - 1, ts)):
+        assert np.array_equal(early(ids, at), lazy(ids, at))
+    assert len(early._coded) == 0  # let go
+    kinds = {PATH_CATEGORIES[c] for c in lazy(ids, ts)}
+    assert len(kinds) >= 2  # the threads' time is not all one thing

@@ -3,6 +3,7 @@ small synthetic traces built in memory (labelled synthetic below)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -419,8 +420,10 @@ def test_packed_edge_table_is_the_five_key_sort_s(
         kind = EDGE_TYPES[int(rng.integers(0, len(EDGE_TYPES)))]
         points = rng.integers(0, 2, (2, k))
         built.add(kind, rng.integers(0, n, k), rng.integers(0, n, k), points[0], points[1])
+    again = copy.deepcopy(built)  # to_frame lets go of the builders' arrays
     packed, packed_dropped = built.to_frame(ts, end)
+    assert not built.src  # let go
     monkeypatch.setattr(graph_edges, "_packed_edges", lambda *_: None)
-    sorted_, sorted_dropped = built.to_frame(ts, end)
+    sorted_, sorted_dropped = again.to_frame(ts, end)
     pd.testing.assert_frame_equal(packed, sorted_)
     assert packed_dropped == sorted_dropped

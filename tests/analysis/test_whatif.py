@@ -58,7 +58,7 @@ def _check_halved(path: Path) -> None:
     whole = np.zeros(a.n, bool)  # its time is one duration edge, start -> end
     d = e[e["type"].to_numpy() == "duration"]
     whole[d["src"].to_numpy()[d["src"].to_numpy() == d["dst"].to_numpy()]] = True
-    leaf = a.node & a.host & whole & (into_end == 1) & (a.kind != "sync")
+    leaf = a.node & a.host & whole & (into_end == 1) & ~a.kind_in(("sync",))
     half = np.rint((a.end - a.ts) * 0.5)
     assert leaf.any()
     assert np.array_equal((end - ts)[leaf], half[leaf])

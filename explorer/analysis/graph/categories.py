@@ -48,6 +48,10 @@ DEVICE_REASON_CATEGORY: dict[str, str] = {
 }
 
 
+#: A thread's segments where nothing gives a reason: no bounds inside, no segment.
+_NO_SEGMENTS = (np.zeros(1, np.int64), np.zeros(0, np.int8))
+
+
 class TimeCategories:
     """What the time a slice holds at an instant is, as an index into
     :data:`PATH_CATEGORIES`; prepared once per graph, asked for many edges at once.
@@ -81,6 +85,7 @@ class TimeCategories:
         self._coded, self._code = coded, code
         self._track_of_coded = arrays.track[coded]
         self._sweeps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._all_swept = False
         # A host collective is communication in device traces too (the device's reasons
         # rank host time without one), as it is in a CPU trace's breakdown.
         self.comm = classes(trace).collective
@@ -90,25 +95,33 @@ class TimeCategories:
                 for r, _ in DEVICE_REASONS
             ]
             + [PATH_CATEGORIES.index("device_compute")],
-            np.int64,
+            np.int8,  # per slice below: a byte each, not eight
         )
         self.device = dev_lookup[device_slice_reasons(trace)]
 
     def sweep_all(self) -> None:
         """Sweep every host thread now, rather than when first asked: a caller about to
         hold per-edge arrays does it first, so that the sweeps' temporaries (~130 MB on a
-        million-slice thread) are not on top of them."""
+        million-slice thread) are not on top of them; what only the sweeps read is then let
+        go."""
         tracks = self._track_of_coded
         if len(tracks):
             for tr in tracks[np.r_[True, tracks[1:] != tracks[:-1]]].tolist():
                 self._sweep(int(tr))
+        self._coded = self._track_of_coded = np.empty(0, np.int64)
+        self._all_swept = True
 
     def _sweep(self, track: int) -> tuple[np.ndarray, np.ndarray]:
+        """The reason segments of one host thread: bounds, and per segment the reason's
+        index (int8: the tables have a few dozen reasons at most; -1 for none)."""
         if track not in self._sweeps:
+            if self._all_swept:  # a thread with no reason anywhere
+                return _NO_SEGMENTS
             lo, hi = np.searchsorted(self._track_of_coded, [track, track + 1])
             mine = self._coded[lo:hi]
             a = self.arrays
-            self._sweeps[track] = sweep(a.ts[mine], a.end[mine], self._code[mine], len(self.table))
+            bounds, seg = sweep(a.ts[mine], a.end[mine], self._code[mine], len(self.table))
+            self._sweeps[track] = (bounds, seg.astype(np.int8))
         return self._sweeps[track]
 
     def on_track(self, track: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
