@@ -684,12 +684,14 @@ def test_path_never_idles_beside_work(shared_traces: Path) -> None:
     "name", ["cpu_transformer.pt.trace.json.gz", "neuron_cnn.pt.trace.json.gz"]
 )
 def test_categories_swept_up_front_are_the_ones_swept_when_asked(
-    sample_traces: Path, name: str
+    sample_traces: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """path_costs sweeps every host thread before it holds the per-edge arrays (and lets go
     of what only the sweeps read): the category of every slice's time at its start, its
-    middle and just before its end is the one a lazily swept TimeCategories gives."""
+    middle and just before its end is the one a lazily swept TimeCategories gives — and
+    the one it gives asked a few hundred at a time."""
     from explorer.analysis.critical_path import launch_call_mask
+    from explorer.analysis.graph import categories as categories_module
     from explorer.analysis.graph.categories import TimeCategories
     from explorer.analysis.graph.nodes import slice_arrays
 
@@ -702,8 +704,13 @@ def test_categories_swept_up_front_are_the_ones_swept_when_asked(
     early.sweep_all()
     ids = np.arange(arrays.n)
     ts, end = arrays.ts, arrays.end
-    for at in (ts, (ts + end) // 2, np.maximum(end - 1, ts)):
-        assert np.array_equal(early(ids, at), lazy(ids, at))
+    whole = [lazy(ids, at) for at in (ts, (ts + end) // 2, np.maximum(end - 1, ts))]
+    for at, want in zip((ts, (ts + end) // 2, np.maximum(end - 1, ts)), whole, strict=True):
+        assert np.array_equal(early(ids, at), want)
+    monkeypatch.setattr(categories_module, "ASKED_AT_ONCE", 337)
+    assert len(ids) > 10 * 337
+    for at, want in zip((ts, (ts + end) // 2, np.maximum(end - 1, ts)), whole, strict=True):
+        assert np.array_equal(early(ids, at), want)
     assert len(early._coded) == 0  # let go
     kinds = {PATH_CATEGORIES[c] for c in lazy(ids, ts)}
     assert len(kinds) >= 2  # the threads' time is not all one thing

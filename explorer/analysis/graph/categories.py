@@ -48,6 +48,9 @@ DEVICE_REASON_CATEGORY: dict[str, str] = {
 }
 
 
+#: How many (owner, instant) questions :class:`TimeCategories` answers at a time.
+ASKED_AT_ONCE = 1 << 18
+
 #: A thread's segments where nothing gives a reason: no bounds inside, no segment.
 _NO_SEGMENTS = (np.zeros(1, np.int64), np.zeros(0, np.int8))
 
@@ -141,7 +144,19 @@ class TimeCategories:
         return out
 
     def __call__(self, owner: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
-        """Category of the time ``owner[i]`` holds at ``at_ns[i]``."""
+        """Category of the time ``owner[i]`` holds at ``at_ns[i]``. Asked in chunks of
+        :data:`ASKED_AT_ONCE`: each question makes a dozen temporaries its length, on top
+        of a million-edge path (or graph) that is held meanwhile."""
+        if len(owner) <= ASKED_AT_ONCE:
+            return self._categories(owner, at_ns)
+        return np.concatenate(
+            [
+                self._categories(owner[i : i + ASKED_AT_ONCE], at_ns[i : i + ASKED_AT_ONCE])
+                for i in range(0, len(owner), ASKED_AT_ONCE)
+            ]
+        )
+
+    def _categories(self, owner: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
         a = self.arrays
         owner = np.asarray(owner, np.int64)
         at_ns = np.asarray(at_ns, np.int64)
