@@ -2,8 +2,10 @@
 
 The analyses behind ``explorer report``, ``explorer export`` with its results and the
 viewer's panels (steps, breakdown, findings, dependency graph and critical path) hold
-arrays over every slice; at their peak, about 1.5 KB of memory per slice (measured:
-673k slices, 1.0 GB over the interpreter; 8.4M slices, 12 GB). Under a hard limit — a
+arrays over every slice; at their peak, about 640 B of memory per slice over the
+interpreter (measured 2026-12-07: a first report of 673k slices, 549 MB in its largest
+process; a window of a 6.65M-slice trace, ~565 B more for each slice it adds under a 2 GiB
+cgroup — it was 1.5 KB before the graph's ids went to int32). Under a hard limit — a
 container's or scheduler's memory cgroup, which kills the process without a word when it
 is reached, or a ``ulimit`` — a trace whose analyses certainly cannot fit is refused at
 once, in one line, rather than after minutes of work. The test uses a floor well under
@@ -25,11 +27,12 @@ from explorer.errors import ExplorerError, UsageError
 from explorer.trace.memory_limits import hard_limit, memory_budget
 from explorer.trace.model import TraceData
 
-#: The least memory per slice the analyses take at their peak: half the measured need.
-LEAST_BYTES_PER_SLICE = 700
-#: What the analyses took at their peak per slice, with a margin (measured: 1.5 KB), for
-#: sizing a window that is to fit rather than refusing one that certainly cannot.
-MEASURED_BYTES_PER_SLICE = 1_600
+#: The least memory per slice the analyses take at their peak: about half the measured need.
+LEAST_BYTES_PER_SLICE = 350
+#: What the analyses took at their peak per slice, with a margin (measured: 565-640 B), for
+#: sizing a window that is to fit rather than refusing one that certainly cannot. (A
+#: 6.65M-slice trace under a 2 GiB cgroup: a window of 1.07M slices peaked at 1.69 GB.)
+MEASURED_BYTES_PER_SLICE = 1_000
 
 
 def check_analyses_fit(

@@ -66,7 +66,7 @@ except ExplorerError as exc:
 """
 
 
-@pytest.mark.parametrize("room_mb", [60, 120])
+@pytest.mark.parametrize("room_mb", [30, 60])
 def test_analyses_that_cannot_fit_under_a_limit_are_refused_in_one_line(
     big: tuple[Path, dict[str, str], int], room_mb: int
 ) -> None:
