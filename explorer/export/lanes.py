@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.trace.nesting import improperly_nested, segmented_running_max
+from explorer.trace.nesting import improperly_nested, range_reduce, segmented_running_max
 
 
 def assign_lanes(
@@ -120,17 +120,7 @@ def _escapers(ts: np.ndarray, end: np.ndarray, bad: np.ndarray) -> np.ndarray:
     q = np.flatnonzero(hi > lo)
     if len(q) == 0:
         return out
-    lo, hi = lo[q], hi[q]
-    level = np.frexp(hi - lo)[1] - 1  # floor(log2(length))
-    table = [first]
-    while (2 << len(table) - 1) <= len(first):
-        prev, half = table[-1], 1 << (len(table) - 1)
-        table.append(np.minimum(prev[:-half], prev[half:]))
-    earliest = np.empty(len(q), np.int64)
-    for k in np.unique(level).tolist():
-        at = level == k
-        earliest[at] = np.minimum(table[k][lo[at]], table[k][hi[at] - (1 << k)])
-    out[q] = earliest < q
+    out[q] = range_reduce(first, lo[q], hi[q], np.minimum) < q
     return out
 
 

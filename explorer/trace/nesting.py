@@ -222,25 +222,33 @@ def improperly_nested(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.
     for lo, hi in zip(starts, stops, strict=True):
         last[lo:hi] = lo + np.searchsorted(ts[lo:hi], end[lo:hi], side="left") - 1
     first = np.arange(1, n + 1, dtype=np.int64)  # queries cover [i + 1, last_i]
-    has = last >= first
     bad = np.zeros(n, bool)
-    q = np.flatnonzero(has)
+    q = np.flatnonzero(last >= first)
     if len(q) == 0:
         return bad
-    length = last[q] - first[q] + 1
-    level = np.floor(np.log2(length)).astype(np.int64)
-    table = end.astype(np.int64, copy=True)
+    ends = np.asarray(end, np.int64)
+    bad[q] = range_reduce(ends, first[q], last[q] + 1, np.maximum) > ends[q]
+    return bad
+
+
+def range_reduce(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` (``np.maximum`` or ``np.minimum``) over each ``values[lo[i]:hi[i]]`` (none
+    empty): a sparse table built level by level, each query answered at its level by the
+    two overlapping blocks of the largest power of two it holds — O(n) memory, a pass per
+    level."""
+    out = np.empty(len(lo), values.dtype)
+    if len(lo) == 0:
+        return out
+    level = np.frexp(hi - lo)[1] - 1  # floor(log2(length)), exact below 2**53
+    table = values
     for k in range(int(level.max()) + 1):
         if k:
             step = 1 << (k - 1)
-            table = np.maximum(table[:-step], table[step:])
+            table = op(table[:-step], table[step:])
         at = level == k
         if at.any():
-            qi = q[at]
-            lo = first[qi]
-            hi = last[qi] - (1 << k) + 1
-            bad[qi] = np.maximum(table[lo], table[hi]) > end[qi]
-    return bad
+            out[at] = op(table[lo[at]], table[hi[at] - (1 << k)])
+    return out
 
 
 def timeline_rows(

@@ -223,3 +223,18 @@ def test_nesting_a_group_of_tracks_at_a_time_gives_the_whole_traces_answer(
     np.testing.assert_array_equal(parent, whole_parent)
     np.testing.assert_array_equal(depth, whole_depth)
     assert len(np.unique(track)) > 1  # several groups were nested
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_range_reduce_is_each_range_s_own_max_and_min(seed: int) -> None:
+    """The sparse-table reduction that lanes' escapers and ``improperly_nested`` share:
+    every non-empty ``[lo, hi)``'s max and min, against a slice of the values each."""
+    from explorer.trace.nesting import range_reduce
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-1000, 1000, int(rng.integers(1, 300)))
+    lo = rng.integers(0, len(values), 200)
+    hi = np.minimum(lo + rng.integers(1, len(values) + 1, 200), len(values))
+    for op, whole in ((np.maximum, np.max), (np.minimum, np.min)):
+        want = [whole(values[a:b]) for a, b in zip(lo, hi, strict=True)]
+        assert range_reduce(values, lo, hi, op).tolist() == want

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.graph.nodes import id_dtype
 from explorer.trace.order import lexsort
 
 START = np.int8(0)
@@ -114,14 +115,15 @@ class EdgeList:
     def add(self, kind: str, src, dst, src_point, dst_point) -> None:  # noqa: ANN001
         """Add edges of one type; points may be scalars (START/END) or arrays. Slice ids
         are kept as int32 until :meth:`to_frame` (held from the first builder to the
-        last: half the bytes); a trace of 2**31 slices or more keeps int64."""
+        last: half the bytes, :func:`~explorer.analysis.graph.nodes.id_dtype`); ids too wide
+        for int32 stay int64."""
         src = np.asarray(src, np.int64)
         n = len(src)
         if n == 0:
             return
         dst = np.asarray(dst, np.int64)
-        if _fits_int32(src) and _fits_int32(dst):
-            src, dst = src.astype(np.int32), dst.astype(np.int32)
+        ids_as = id_dtype(max(int(src.max()), int(dst.max())))
+        src, dst = src.astype(ids_as, copy=False), dst.astype(ids_as, copy=False)
         self.src.append(src)
         self.dst.append(dst)
         self.src_point.append(np.broadcast_to(np.asarray(src_point, np.int8), n).copy())
@@ -187,11 +189,6 @@ class EdgeList:
             copy=False,  # fresh arrays: not copied again into one block (0.08 s on 1.6M)
         )
         return frame, dropped
-
-
-def _fits_int32(ids: np.ndarray) -> bool:
-    """Whether slice ids (non-negative, or -1) fit int32."""
-    return len(ids) == 0 or int(ids.max()) < np.iinfo(np.int32).max
 
 
 def _packed_edges(

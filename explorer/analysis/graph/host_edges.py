@@ -125,7 +125,7 @@ def _innermost_by_search(points: ThreadPoints) -> np.ndarray:
     rank = lookup[points.slice]
     # positions as int32 where they fit: the range-maximum table below holds a copy of
     # the ends per level (21 levels of a million slices: 84 MB rather than 168)
-    pos = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    pos = id_dtype(n)
     pos_start = np.empty(len(ids), pos)
     pos_end = np.empty(len(ids), pos)
     pos_start[rank[~points.is_end]] = np.flatnonzero(~points.is_end)
