@@ -45,11 +45,13 @@ def display() -> Iterator[str]:
         )
     # Xvfb picks a free display itself and writes its number to a pipe (-displayfd): two
     # pytest workers choosing the first free number at once both took :120, and one's
-    # server ending took the other's windows with it.
+    # server ending took the other's windows with it. -noreset: by default the server
+    # resets when its last client leaves (each viewer closing, each xdotool and xwd), and
+    # a viewer started during the reset failed "could not connect to display" in CI.
     read_end, write_end = os.pipe()
     server = subprocess.Popen(
         ["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{SCREEN[0]}x{SCREEN[1]}x24",
-         "-nolisten", "tcp"],
+         "-nolisten", "tcp", "-noreset"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         pass_fds=(write_end,),
