@@ -35,12 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, resource, sys, time
 from PyQt6.QtCore import QSettings
-from PyQt6.QtWidgets import QApplication
 import explorer
-from explorer.ui.app import wait_idle
+from explorer.ui.app import application, wait_idle
 from explorer.ui.main_window import MainWindow
 
-app = QApplication([])
+app = application()  # as ``explorer view`` makes it (its allocator settings too)
 settings = QSettings(sys.argv[2], QSettings.Format.IniFormat)
 window = MainWindow(settings=settings, restore=False, remember=False)
 window.resize(1600, 1000)

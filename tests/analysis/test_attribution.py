@@ -131,3 +131,16 @@ def test_a_user_package_named_explorer_keeps_its_lines() -> None:
     assert is_user_file("explorer/train.py") and is_user_file("explorer/data/loader.py")
     assert not is_user_file("explorer/collect/session.py")
     assert not is_user_file("/anywhere/lib/explorer/analysis/breakdown.py")
+
+
+def test_slice_sources_hold_codes_not_a_string_per_slice(sync_storm: Trace) -> None:
+    """The viewer keeps this table while it is open: its file and function columns are
+    codes over the trace's distinct lines (8 + 1 + 1 bytes a slice here), not strings per
+    slice (~100 bytes a slice, 250 MB on a million slices)."""
+    src = slice_sources(sync_storm)
+    frames = src.drop_duplicates()
+    assert len(frames) < len(src) / 10  # few distinct lines among many slices
+    per_slice = src.memory_usage(deep=True, index=False).sum() / len(src)
+    assert per_slice < 16, per_slice
+    known = src["file"] != ""
+    assert known.any() and (src["line"][known] > 0).all() and (src["line"][~known] == -1).all()

@@ -447,7 +447,7 @@ class SourcePanel(TracePanel):
         if self.data is None:
             return np.zeros(0, np.int64)
         sources = self.data.sources
-        mask = (sources["file"].to_numpy() == file) & (sources["line"].to_numpy() == line)
+        mask = sources["file"].eq(file).to_numpy() & (sources["line"].to_numpy() == line)
         return self.whole_ids(np.flatnonzero(mask))
 
     def _line_clicked(self) -> None:
@@ -467,7 +467,7 @@ class SourcePanel(TracePanel):
 
     def _data_ready(self, data: SourceData) -> None:
         self.data = data
-        known = int((data.sources["file"].to_numpy() != "").sum())
+        known = int(data.sources["file"].ne("").sum())
         self.location.setText(
             f"{known:,} of {len(data.sources):,} events"
             + ("" if self._window() is None else f" in {self.scope_label().lower()}")
