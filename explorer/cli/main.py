@@ -114,11 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def command() -> NoReturn:
     """The ``explorer`` command (its console script, ``python -m explorer``): :func:`main`,
     then the process ends at once (:func:`~explorer.processes.exit_now`) rather than
-    freeing a loaded trace object by object. Code calling :func:`main` keeps its process,
-    and its allocator as it was (:func:`~explorer.trace.memory_limits.map_large_blocks`)."""
-    from explorer.trace.memory_limits import map_large_blocks  # psutil: not for --help
-
-    map_large_blocks()
+    freeing a loaded trace object by object. Code calling :func:`main` keeps its process."""
     exit_now(main())
 
 

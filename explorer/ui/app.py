@@ -19,7 +19,6 @@ from explorer.errors import OutputError, UsageError
 from explorer.processes import signals_close
 from explorer.readers import input_files
 from explorer.safe_write import atomic_write, check_target
-from explorer.trace.memory_limits import map_large_blocks
 from explorer.ui.qt_platform import check_window_platform, has_display, quiet_qt_messages
 from explorer.ui.qt_types import present
 
@@ -38,7 +37,6 @@ def application() -> Any:
     global _APP
     app = QApplication.instance()
     if app is None:
-        map_large_blocks()  # the analyses' freed temporaries go back (420 MB on 1M slices)
         app = QApplication(sys.argv[:1])
         app.setOrganizationName("Explorer")
         app.setApplicationName("explorer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
 
 from PyQt6.QtCore import QThread, pyqtSignal
@@ -22,8 +23,10 @@ from explorer.analysis.dependency_graph import dependency_graph
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import step_times, steps
 from explorer.errors import ExplorerError
+from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace_api import Trace
 from explorer.ui.analysed import AnalysedTrace, analysed_trace, in_whole_ids
+from explorer.ui.one_at_a_time import HEAVY_WORK
 
 
 class LoadCancelled(Exception):
@@ -95,6 +98,10 @@ ANALYSES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 )
 
 
+#: The analyses that take turns with the panels' jobs (:mod:`explorer.ui.one_at_a_time`):
+#: the one with the most temporaries. The others overlap them, as before.
+TAKES_TURNS: frozenset[str] = frozenset({"dependency_graph"})
+
 #: What the progress line calls each analysis.
 LABELS: dict[str, str] = {
     "slice_sources": "source lines",
@@ -146,10 +153,13 @@ def _each_analysis(
             yield name, None, refused
             continue
         try:
-            value = fn(analysed.trace)
+            with HEAVY_WORK if name in TAKES_TURNS else nullcontext():
+                value = fn(analysed.trace)
         except Exception as exc:  # noqa: BLE001 - reported per analysis, the others still run
             yield name, None, _one_line(exc)
             continue
+        finally:
+            release_freed_memory()  # its temporaries, held by this thread's heap otherwise
         yield name, in_whole_ids(name, value, analysed.window), None
 
 
