@@ -57,7 +57,8 @@ def test_planted_cause_is_named_at_its_line(tmp_path: Path, cause: str, world: i
     info, doc = _job(tmp_path, cause, world)
     case = f"{cause} planted on rank {info['slow_rank']} of {world}"
     s = doc["straggler"]
-    assert s is not None, (case, doc["imbalance"])
+    # the reason first: pytest cuts a long dict short (a CI failure showed "..." there)
+    assert s is not None, (case, (doc["imbalance"] or {}).get("reason"), doc["imbalance"])
     if cause == "comm":
         # the planted rank and the next run the extra all_reduces together: both spend the
         # time, each waits for the other in turn, and together they hold the third back.
