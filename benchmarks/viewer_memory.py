@@ -39,7 +39,7 @@ import explorer
 from explorer.ui.app import application, wait_idle
 from explorer.ui.main_window import MainWindow
 
-app = application()  # as ``explorer view`` makes it (its allocator settings too)
+app = application()  # as ``explorer view`` makes it
 settings = QSettings(sys.argv[2], QSettings.Format.IniFormat)
 window = MainWindow(settings=settings, restore=False, remember=False)
 window.resize(1600, 1000)

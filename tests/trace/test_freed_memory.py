@@ -9,10 +9,7 @@ import platform
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-
-from explorer.trace.columns import dense_ranks
 
 #: Frees a run of 2 MB arrays, each held in place by a small array allocated after it
 #: (the heap cannot shrink past those), after one 16 MB block was freed: glibc then
@@ -53,20 +50,3 @@ def test_freed_large_blocks_leave_the_process() -> None:
     # that had run ~1,200 tests had them all given back unasked (what it inherited that
     # changed glibc's choice was not found; run alone, that tree's child keeps them).
     assert _freed("released") > 0.9 * blocks
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_dense_ranks_answer_as_np_unique(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    cases = [
-        rng.integers(0, 50, 1000),  # a small range: counted
-        rng.integers(0, 10**12, 1000),  # a wide one: sorted
-        rng.integers(-5, 5, 1000),  # negative: sorted
-        np.zeros(0, np.int64),
-        np.array([7]),
-    ]
-    for values in cases:
-        present, inverse = dense_ranks(values)
-        want, want_inverse = np.unique(values, return_inverse=True)
-        assert np.array_equal(present, want) and present.dtype == values.dtype
-        assert np.array_equal(inverse, want_inverse.reshape(-1))
