@@ -176,16 +176,19 @@ def dependency_graph(
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
+    counted = thread_edges.counted_frames(trace, bool(arrays.device.any()))
+    points = thread_edges.chain_points(arrays, host)
+    del host  # only the chains' points, with the device streams', held from here
     thread_edges.handoffs(
         edges,
         arrays,
         owner_after,
         thread_edges.track_devices(trace.tracks),
-        thread_edges.counted_frames(trace, bool(arrays.device.any())),
+        counted,
         None if window is None else window[1],
-        host,
+        points,
     )
-    del host  # ~50 MB of points on a million slices: not held through the join below
+    del points, counted  # ~25 MB of points on a million slices: not held through the join
     data_edges.execution_trace_edges(edges, arrays, trace.execution_trace)
     frame, dropped = edges.to_frame(arrays.ts, arrays.end)
     nodes = np.flatnonzero(arrays.node)

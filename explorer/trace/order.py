@@ -12,7 +12,7 @@ fast on presorted data), and sorts only the rows that tie on it by the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,21 +25,38 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     their input order)."""
     if len(keys) < 2 or len(keys[-1]) < 2:
         return np.lexsort(tuple(keys))
-    first, second = np.asarray(keys[-1]), np.asarray(keys[-2])
-    if not _integral(first):
-        return np.lexsort(tuple(keys))
-    packed, rest = _packed(first, second), list(keys[:-2])
+    rest = keys[:-2]
+    return lexsort_ties(keys[-1], keys[-2], lambda rows: [np.asarray(k)[rows] for k in rest])
+
+
+def lexsort_ties(
+    first: np.ndarray,
+    second: np.ndarray,
+    rest_of: Callable[[np.ndarray], Sequence[np.ndarray]],
+) -> np.ndarray:
+    """The order of ``np.lexsort((*rest, second, first))`` where ``rest_of(rows)`` gives
+    the ``rest`` keys of just those rows: asked only for the rows that tie on the first
+    two keys (few, in trace data), so that tie-breakers need not exist for every row —
+    over a million host points they were four arrays of its length, held through the
+    sort, for the few thousand ties they break."""
+    first, second = np.asarray(first), np.asarray(second)
+    if len(first) < 2 or not _integral(first):
+        return np.lexsort((*rest_of(np.arange(len(first))), second, first))
+
+    def with_second(rows: np.ndarray) -> list[np.ndarray]:
+        return [*rest_of(rows), second[rows]]
+
+    packed, tie_keys = _packed(first, second), rest_of
     if packed is None:  # the second key is a float or too wide: the first alone
-        packed, rest = first.astype(np.int64), list(keys[:-1])
+        packed, tie_keys = first.astype(np.int64), with_second
     order = stable_argsort(packed)
-    if not rest:
-        return order
     in_order = packed[order]
+    del packed
     same = in_order[1:] == in_order[:-1]
     if same.any():
         tied = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
         rows = order[tied]
-        order[tied] = rows[np.lexsort((*(np.asarray(k)[rows] for k in rest), in_order[tied]))]
+        order[tied] = rows[np.lexsort((*tie_keys(rows), in_order[tied]))]
     return order
 
 
@@ -62,7 +79,12 @@ def _packed(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
     span2 = hi2 - lo2 + 1
     if (hi1 - lo1 + 1) * span2 >= _PACKED_LIMIT:
         return None
-    return (first.astype(np.int64) - lo1) * span2 + (second.astype(np.int64) - lo2)
+    out = first.astype(np.int64)  # in place from here: no temporaries of the keys' length
+    out -= lo1
+    out *= span2
+    out += second
+    out -= lo2
+    return out
 
 
 def _integral(a: np.ndarray) -> bool:
