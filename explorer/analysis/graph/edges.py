@@ -164,7 +164,7 @@ class EdgeList:
         # The same two points joined twice (e.g. a launch seen both as a flow and by
         # correlation): keep the first type listed. In (src, src point, dst, dst point,
         # type) order.
-        columns = [src, sp, dst, dp, codes]
+        columns: list[np.ndarray] = [src, sp, dst, dp, codes]
         del src, sp, dst, dp, codes  # the packing lets go of each as it is used
         packed = _packed_edges(len(ts), columns, keep)
         if packed is not None:
