@@ -311,8 +311,16 @@ def segmented_running_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     lo = int(values.min())
     span = int(values.max()) - lo + 1
     if span * (int(group[-1]) + 1) < 2**62:
-        lifted = (values - lo) + group * span
-        return np.maximum.accumulate(lifted) - group * span + lo
+        # in place: two arrays of the values' length rather than six
+        offset = group.astype(np.int64, copy=False) * span
+        lifted = values.astype(np.int64)
+        lifted -= lo
+        lifted += offset
+        np.maximum.accumulate(lifted, out=lifted)
+        lifted -= offset
+        del offset
+        lifted += lo
+        return lifted
     # Too wide to lift by value without overflow: lift by rank instead.
     distinct, rank = np.unique(values, return_inverse=True)
     span = len(distinct)
