@@ -71,6 +71,18 @@ def test_searches_equal_the_scan_on_shared_traces(shared_traces: Path, name: str
     assert _check(ctx, "host_busy") > 0
 
 
+def test_overlap_measured_in_chunks_is_the_scan(
+    sample_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few slices at a time (chunk boundaries inside every step's candidates): the
+    same per-slice overlap as the scan."""
+    from explorer.analysis.detectors import context
+
+    monkeypatch.setattr(context, "OVERLAP_CHUNK", 7)
+    ctx = Context(explorer.load(sample_traces / NEURON).data)
+    assert _check(ctx, "host_busy") > 7
+
+
 def test_overlapping_steps_take_the_scan(sample_traces: Path) -> None:
     ctx = Context(explorer.load(sample_traces / NEURON).data)
     steps = ctx.steps.copy()
