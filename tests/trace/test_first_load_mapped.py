@@ -1,5 +1,6 @@
 """A first load hands back the trace as its new cache entry holds it: the tables mapped
-from the entry's files, the parse's own copies freed — what every later open gets — and an
+from the entry's files, the parse's own copies freed — what every later open gets; a first
+report's trace adopts them once its entry, written while it analyses, is written; and an
 entry's files, once checked, are not held resident by the process that opened it.
 
 On Linux, where ``/proc/self/smaps`` says which files a process maps and how much of each
@@ -84,3 +85,28 @@ def test_checked_files_are_not_held_resident(
     assert size >= 1024  # MB-sized: a meaningful share to hold
     assert rss < size // 4, (size, rss)
     assert again.args(5) == explorer.load(TRACE, use_cache=False).args(5)  # read back on demand
+
+
+def test_a_deferred_write_adopts_the_stored_tables(tmp_path: Path) -> None:
+    """A first report's cache entry, written while its analyses run: once written, the
+    trace reads its tables from it (the parse's copies let go), equal to them, and what
+    was computed before agrees with a fresh computation."""
+    from explorer.analysis.breakdown import breakdown
+    from explorer.readers import read
+    from explorer.store.cache import cache_write_of
+
+    trace = read(TRACE, store=tmp_path, defer_cache_write=True)
+    before = breakdown(trace)  # on the parse's tables
+    parsed = trace.slices
+    write = cache_write_of(trace)
+    assert write is not None
+    write.start()
+    assert write.finish() is None
+    (entry,) = tmp_path.iterdir()
+    assert trace.slices is not parsed
+    assert _mapped_kb(entry / "slices.arrow")[0] > 0
+    pd.testing.assert_frame_equal(trace.slices, parsed)
+    fresh = explorer.load(TRACE, use_cache=False)
+    pd.testing.assert_frame_equal(before, breakdown(fresh.data))
+    assert trace.args_store.raw(7) == fresh.data.args_store.raw(7)
+    assert trace.memo.store is not None and trace.memo.store.has("breakdown", (None,))
