@@ -497,14 +497,22 @@ def _describe(
     first_at = np.full(arrays.n, len(points), np.int64)
     np.minimum.at(first_at, slice_of_point, np.arange(len(points), dtype=np.int64))
     first = first_at[first_at < len(points)]
-    t = np.where(points % 2 == 1, arrays.end[slice_of_point], arrays.ts[slice_of_point])
-    start_ns, end_ns = int(t[0]), int(t[-1])
+    del first_at
+    slices = slice_of_point[np.sort(first)]
+    del first
+    # only the route's two ends' times: every point's was the description's largest
+    # temporaries (three arrays of the route's length) on a million-edge path
+    start_ns, end_ns = (
+        int(arrays.end[slice_of_point[i]] if points[i] % 2 == 1 else arrays.ts[slice_of_point[i]])
+        for i in (0, -1)
+    )
+    del slice_of_point
     edges, cat = _categorised(graph, edges, categories, owner)
     w = edges["weight"].to_numpy(np.int64)
     # Idle time (only a step span around it) is nobody's to speed up.
     busy_owner = np.where(cat == PATH_CATEGORIES.index("idle_gap"), -1, edges["owner"].to_numpy())
     return CriticalPath(
-        slices=slice_of_point[np.sort(first)],
+        slices=slices,
         edges=edges,
         start_ns=start_ns,
         end_ns=end_ns,
@@ -513,7 +521,7 @@ def _describe(
         top_lines=_top_lines(trace, busy_owner, w, end_ns - start_ns),
         step=graph.step,
         window=graph.window,
-        segments=_segments(trace, edges, t[0]),
+        segments=_segments(trace, edges, start_ns),
     )
 
 
@@ -553,19 +561,26 @@ def _categorised(
     type_cat = [
         PATH_CATEGORIES.index(TYPE_CATEGORY[t]) if t in TYPE_CATEGORY else -1 for t in EDGE_TYPES
     ]
-    cat = np.array(type_cat + [-1], np.int64)[code]
+    cat = np.array(type_cat + [-1], np.int8)[code]
     own = _type_table(("duration", "nest", "sibling"))[code] | (cat < 0)
     has = own & (owner >= 0)
     src = edges["src"].to_numpy()
-    at = np.where(edges["src_point"].to_numpy() == 0, arrays.ts[src], arrays.end[src])
-    cat[has] = categories(owner[has], at[has])
+    src_point = edges["src_point"].to_numpy()
+
+    def leaves(which: np.ndarray) -> np.ndarray:
+        """When the edges ``which`` picks leave their source (its start or its end): for
+        them only, not every edge of a million-edge path."""
+        ids = src[which]
+        return np.where(src_point[which] == 0, arrays.ts[ids], arrays.end[ids])
+
+    cat[has] = categories(owner[has], leaves(has))
     # A hand-off's time is the waiting track's: what the breakdown says that thread was
     # doing then (a bare step span: idle; a loader's annotation: input), idle on a stream.
     hand = _type_table(INFERRED_TYPES)[code]
     waiter = np.where(code == EDGE_TYPES.index("handoff"), src, edges["dst"].to_numpy())
     on_host = hand & arrays.host[waiter]
     cat[hand] = PATH_CATEGORIES.index("idle_gap")
-    cat[on_host] = categories.on_track(arrays.track[waiter[on_host]], at[on_host])
+    cat[on_host] = categories.on_track(arrays.track[waiter[on_host]], leaves(on_host))
     # Categorical: a million category names as strings cost 0.1 s to build (Arrow strings).
     category = pd.Categorical.from_codes(np.where(cat < 0, len(names) - 1, cat), names)
     return edges.reset_index(drop=True).assign(category=category, owner=owner), cat
