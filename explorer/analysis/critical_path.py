@@ -43,6 +43,7 @@ from explorer.analysis.graph.edges import (
     PATH_CATEGORIES,
     TYPE_CATEGORY,
     WAIT_TYPES,
+    point_times,
 )
 from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
 from explorer.analysis.graph.thread_edges import WAITER_KINDS
@@ -502,10 +503,9 @@ def _describe(
     del first
     # only the route's two ends' times: every point's was the description's largest
     # temporaries (three arrays of the route's length) on a million-edge path
-    start_ns, end_ns = (
-        int(arrays.end[slice_of_point[i]] if points[i] % 2 == 1 else arrays.ts[slice_of_point[i]])
-        for i in (0, -1)
-    )
+    ends = [0, -1]
+    route_ends = point_times(slice_of_point[ends], points[ends] % 2, arrays.ts, arrays.end)
+    start_ns, end_ns = int(route_ends[0]), int(route_ends[1])
     del slice_of_point
     edges, cat = _categorised(graph, edges, categories, owner)
     w = edges["weight"].to_numpy(np.int64)
@@ -570,8 +570,7 @@ def _categorised(
     def leaves(which: np.ndarray) -> np.ndarray:
         """When the edges ``which`` picks leave their source (its start or its end): for
         them only, not every edge of a million-edge path."""
-        ids = src[which]
-        return np.where(src_point[which] == 0, arrays.ts[ids], arrays.end[ids])
+        return point_times(src[which], src_point[which], arrays.ts, arrays.end)
 
     cat[has] = categories(owner[has], leaves(has))
     # A hand-off's time is the waiting track's: what the breakdown says that thread was

@@ -84,7 +84,8 @@ def read(path: Path, options: Options) -> TraceData:
     if progress:
         progress(0.05, f"reading {path.name}")
     # A load too large for memory keeps its columns in files beside the cache's entries.
-    trace = _parse(path, progress, (root or cache_root()) if stamp is not None else None)
+    spill_root = (root or cache_root()) if stamp is not None else None
+    trace = _parse(path, progress, spill_root)
     if stamp is not None and options.defer_cache_write:
         CacheWrite(path, trace, stamp, root)  # written when the caller finishes it
     elif stamp is not None:
@@ -108,7 +109,7 @@ def read(path: Path, options: Options) -> TraceData:
             release_freed_memory()
             stored = load_cached(path, stamp, root=root)
             # (the entry damaged or removed meanwhile: parsed again, not cached)
-            trace = stored if stored is not None else _parse(path, None, None)
+            trace = stored if stored is not None else _parse(path, None, spill_root)
     if progress:
         progress(1.0, "loaded")
     return trace

@@ -216,10 +216,6 @@ class CacheWrite:
         return failed
 
 
-#: The tables of a trace that :func:`_adopt_stored_tables` replaces by its entry's.
-STORED_TABLES = ("slices", "tracks", "flows", "counters", "instants", "memory")
-
-
 def _adopt_stored_tables(trace: TraceData, entry: Path) -> None:
     """``trace``'s tables replaced by its just-written entry's, mapped from its files, and
     the parse's own copies freed (but what results computed so far hold of them): what
@@ -230,12 +226,13 @@ def _adopt_stored_tables(trace: TraceData, entry: Path) -> None:
     report 4.61 -> 4.40 s (medians of 5, interleaved). Nothing when the entry cannot be
     read back."""
     from explorer.store import open_trace
+    from explorer.store.entry import TABLES
 
     try:
         stored = open_trace(entry)
     except StoreDamaged:
         return
-    for name in STORED_TABLES:
+    for name in TABLES:
         setattr(trace, name, getattr(stored, name))
     trace.args_store = stored.args_store
     del stored

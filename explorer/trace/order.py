@@ -26,30 +26,38 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     if len(keys) < 2 or len(keys[-1]) < 2:
         return np.lexsort(tuple(keys))
     rest = keys[:-2]
+    if not rest:
+        return lexsort_ties(keys[-1], keys[-2], None)
     return lexsort_ties(keys[-1], keys[-2], lambda rows: [np.asarray(k)[rows] for k in rest])
 
 
 def lexsort_ties(
     first: np.ndarray,
     second: np.ndarray,
-    rest_of: Callable[[np.ndarray], Sequence[np.ndarray]],
+    rest_of: Callable[[np.ndarray], Sequence[np.ndarray]] | None,
 ) -> np.ndarray:
     """The order of ``np.lexsort((*rest, second, first))`` where ``rest_of(rows)`` gives
-    the ``rest`` keys of just those rows: asked only for the rows that tie on the first
-    two keys (few, in trace data), so that tie-breakers need not exist for every row —
-    over a million host points they were four arrays of its length, held through the
-    sort, for the few thousand ties they break."""
+    the ``rest`` keys of just those rows (None: there are none): asked only for the rows
+    that tie on the first two keys (few, in trace data), so that tie-breakers need not
+    exist for every row — over a million host points they were four arrays of its
+    length, held through the sort, for the few thousand ties they break."""
     first, second = np.asarray(first), np.asarray(second)
+
+    def rest(rows: np.ndarray) -> list[np.ndarray]:
+        return [] if rest_of is None else list(rest_of(rows))
+
     if len(first) < 2 or not _integral(first):
-        return np.lexsort((*rest_of(np.arange(len(first))), second, first))
+        return np.lexsort((*rest(np.arange(len(first))), second, first))
 
     def with_second(rows: np.ndarray) -> list[np.ndarray]:
-        return [*rest_of(rows), second[rows]]
+        return [*rest(rows), second[rows]]
 
-    packed, tie_keys = _packed(first, second), rest_of
+    packed, tie_keys = _packed(first, second), rest
     if packed is None:  # the second key is a float or too wide: the first alone
         packed, tie_keys = first.astype(np.int64), with_second
     order = stable_argsort(packed)
+    if tie_keys is rest and rest_of is None:
+        return order  # both keys packed, nothing else to break their ties
     in_order = packed[order]
     del packed
     same = in_order[1:] == in_order[:-1]
