@@ -143,6 +143,29 @@ def test_a_changed_trace_file_never_gets_the_old_results(tmp_path: Path) -> None
     assert new_report == expected
 
 
+def test_each_stored_file_is_listed_with_its_own_size_and_checksum(tmp_path: Path) -> None:
+    """The size and CRC-32 a result lists for each of its files are counted as the file is
+    written (never read back): they are those of the bytes on disk, by zlib, and every
+    file an Arrow reader opens whole."""
+    import json
+    import zlib
+
+    import pyarrow as pa
+
+    path = SAMPLE_TRACES / "cpu_transformer.pt.trace.json.gz"
+    _first_and_reopened(path, tmp_path)
+    listings = sorted(tmp_path.glob(f"*/{results.RESULTS_DIR}/*/{results.VALUE_FILE}"))
+    files = 0
+    for listing in listings:
+        doc = json.loads(listing.read_text())
+        for i, meta in enumerate(doc["files"]):
+            data = (listing.parent / f"{i}.arrow").read_bytes()
+            assert meta == {"bytes": len(data), "crc32": zlib.crc32(data)}, listing
+            assert pa.ipc.open_file(pa.BufferReader(data)).read_all().num_rows >= 0
+            files += 1
+    assert files >= 5  # the breakdown's, the findings', the critical path's frames...
+
+
 def test_damaged_or_foreign_results_are_computed_again(tmp_path: Path) -> None:
     path = SAMPLE_TRACES / "cpu_transformer.pt.trace.json.gz"
     _, report, _ = _first_and_reopened(path, tmp_path)
