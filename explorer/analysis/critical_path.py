@@ -145,8 +145,14 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     del costs
     points, at = _longest_handed(handed)
     owner = owners[at].astype(np.int64) if owners is not None else None
-    del owners
-    return _describe(trace, graph, points, graph.edges.iloc[at], categories, owner)
+    edges = graph.edges.iloc[at]
+    del owners, at
+    # the search's freed heap given back before the description's temporaries, and the
+    # description's after it: each stage's, kept by glibc, was the next one's floor
+    release_freed_memory()
+    out = _describe(trace, graph, points, edges, categories, owner)
+    release_freed_memory()
+    return out
 
 
 @dataclass(frozen=True)
@@ -604,41 +610,54 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     a hand-off's, the source's) into segments: the path read as "host 0-570 us, then stream 7 for 36 us, then ..."."""
     if len(edges) == 0:
         return _segments_frame([])
+    # Temporaries over the path's million edges kept narrow (int32 segment and pair keys,
+    # no per-edge running end): they were the description's peak.
     owner = edges["owner"].to_numpy()
-    where = np.where(owner >= 0, owner, edges["dst"].to_numpy())
+    mine = owner >= 0
+    where = edges["dst"].to_numpy().copy()
+    where[mine] = owner[mine]
     # a hand-off's time is the waiting track's, and it leaves from there
     hand = type_codes(edges) == EDGE_TYPES.index("handoff")
     where[hand] = edges["src"].to_numpy()[hand]
     track = trace.slices["track"].to_numpy()[where]
+    del where, hand
     w = edges["weight"].to_numpy(np.int64)
-    brk = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
-    ends = np.cumsum(w)
-    seg_id = np.cumsum(np.r_[True, track[1:] != track[:-1]]) - 1
+    new_seg = np.empty(len(track), bool)
+    new_seg[0] = True
+    np.not_equal(track[1:], track[:-1], out=new_seg[1:])
+    brk = np.flatnonzero(new_seg)
+    seg_id = np.cumsum(new_seg, dtype=np.int32 if len(brk) < 2**31 else np.int64)
+    seg_id -= 1
+    del new_seg
     # By name code, named once per segment: a million names as strings took half a second.
     name = trace.slices["name"].array
-    mine = owner >= 0
     # Per (segment, name) the time, then per segment the name with the most (ties: the one
-    # first on the path): sorts of one int64 key, not a frame grouped by two columns
+    # first on the path): sorts of one integer key, not a frame grouped by two columns
     # (the critical path's peak on a million-edge path).
     width = len(name.categories) + 1  # codes + 1: a missing name (-1) is 0
-    key = seg_id[mine] * width + (name.codes[owner[mine]].astype(np.int64) + 1)
+    key_type = np.int32 if len(brk) * width < 2**31 else np.int64
+    key = seg_id[mine].astype(key_type)
+    del seg_id
+    key *= width
+    key += name.codes[owner[mine]]
+    key += 1
     by_key = np.argsort(key, kind="stable")
     sorted_key = key[by_key]
     del key
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     sums = np.add.reduceat(w[mine][by_key], starts) if len(starts) else np.empty(0, np.int64)
     first_at = by_key[starts]
-    group_seg, group_code = np.divmod(sorted_key[starts], width)
+    group_seg, group_code = np.divmod(sorted_key[starts].astype(np.int64), width)
     del by_key, sorted_key
     best = np.lexsort((first_at, -sums, group_seg))
     best = best[np.r_[True, group_seg[best][1:] != group_seg[best][:-1]]] if len(best) else best
     texts = np.append(np.asarray(name.categories.astype(str), dtype=object), "nan")
     top_op = np.full(len(brk), "", dtype=object)
     top_op[group_seg[best]] = texts[group_code[best] - 1]
-    labels = trace.tracks.set_index("id")["label"].astype(str)
     seg_ns = np.add.reduceat(w, brk)
-    seg_end = start + ends[np.r_[brk[1:] - 1, len(w) - 1]]
+    seg_end = start + np.cumsum(seg_ns)
     seg_track = track[brk]
+    labels = trace.tracks.set_index("id")["label"].astype(str)
     label = labels.reindex(seg_track).fillna("").to_numpy(dtype=object)
     return pd.DataFrame(
         {
@@ -693,7 +712,8 @@ def _dense_codes(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
     present = np.zeros(space, bool)
     present[key] = True
     values = np.flatnonzero(present)
-    rank = np.cumsum(present, dtype=np.int64) - 1
+    rank = np.cumsum(present, dtype=np.int32 if space < 2**31 else np.int64)
+    rank -= 1
     return values, rank[key]
 
 
@@ -703,27 +723,41 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
     has = owner >= 0
     if not has.any():
         return _empty_ops()
-    ids = owner[has]
     s = trace.slices
+    ids = owner[has].astype(np.int32 if len(s) < 2**31 else np.int64)
     names, kinds = s["name"].array, s["kind"].array
     # Grouped by (name, kind) code, in the order each pair first appears (as a groupby
     # with sort=False; missing names or kinds left out, as it drops them): a million names
     # and kinds taken as strings cost more than the rest of the path's description.
     # Each slice has one (name, kind), so a pair's distinct slices are counted over the
     # distinct owners; tables by dense pair code, not sorts of the million path edges.
+    # (narrow keys and positions: per-edge temporaries of a million-edge path were the
+    # description's peak)
     width = len(kinds.categories) + 1
+    space = (len(names.categories) + 1) * width
     name_code, kind_code = names.codes[ids], kinds.codes[ids]
     known = (name_code >= 0) & (kind_code >= 0)
-    key = name_code[known].astype(np.int64) * width + kind_code[known]
+    key = name_code[known].astype(np.int32 if space < 2**31 else np.int64)
+    del name_code
+    key *= width
+    key += kind_code[known]
+    del kind_code
     if len(key) == 0:
         return _empty_ops()
-    pairs, group = _dense_codes(key, (len(names.categories) + 1) * width)
-    first = np.full(len(pairs), len(key), np.int64)
-    np.minimum.at(first, group, np.arange(len(key), dtype=np.int64))
+    pairs, group = _dense_codes(key, space)
+    del key
+    first = np.full(len(pairs), len(group), np.int64)
+    np.minimum.at(
+        first, group, np.arange(len(group), dtype=np.int32 if len(group) < 2**31 else np.int64)
+    )
+    counted = has.copy()
+    counted[has] = known
     ns = np.zeros(len(pairs), np.int64)
-    np.add.at(ns, group, w[has][known])
+    np.add.at(ns, group, w[counted])
+    del group, counted
     seen = np.zeros(len(s), bool)
     seen[ids[known]] = True
+    del ids, known
     distinct = np.flatnonzero(seen)
     distinct_key = names.codes[distinct].astype(np.int64) * width + kinds.codes[distinct]
     count = np.bincount(np.searchsorted(pairs, distinct_key), minlength=len(pairs))
