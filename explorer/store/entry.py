@@ -37,7 +37,7 @@ from explorer.store.header import (
     METADATA_FILE,
     SourceStamp,
     StoreDamaged,
-    checksum,
+    file_size_and_checksum,
     map_checked,
     read_checked,
     read_header,
@@ -81,24 +81,7 @@ def _write_files(
             encode_table(name, df, sink, table_format)
     with pa.OSFile(str(directory / ARGS_FILES[table_format]), "wb") as sink:
         encode_args(model.args_store, len(model.slices), sink, table_format)
-    return {p.name: _size_and_checksum(p) for p in sorted(directory.iterdir())}
-
-
-def _size_and_checksum(path: Path) -> tuple[int, int]:
-    """A written file's size and :func:`checksum`, read back a block at a time into one
-    reused buffer (from the page cache: the file was just written; a fresh 16 MB block per
-    read was the last rise of a first load's memory, after the args)."""
-    crc, size = 0, 0
-    buffer = memoryview(bytearray(_CHECKSUM_BLOCK))
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            crc = checksum(buffer[:n], crc)
-            size += n
-    return size, crc
-
-
-#: Bytes read at a time to checksum a written file (CRC-32 runs at the same speed from 1 MB).
-_CHECKSUM_BLOCK = 1 << 20
+    return {p.name: file_size_and_checksum(p) for p in sorted(directory.iterdir())}
 
 
 def _metadata_bytes(metadata: dict[str, Any]) -> bytes:

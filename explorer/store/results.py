@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from explorer.store.header import checksum
+from explorer.store.header import checksum, file_size_and_checksum
 from explorer.store.result_files import (
     RESULTS_DIR,
     TREE_FILE,
@@ -154,11 +154,13 @@ class ResultStore:
             tmp = tempfile.mkdtemp(prefix=f".{digest}.", dir=self.directory)
             files = []
             for i, table in enumerate(tables):
-                with open(Path(tmp) / f"{i}.arrow", "wb") as raw:
-                    counted = _Counted(raw)
-                    with pa.ipc.new_file(pa.PythonFile(counted, mode="w"), table.schema) as w:
-                        w.write_table(table)
-                files.append({"bytes": counted.bytes, "crc32": counted.crc32})
+                path = Path(tmp) / f"{i}.arrow"
+                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+                    w.write_table(table)
+                # read back a block at a time: the whole file held in memory again was the
+                # top of a first report's memory (the critical path's ~30 MB of edges)
+                size, crc = file_size_and_checksum(path)
+                files.append({"bytes": size, "crc32": crc})
             data = json.dumps(tree).encode()
             (Path(tmp) / TREE_FILE).write_bytes(data)
             doc = {
@@ -174,33 +176,6 @@ class ResultStore:
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
-
-
-class _Counted:
-    """A binary file being written that keeps the size and CRC-32 of what went through it:
-    a stored file's listing without reading it back (the file was held in memory whole,
-    on top of what the report held: the critical path's edges are ~30 MB on 1M events)."""
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-        self.bytes = 0
-        self.crc32 = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.crc32 = checksum(view, self.crc32)
-        self.bytes += view.nbytes
-        return int(self._raw.write(view))
-
-    def tell(self) -> int:
-        return self.bytes
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    def close(self) -> None:
-        self.closed = True  # the caller closes the file itself
 
 
 def attach(trace: TraceData, entry: Path, header: dict[str, Any]) -> None:

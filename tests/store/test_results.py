@@ -144,9 +144,9 @@ def test_a_changed_trace_file_never_gets_the_old_results(tmp_path: Path) -> None
 
 
 def test_each_stored_file_is_listed_with_its_own_size_and_checksum(tmp_path: Path) -> None:
-    """The size and CRC-32 a result lists for each of its files are counted as the file is
-    written (never read back): they are those of the bytes on disk, by zlib, and every
-    file an Arrow reader opens whole."""
+    """The size and CRC-32 a result lists for each of its files (read back a block at a
+    time, never whole) are those of the bytes on disk, by zlib, and every file is one an
+    Arrow reader opens whole."""
     import json
     import zlib
 
