@@ -382,6 +382,7 @@ def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         counts = np.bincount(rows[sel], minlength=n + 1)
         del rows, cols, both
         bad = np.r_[np.asarray(avoid, bool), np.zeros(len(roots), bool)][sel] if prefer else None
+    del u, v  # the matrix holds them now
     indptr = np.zeros(n + 2, index)
     np.cumsum(counts, out=indptr[1:])
     del counts
@@ -402,9 +403,14 @@ def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
     # not what set the step's time.
-    reach = np.flatnonzero(np.isfinite(dist))
-    work = np.round((point_time[reach] - t0) - dist[reach], 3)
-    most = reach[work == work.max()]  # of these, the latest; of those, the last point
+    # (per point, in place: -inf where unreached; the reached points' gathered times and
+    # their differences were five temporaries of the points' length, the search's peak)
+    work = np.empty(n, np.float64)
+    np.subtract(point_time, t0, out=work, casting="unsafe")  # in int64, as the times are
+    work -= dist
+    np.round(work, 3, out=work)
+    most = np.flatnonzero(work == work.max())  # of these, the latest; of those, the last point
+    del work
     latest = most[point_time[most] == point_time[most].max()]
     sink = int(latest[-1])
     points = _route_to(pred, sink, source)
@@ -424,17 +430,23 @@ def in_pair_order(u: np.ndarray, v: np.ndarray) -> bool:
 def _stored_at(indptr: np.ndarray, indices: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Position in a CSR matrix (columns ascending in each row, each once) of each stored
     entry ``(p[i], q[i])``: a binary search within each row's columns, all rows at once."""
-    lo = indptr[p].astype(np.int64)
-    hi = indptr[p + 1].astype(np.int64)
+    # (in the matrix's index width, bounds narrowed in place: a million-edge path's int64
+    # bounds, rebuilt each round, were the search's peak)
+    lo = indptr[p]
+    hi = indptr[p + 1]
     last = max(len(indices) - 1, 0)
     while True:
         live = lo < hi
         if not live.any():
-            return lo
-        mid = (lo + hi) // 2
-        right = live & (indices[np.minimum(mid, last)] < q)
-        lo = np.where(right, mid + 1, lo)
-        hi = np.where(live & ~right, mid, hi)
+            return lo.astype(np.int64)
+        mid = hi - lo
+        mid //= 2
+        mid += lo
+        np.minimum(mid, last, out=mid)
+        right = live & (indices[mid] < q)
+        lo[right] = mid[right] + 1
+        live &= ~right
+        hi[live] = mid[live]
 
 
 def _preferring(
@@ -514,17 +526,23 @@ def _describe(
     start_ns, end_ns = int(route_ends[0]), int(route_ends[1])
     del slice_of_point
     edges, cat = _categorised(graph, edges, categories, owner)
+    del owner  # the edges' column now
     w = edges["weight"].to_numpy(np.int64)
+    summary = _summary(cat, w)
     # Idle time (only a step span around it) is nobody's to speed up.
     busy_owner = np.where(cat == PATH_CATEGORIES.index("idle_gap"), -1, edges["owner"].to_numpy())
+    del cat
+    top_ops = _top_ops(trace, busy_owner, w, end_ns - start_ns)
+    top_lines = _top_lines(trace, busy_owner, w, end_ns - start_ns)
+    del busy_owner  # (each per-edge array let go before the segments' temporaries)
     return CriticalPath(
         slices=slices,
         edges=edges,
         start_ns=start_ns,
         end_ns=end_ns,
-        summary=_summary(cat, w),
-        top_ops=_top_ops(trace, busy_owner, w, end_ns - start_ns),
-        top_lines=_top_lines(trace, busy_owner, w, end_ns - start_ns),
+        summary=summary,
+        top_ops=top_ops,
+        top_lines=top_lines,
         step=graph.step,
         window=graph.window,
         segments=_segments(trace, edges, start_ns),
@@ -632,23 +650,23 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     # By name code, named once per segment: a million names as strings took half a second.
     name = trace.slices["name"].array
     # Per (segment, name) the time, then per segment the name with the most (ties: the one
-    # first on the path): sorts of one integer key, not a frame grouped by two columns
-    # (the critical path's peak on a million-edge path).
+    # first on the path): by a dense code of one integer key (:func:`_dense_codes`), not a
+    # frame grouped by two columns (the critical path's peak on a million-edge path).
     width = len(name.categories) + 1  # codes + 1: a missing name (-1) is 0
-    key_type = np.int32 if len(brk) * width < 2**31 else np.int64
-    key = seg_id[mine].astype(key_type)
+    space = len(brk) * width
+    key = seg_id[mine].astype(np.int32 if space < 2**31 else np.int64)
     del seg_id
     key *= width
     key += name.codes[owner[mine]]
     key += 1
-    by_key = np.argsort(key, kind="stable")
-    sorted_key = key[by_key]
+    pairs, group = _dense_codes(key, space)
     del key
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
-    sums = np.add.reduceat(w[mine][by_key], starts) if len(starts) else np.empty(0, np.int64)
-    first_at = by_key[starts]
-    group_seg, group_code = np.divmod(sorted_key[starts].astype(np.int64), width)
-    del by_key, sorted_key
+    sums = np.zeros(len(pairs), np.int64)
+    np.add.at(sums, group, w[mine])
+    first_at = np.full(len(pairs), len(group), np.int64)
+    np.minimum.at(first_at, group, np.arange(len(group), dtype=group.dtype))
+    del group
+    group_seg, group_code = np.divmod(pairs.astype(np.int64), width)
     best = np.lexsort((first_at, -sums, group_seg))
     best = best[np.r_[True, group_seg[best][1:] != group_seg[best][:-1]]] if len(best) else best
     texts = np.append(np.asarray(name.categories.astype(str), dtype=object), "nan")
