@@ -714,3 +714,20 @@ def test_categories_swept_up_front_are_the_ones_swept_when_asked(
     assert len(early._coded) == 0  # let go
     kinds = {PATH_CATEGORIES[c] for c in lazy(ids, ts)}
     assert len(kinds) >= 2  # the threads' time is not all one thing
+
+
+def test_first_positions_are_each_groups_first_index() -> None:
+    """Per group, the first position that holds it (``np.unique``'s first index), the
+    group count where none does; in the positions' narrow type either way the groups
+    come (an int32 code, an int64 one)."""
+    from explorer.analysis.critical_path import _first_positions
+
+    rng = np.random.default_rng(7)
+    for dtype in (np.int32, np.int64):
+        group = rng.integers(0, 500, 20_000).astype(dtype)
+        group[group == 42] = 7  # one group nobody holds
+        first = _first_positions(group, 501)
+        values, index = np.unique(group, return_index=True)
+        assert np.array_equal(first[values], index)
+        absent = np.setdiff1d(np.arange(501), values)
+        assert 42 in absent and np.all(first[absent] == len(group))
