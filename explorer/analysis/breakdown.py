@@ -413,11 +413,17 @@ def _cover_minima(
     segments per power of two rather than per code. Each range is two overlapping blocks
     of the largest power-of-two length it holds, one at each end; a block's minimum is
     pushed down into the two halves below it, from the longest blocks to single segments."""
+    # the ranges' codes in the blocks' type once (not per level), each input let go once
+    # read: with the sweep's inputs, the breakdown's peak — beside the Operators panel's
+    # job, the viewer's (~8 MB of int64 codes and a length per range on 1M slices)
     length = i_end - i_start
     keep = length > 0
-    lo, hi, code = i_start[keep], i_end[keep], codes[keep]
-    level = np.frexp(length[keep])[1] - 1  # floor(log2(length)), exact for int64 below 2**53
+    lo, hi = i_start[keep], i_end[keep]
     dtype = np.int16 if n < np.iinfo(np.int16).max else np.int64
+    code = codes[keep].astype(dtype)
+    # floor(log2(length)), exact for int64 below 2**53
+    level = (np.frexp(length[keep])[1] - 1).astype(np.int8)
+    del length, keep
     none = n  # above every code
     cur: np.ndarray | None = None
     for j in range(int(level.max()) if len(level) else 0, -1, -1):
@@ -428,9 +434,10 @@ def _cover_minima(
             np.minimum(nxt[half : half + len(cur)], cur, out=nxt[half : half + len(cur)])
         at = level == j
         if at.any():
-            np.minimum.at(nxt, lo[at], code[at].astype(dtype))
-            np.minimum.at(nxt, hi[at] - half, code[at].astype(dtype))
+            np.minimum.at(nxt, lo[at], code[at])
+            np.minimum.at(nxt, hi[at] - half, code[at])
         cur = nxt
+    del lo, hi, code, level
     seg = np.full(nseg, -1, np.int64) if cur is None else cur.astype(np.int64)
     seg[seg == none] = -1
     return seg
