@@ -71,6 +71,7 @@ from explorer.errors import UsageError
 from explorer.trace.memo import memoised
 from explorer.trace.memory_limits import ensure_room
 from explorer.trace.model import TraceData
+from explorer.trace.order import lexsort
 from explorer.units import fmt_ns
 
 #: The class of slices (:func:`~explorer.analysis.classify.classes`) a finding's fix
@@ -209,7 +210,7 @@ def prepare(graph: DependencyGraph) -> Prepared:
     # A hand-off into work elsewhere is no dependency (that work runs on its own chain).
     # The others by point, the latest t(u) + m first: a point's first kept edge set it.
     k = np.flatnonzero(code != _HANDOFF)
-    order = k[np.lexsort((-(t[u[k]] + m[k]), v[k]))]
+    order = k[lexsort((-(t[u[k]] + m[k]), v[k]))]  # packed: nearly in order already
     # Every replay's search runs over a subset of these edges: sorted by pair once here,
     # a replay lays its matrix out directly (no sort, no COO conversion per finding).
     # (A graph's edges come in pair order, each pair once: then so does any subset of them.)
