@@ -47,6 +47,7 @@ from explorer.analysis.graph.edges import (
 )
 from explorer.analysis.graph.host_edges import launch_call_mask, stretch_owner
 from explorer.analysis.graph.thread_edges import WAITER_KINDS
+from explorer.trace.columns import dense_ranks
 from explorer.trace.memo import memoised
 from explorer.trace.memory_limits import ensure_room, release_freed_memory
 from explorer.trace.model import TraceData
@@ -649,7 +650,7 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     # By name code, named once per segment: a million names as strings took half a second.
     name = trace.slices["name"].array
     # Per (segment, name) the time, then per segment the name with the most (ties: the one
-    # first on the path): by a dense code of one integer key (:func:`_dense_codes`), not a
+    # first on the path): by a dense code of one integer key (:func:`~explorer.trace.columns.dense_ranks`), not a
     # frame grouped by two columns (the critical path's peak on a million-edge path).
     width = len(name.categories) + 1  # codes + 1: a missing name (-1) is 0
     space = len(brk) * width
@@ -658,7 +659,7 @@ def _segments(trace: TraceData, edges: pd.DataFrame, start: int) -> pd.DataFrame
     key *= width
     key += name.codes[owner[mine]]
     key += 1
-    pairs, group = _dense_codes(key, space)
+    pairs, group = dense_ranks(key)
     del key
     sums = np.zeros(len(pairs), np.int64)
     np.add.at(sums, group, w[mine])
@@ -729,21 +730,6 @@ def _first_positions(group: np.ndarray, groups: int) -> np.ndarray:
     return first
 
 
-def _dense_codes(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct values of ``key`` (non-negative, under ``space``) in order and each
-    key's index among them: by a presence table when ``space`` is small beside the keys (no
-    sort), else ``np.unique``."""
-    if space > 8 * len(key) + (1 << 16):
-        values, inverse = np.unique(key, return_inverse=True)
-        return values, inverse.reshape(-1)
-    present = np.zeros(space, bool)
-    present[key] = True
-    values = np.flatnonzero(present)
-    rank = np.cumsum(present, dtype=np.int32 if space < 2**31 else np.int64)
-    rank -= 1
-    return values, rank[key]
-
-
 def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) -> pd.DataFrame:
     """Path time per op name (a slice's duration or self time on the path, its launch delay
     and the waits it ended)."""
@@ -771,7 +757,7 @@ def _top_ops(trace: TraceData, owner: np.ndarray, w: np.ndarray, length: int) ->
     del kind_code
     if len(key) == 0:
         return _empty_ops()
-    pairs, group = _dense_codes(key, space)
+    pairs, group = dense_ranks(key)
     del key
     first = _first_positions(group, len(pairs))
     counted = has.copy()

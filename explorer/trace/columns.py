@@ -129,7 +129,9 @@ def dense_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return present, inverse.reshape(-1)
     seen = np.zeros(int(values.max()) + 1, bool)
     seen[values] = True
-    rank = np.cumsum(seen, dtype=np.intp) - 1
+    # places as int32 where they fit: a million-edge critical path's keys are coded here
+    rank = np.cumsum(seen, dtype=np.int32 if len(seen) < 2**31 else np.intp)
+    rank -= 1
     return np.flatnonzero(seen).astype(values.dtype), rank[values]
 
 
