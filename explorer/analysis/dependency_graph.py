@@ -51,6 +51,8 @@ class DependencyGraph:
     step: int | None = None
     window: tuple[int, int] = (0, 0)
     dropped: int = 0
+    #: The slices' columns the path search, its description and the replays read (the
+    #: edge builders' own columns left out: :meth:`~explorer.analysis.graph.nodes.SliceArrays.kept`).
     arrays: SliceArrays | None = field(default=None, repr=False)
     #: Per slice, whose own time follows its start (``[:, 0]``) and end (``[:, 1]``) on its
     #: thread (-1: idle) — see :func:`~explorer.analysis.graph.host_edges.thread_chains`.
@@ -205,7 +207,7 @@ def dependency_graph(
         step=step,
         window=window if window is not None else _span(arrays, nodes),
         dropped=dropped,
-        arrays=arrays,
+        arrays=arrays.kept(),
         owner_after=owner_after,
     )
 

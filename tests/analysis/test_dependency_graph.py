@@ -256,6 +256,31 @@ def test_collector_events_from_a_real_cpu_run_join_the_graph(tmp_path: Path) -> 
         assert cp.length_ns == int(cp.edges["weight"].sum()) > 0
 
 
+def test_a_built_graph_keeps_only_the_columns_its_readers_read(sample_traces: Path) -> None:
+    """The graph holds the slices' times, tracks and kinds its path search, description and
+    replays read, not the columns only its builders read (a first report's graph held four
+    of the parse's slice-length columns through the path and the replays): reading one
+    fails rather than reads another's rows, and the path and a replay still come out."""
+    from explorer.analysis.critical_path import critical_path
+    from explorer.analysis.graph.nodes import BUILD_ONLY, slice_arrays
+    from explorer.analysis.whatif import replay_graph
+
+    trace = explorer.load(sample_traces / "cpu_transformer.pt.trace.json.gz")
+    g = dependency_graph(trace)
+    built = slice_arrays(trace)
+    a = g.arrays
+    assert a is not None and a.n == built.n == len(trace.slices)
+    for name in ("ts", "end", "track", "host", "device", "node"):
+        assert np.array_equal(getattr(a, name), getattr(built, name)), name
+    for name in BUILD_ONLY:
+        assert len(getattr(built, name)) == a.n and len(getattr(a, name)) == 0, name
+        with pytest.raises(IndexError):
+            getattr(a, name)[g.nodes]
+    assert critical_path(trace).length_ns > 0
+    ts, end = replay_graph(g, np.full(a.n, 0.5))
+    assert (end - ts >= 0).all() and (end[g.nodes] <= a.end[g.nodes]).all()
+
+
 # --- Each host thread is one chain; its stretches belong to the innermost open slice -----
 
 
@@ -386,11 +411,12 @@ def test_host_points_sorted_once_then_merged_are_the_full_sort(shared_traces: Pa
     merged in: the same order as sorting all of them (and, where one track has points of
     both sets, the fallback sorts again)."""
     from explorer.analysis.graph.host_edges import host_points, thread_points, with_points
+    from explorer.analysis.graph.nodes import slice_arrays
 
     trace = _load(
         shared_traces, "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
     )
-    a = dependency_graph(trace).arrays
+    a = slice_arrays(trace)
     host = np.flatnonzero(a.node & a.host)
     dev = np.flatnonzero(a.node & a.device & (a.stream >= 0))
     assert len(host) > 100 and len(dev) > 100
