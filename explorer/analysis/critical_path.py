@@ -145,13 +145,24 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     handed = [costs.point_time, costs.u, costs.v, costs.cost, costs.inferred]
     del costs
     points, at = _longest_handed(handed)
+    release_freed_memory()  # the route's temporaries, before the path's edges are gathered
     owner = owners[at].astype(np.int64) if owners is not None else None
     edges = graph.edges.iloc[at]
     del owners, at
+    if graph.arrays is None or categories is None or len(points) == 0:
+        return _no_path(graph, edges)
     # the search's freed heap given back before the description's temporaries, and the
     # description's after it: each stage's, kept by glibc, was the next one's floor
     release_freed_memory()
-    out = _describe(trace, graph, points, edges, categories, owner)
+    slices, start_ns, end_ns = _route(graph, points)
+    del points
+    edges, cat = _categorised(graph, edges, categories, owner)
+    # Let go here, not held by this frame through the description: the route's points, the
+    # breakdown's sweep of the slices and the owners (the edges' column now), ~25 MB that
+    # were under the description's peak on a million-edge path.
+    del categories, owner
+    release_freed_memory()
+    out = _describe(trace, graph, slices, start_ns, end_ns, edges, cat)
     release_freed_memory()
     return out
 
@@ -332,6 +343,9 @@ def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     n = len(point_time)
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
+    # the costs' freed temporaries given back before the matrix's arrays are written: kept
+    # by glibc, they were under the matrix's layout, the first report's peak
+    release_freed_memory()
     u = np.asarray(u)
     v = np.asarray(v)
     cost = np.asarray(cost, np.float64)
@@ -394,6 +408,7 @@ def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     release_freed_memory()
     dist, pred = dijkstra(matrix, directed=True, indices=source, return_predecessors=True)
     del matrix
+    release_freed_memory()  # the search's own (~24 MB on 2M points), before the preference's
     if prefer:
         assert bad is not None
         rows = np.repeat(np.arange(n + 1, dtype=index), np.diff(indptr))
@@ -401,6 +416,7 @@ def _longest_handed(given: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         del rows, bad
     del data
     dist = dist[:n]
+    release_freed_memory()  # the matrix's and the preference's, before the route's temporaries
     # The path ends where the work is largest (the latest such point on ties): a watchdog
     # thread polling until the very end of a trace ends late, but does little work, and is
     # not what set the step's time.
@@ -497,20 +513,11 @@ def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:
     return np.ascontiguousarray(back[::-1], dtype=np.int64)
 
 
-def _describe(
-    trace: TraceData,
-    graph: DependencyGraph,
-    points: np.ndarray,
-    edges: pd.DataFrame,
-    categories: TimeCategories | None,
-    owner: np.ndarray | None = None,
-) -> CriticalPath:
-    """The path as results: its slices, its edges with what their time is, the time per
-    category, and the ops, lines and track segments that hold it (``owner``: the edges'
-    owners, when the caller has them)."""
+def _route(graph: DependencyGraph, points: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The slices a route of points passes (each once, in the order the route first
+    reaches it), and its start and end times."""
     arrays = graph.arrays
-    if arrays is None or categories is None or len(points) == 0:
-        return _no_path(graph, edges)
+    assert arrays is not None  # path_through returns early without them
     slice_of_point = graph.nodes[points // 2]
     # Each slice once, where the path first reaches it (as ``np.unique``'s first index,
     # by a table over the slice ids rather than a sort of the route).
@@ -523,10 +530,21 @@ def _describe(
     # temporaries (three arrays of the route's length) on a million-edge path
     ends = [0, -1]
     route_ends = point_times(slice_of_point[ends], points[ends] % 2, arrays.ts, arrays.end)
-    start_ns, end_ns = int(route_ends[0]), int(route_ends[1])
-    del slice_of_point
-    edges, cat = _categorised(graph, edges, categories, owner)
-    del owner  # the edges' column now
+    return slices, int(route_ends[0]), int(route_ends[1])
+
+
+def _describe(
+    trace: TraceData,
+    graph: DependencyGraph,
+    slices: np.ndarray,
+    start_ns: int,
+    end_ns: int,
+    edges: pd.DataFrame,
+    cat: np.ndarray,
+) -> CriticalPath:
+    """The path as results: its slices, its edges with what their time is (``cat``: the
+    categories as indices, from :func:`_categorised`), the time per category, and the
+    ops, lines and track segments that hold it."""
     w = edges["weight"].to_numpy(np.int64)
     summary = _summary(cat, w)
     # Idle time (only a step span around it) is nobody's to speed up.
@@ -535,6 +553,7 @@ def _describe(
     top_ops = _top_ops(trace, busy_owner, w, end_ns - start_ns)
     top_lines = _top_lines(trace, busy_owner, w, end_ns - start_ns)
     del busy_owner  # (each per-edge array let go before the segments' temporaries)
+    release_freed_memory()
     return CriticalPath(
         slices=slices,
         edges=edges,
@@ -574,7 +593,7 @@ def _categorised(
     ``category`` (one of :data:`PATH_CATEGORIES`), and the categories as indices into it
     (-1: none)."""
     arrays = graph.arrays
-    assert arrays is not None  # _describe returns early without them
+    assert arrays is not None  # path_through returns early without them
     if owner is None:
         owner = owners(graph, edges)
     code = type_codes(edges)
