@@ -66,10 +66,11 @@ from explorer.analysis.dependency_graph import DependencyGraph, dependency_graph
 from explorer.analysis.finding import Finding
 from explorer.analysis.graph.edges import EDGE_TYPES
 from explorer.analysis.graph.host_edges import launch_call_mask
+from explorer.analysis.graph.nodes import id_dtype
 from explorer.analysis.steps import attributed_windows, steps
 from explorer.errors import UsageError
 from explorer.trace.memo import memoised
-from explorer.trace.memory_limits import ensure_room
+from explorer.trace.memory_limits import ensure_room, release_freed_memory
 from explorer.trace.model import TraceData
 from explorer.trace.order import lexsort
 from explorer.units import fmt_ns
@@ -189,7 +190,10 @@ def prepare(graph: DependencyGraph) -> Prepared:
     nodes = graph.nodes
     e = graph.edges
     code = type_codes(e)
-    dst = e["dst"].to_numpy(np.int64)
+    # Narrow where the ids fit: the graph's own int32 destinations (not an int64 copy) and
+    # edge positions as int32 — held through every replay of the report's child, three
+    # per-edge int64 arrays were 38 MB of its peak on a 1.6M-edge graph.
+    dst = e["dst"].to_numpy()
     w = e["weight"].to_numpy(np.int64)
     # The same point ids and owners the critical path of this graph reads: computed once.
     u, v = graph.point_edges()
@@ -209,7 +213,7 @@ def prepare(graph: DependencyGraph) -> Prepared:
     m = np.where(work, w, 0)
     # A hand-off into work elsewhere is no dependency (that work runs on its own chain).
     # The others by point, the latest t(u) + m first: a point's first kept edge set it.
-    k = np.flatnonzero(code != _HANDOFF)
+    k = np.flatnonzero(code != _HANDOFF).astype(id_dtype(len(e)))
     order = k[lexsort((-(t[u[k]] + m[k]), v[k]))]  # packed: nearly in order already
     # Every replay's search runs over a subset of these edges: sorted by pair once here,
     # a replay lays its matrix out directly (no sort, no COO conversion per finding).
@@ -241,10 +245,9 @@ def replay_graph(
     p = graph if isinstance(graph, Prepared) else prepare(graph)
     arrays = p.graph.arrays
     assert arrays is not None
-    ts, end = arrays.ts.copy(), arrays.end.copy()
     nodes = p.graph.nodes
     if len(nodes) == 0:
-        return ts, end
+        return arrays.ts.copy(), arrays.end.copy()
     if factor is None:
         factor = np.ones(arrays.n)
     if len(factor) and (factor.min() < 0 or factor.max() > 1):
@@ -272,6 +275,8 @@ def replay_graph(
     del laid, new_w
     saved = _least_cost(len(p.t), edges, by_pair=by_pair)
     new_t = p.t - saved
+    del saved
+    ts, end = arrays.ts.copy(), arrays.end.copy()  # made after the search, not held through it
     ts[nodes], end[nodes] = new_t[0::2], new_t[1::2]
     return ts, end
 
@@ -299,13 +304,16 @@ def _least_cost(n: int, edges: list[np.ndarray], by_pair: bool = False) -> np.nd
     if by_pair:
         data = np.concatenate([cost, np.zeros(len(roots))], dtype=np.float64)
         np.maximum(data, np.finfo(np.float64).tiny, out=data)
-        indptr = np.zeros(n + 2, np.int64)
+        index = np.int32 if n + len(u) + len(roots) < np.iinfo(np.int32).max else np.int64
+        indptr = np.zeros(n + 2, index)  # in the matrix's index type: no int64 copy of it
         np.cumsum(np.bincount(u, minlength=n + 1), out=indptr[1:])
         indptr[-1] += len(roots)
-        index = np.int32 if n < np.iinfo(np.int32).max else np.int64
         cols_sorted = np.concatenate([v, roots], dtype=index, casting="same_kind")
         del has_in, roots, u, v, cost
-        laid = csr_matrix((data, cols_sorted, indptr.astype(index)), shape=(n + 1, n + 1))
+        laid = csr_matrix((data, cols_sorted, indptr), shape=(n + 1, n + 1))
+        del data, cols_sorted, indptr  # the matrix's now
+        # the replay's freed temporaries given back before the search maps its own
+        release_freed_memory()
         dist = dijkstra(laid, directed=True, indices=source)[:n]
         ok = np.isfinite(dist)
         out[ok] = np.rint(dist[ok]).astype(np.int64)
