@@ -89,7 +89,7 @@ def file_size_and_checksum(path: Path) -> tuple[int, int]:
 #: Bytes read at a time to checksum a written file (CRC-32 runs at the same speed from 1 MB).
 CHECKSUM_BLOCK = 1 << 20
 #: Bytes of a mapped file checked before their pages are dropped (a madvise call per block).
-MAPPED_CHECK_BLOCK = 16 << 20
+MAPPED_CHECK_BLOCK = 4 << 20
 
 
 def write_header(
