@@ -145,15 +145,14 @@ def path_through(trace: TraceData, graph: DependencyGraph) -> CriticalPath:
     handed = [costs.point_time, costs.u, costs.v, costs.cost, costs.inferred]
     del costs
     points, at = _longest_handed(handed)
-    release_freed_memory()  # the route's temporaries, before the path's edges are gathered
+    # the search's freed heap given back before the path's edges are gathered, and each
+    # later stage's before the next: each stage's, kept by glibc, was the next one's floor
+    release_freed_memory()
     owner = owners[at].astype(np.int64) if owners is not None else None
     edges = graph.edges.iloc[at]
     del owners, at
     if graph.arrays is None or categories is None or len(points) == 0:
         return _no_path(graph, edges)
-    # the search's freed heap given back before the description's temporaries, and the
-    # description's after it: each stage's, kept by glibc, was the next one's floor
-    release_freed_memory()
     slices, start_ns, end_ns = _route(graph, points)
     del points
     edges, cat = _categorised(graph, edges, categories, owner)

@@ -304,7 +304,7 @@ def _least_cost(n: int, edges: list[np.ndarray], by_pair: bool = False) -> np.nd
     if by_pair:
         data = np.concatenate([cost, np.zeros(len(roots))], dtype=np.float64)
         np.maximum(data, np.finfo(np.float64).tiny, out=data)
-        index = np.int32 if n + len(u) + len(roots) < np.iinfo(np.int32).max else np.int64
+        index = id_dtype(n + len(u) + len(roots))  # holds every point and stored edge
         indptr = np.zeros(n + 2, index)  # in the matrix's index type: no int64 copy of it
         np.cumsum(np.bincount(u, minlength=n + 1), out=indptr[1:])
         indptr[-1] += len(roots)
