@@ -69,7 +69,7 @@ from explorer.job import job_document
 t0 = time.perf_counter()
 doc = job_document(sys.argv[1], workers=int(sys.argv[2]), store=sys.argv[3], use_cache=False)
 wall = time.perf_counter() - t0
-print(json.dumps({"wall_s": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"wall_s": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6,
                   "straggler": (doc["straggler"] or {}).get("rank"), "ranks": doc["ranks_present"],
                   "synthetic": doc["synthetic"]}))
 """

@@ -55,7 +55,7 @@ tr = explorer.load(sys.argv[1], use_cache=sys.argv[2:] == ["cache"])
 dt, cpu, u1 = time.perf_counter() - t, time.process_time() - c, usage()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 user, system, w_user, w_system = (b - a for a, b in zip(u0, u1))
-print(json.dumps({"s": dt, "cpu_s": cpu, "base_pss": base, "rss_over_mb": (peak - rss0) / 1024,
+print(json.dumps({"s": dt, "cpu_s": cpu, "base_pss": base, "rss_over_mb": (peak - rss0) * 1024 / 1e6,
                   "slices": len(tr.slices), "user_s": user + w_user, "sys_s": system + w_system,
                   "loader_sys_s": system}), flush=True)
 """
@@ -124,7 +124,7 @@ def measure(trace: Path, env: dict[str, str], cache: bool = False) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else "failed")
     result = json.loads(out.strip().splitlines()[-1])
-    result["pss_over_mb"] = (peak - result["base_pss"]) / 2**20
+    result["pss_over_mb"] = (peak - result["base_pss"]) / 1e6  # MB, the JSON size's unit
     return result
 
 

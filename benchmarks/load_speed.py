@@ -57,7 +57,7 @@ t, c = time.perf_counter(), time.process_time()
 tr = explorer.load(sys.argv[1], use_cache=sys.argv[2] == "cache")
 dt, cpu = time.perf_counter() - t, time.process_time() - c
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"s": dt, "cpu_s": cpu, "peak_mb": peak / 1024, "base_mb": base / 1024, "slices": len(tr.slices)}))
+print(json.dumps({"s": dt, "cpu_s": cpu, "peak_mb": peak * 1024 / 1e6, "base_mb": base * 1024 / 1e6, "slices": len(tr.slices)}))
 """
 
 #: The floor a loader can be compared with: read the file (inflating it when gzipped) and
@@ -86,7 +86,7 @@ t = time.perf_counter()
 ta = TraceAnalysis(trace_dir=sys.argv[1])
 dt = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"s": dt, "peak_mb": peak / 1024, "base_mb": base / 1024}))
+print(json.dumps({"s": dt, "peak_mb": peak * 1024 / 1e6, "base_mb": base * 1024 / 1e6}))
 """
 
 

@@ -58,7 +58,8 @@ ready = time.perf_counter() - t0
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({"errors": window.analysis_errors, "ready_s": ready,
-                  "peak_mb": max(own, kids) / 1024, "findings": window.findings.table.rowCount()}))
+                  "peak_mb": max(own, kids) * 1024 / 1e6,  # kB -> MB (10^6), the JSON's unit
+                  "findings": window.findings.table.rowCount()}))
 window.close()
 """
 
