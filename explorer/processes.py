@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -369,7 +370,15 @@ def _start_worker(parent: int) -> None:
     stop them, and they would wait for tasks forever, each holding its memory. Linux's
     ``PR_SET_PDEATHSIG`` has the kernel kill a worker when the thread that forked it ends
     (the trace reader forks only from a process's only thread); elsewhere they are left
-    to the pool's own checks."""
+    to the pool's own checks.
+
+    Every object inherited from the parent is moved out of the cyclic collector's reach
+    (``gc.freeze``): a collection in a worker walks every object it tracks, writing to
+    each one's header, so each page of the parent's objects it reached was copied
+    (copy-on-write) and faulted in. An export's path child spent ~45 ms of its 0.3 s of
+    drawing the path's runs in one such collection. The parent's objects are the parent's
+    to collect; the worker collects its own."""
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

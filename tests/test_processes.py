@@ -4,6 +4,7 @@ once they are up, never dropped; held signals are delivered when the block ends.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -61,6 +62,21 @@ def test_forked_workers_leave_signals_to_the_parent_and_are_killed_at_once() -> 
     pool.kill()
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
+
+
+def test_a_forked_worker_leaves_the_parent_s_objects_out_of_its_collections() -> None:
+    """A collection in a worker would write to the header of every object it inherited,
+    copying (copy-on-write) each page they are on: the worker's collector skips them all
+    (``gc.freeze``), and this process's is left as it was."""
+    held = [[i] for i in range(100_000)]  # containers: tracked by the collector
+    pool = ForkedWorkers(1, 60)
+    assert pool.start()
+    try:
+        frozen = pool.submit(gc.get_freeze_count).result(timeout=60)
+    finally:
+        pool.kill()
+    assert frozen >= len(held)
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_sigterm_while_the_workers_are_forked_is_delivered_once_they_are_up(
