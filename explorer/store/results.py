@@ -99,6 +99,10 @@ class Unstorable(Exception):
 class ResultStore:
     """The stored results of one store entry, for one trace opened from it."""
 
+    #: Each result written straight into the entry's directory (aside, then renamed into
+    #: place): any process may store one, a forked child too.
+    SAVES_AT_ONCE = True
+
     def __init__(self, entry: Path, header: dict[str, Any], trace: TraceData) -> None:
         self.directory = Path(entry) / RESULTS_DIR
         self._tables = tables_digest(header)
@@ -191,6 +195,9 @@ class PendingStore:
     dropped when it could not be. Afterwards it reads and writes the entry's results as a
     :class:`ResultStore` does. ``owner`` is whatever writes the entry (the cache's
     :class:`~explorer.store.cache.CacheWrite`), for a caller that has only the trace."""
+
+    #: Kept until the entry exists (a child's copy of them would be lost with it).
+    SAVES_AT_ONCE = False
 
     def __init__(self, owner: Any, trace: TraceData) -> None:
         self.owner = owner

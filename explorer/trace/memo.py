@@ -142,6 +142,11 @@ class ResultStoreLike(Protocol):
 
     def save(self, name: str, options: Hashable, value: Any) -> None: ...
 
+    #: Whether :meth:`save` writes straight to a place every process reads (a cache
+    #: entry's directory on disk), so that a forked child may store its own results
+    #: (:func:`explorer.analysis.ahead.stored_here`); False for one that keeps them first.
+    SAVES_AT_ONCE: bool = False
+
     def for_trace(self, trace: Any) -> ResultStoreLike:
         """The same stored results for ``trace``, a view of this store's trace under other
         options (:meth:`TraceData.with_steps`): its results are keyed by its own options."""
@@ -182,6 +187,11 @@ class Memo:
         out._base = self
         out._changed = changed
         return out
+
+    def store_of(self, name: str) -> ResultStoreLike | None:
+        """Where ``name``'s results are stored (None: nowhere): this memo's store, or that
+        of the memo a view shares them with."""
+        return self._owner(name).store
 
     def _owner(self, name: str) -> Memo:
         """The memo that keeps ``name``'s results: this one, or the one a view shares with."""

@@ -323,10 +323,12 @@ with PendingResults(t) as pending:
     got = pending.get()
     taker = taker or (None if pending._claim is None else pending._claim.value)
     from_child = pending.path_from_child
+    kept_here = t.memo.peek("critical_path", (None, True)) is not None
 to_perfetto(explorer.load(path).data, out)  # the whole export, as the command writes it
 again = explorer.load(path).data  # reopened: the path the export stored
 print(json.dumps({
     "from_child": from_child,
+    "kept_here": kept_here,
     "taker": taker,
     "slices": [s.name for s in got.slices],
     "runs": got.path.astype(str).values.tolist(),
@@ -358,6 +360,9 @@ def test_an_export_is_the_same_with_and_without_the_path_in_a_child(
             },
         )
     assert got["1"]["from_child"] and not got["0"]["from_child"]
+    # the child stored the path itself and handed back only its runs and flows: this
+    # process never held it (found here, it keeps it)
+    assert not got["1"]["kept_here"] and got["0"]["kept_here"]
     # the findings: found here when this process gets to them first, else by the child
     # once done with the path — the same findings either way
     assert got["1"]["taker"] == 1 and got["0"]["taker"] is None
