@@ -281,6 +281,42 @@ def test_a_built_graph_keeps_only_the_columns_its_readers_read(sample_traces: Pa
     assert (end - ts >= 0).all() and (end[g.nodes] <= a.end[g.nodes]).all()
 
 
+def test_hand_offs_found_a_few_stretches_at_a_time_make_the_same_graph(
+    sample_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiting stretches are matched against each track's work a piece at a time (a
+    million at once made the graph build's peak): three at a time, the graph is the one
+    found all at once, edge for edge, on real traces with hand-offs between threads."""
+    from explorer.analysis.graph import thread_edges
+
+    for name in ("neuron_cnn.pt.trace.json.gz", "ddp_4rank_broadcast_chain/rank0.pt.trace.json.gz"):
+        whole = dependency_graph(explorer.load(sample_traces / name)).edges
+        handoffs = int((whole["type"] == "handoff").sum())
+        monkeypatch.setattr(thread_edges, "STRETCHES_AT_ONCE", 3)
+        pieces = dependency_graph(explorer.load(sample_traces / name)).edges
+        monkeypatch.undo()
+        assert handoffs > 3, name  # more stretches matched than one piece holds
+        assert whole.equals(pieces), name
+
+
+def test_edge_ids_keep_their_integer_width_until_narrowed() -> None:
+    """Ids given as int32 arrays are kept as given (no int64 copy between: two of them were
+    the hand-offs' peak); ids given as lists or int64 become the narrowest width that
+    holds them, and the table is the same either way."""
+    from explorer.analysis.graph.edges import END, START, EdgeList
+
+    src, dst = np.array([0, 2, 4], np.int32), np.array([1, 3, 5], np.int32)
+    narrow, wide = EdgeList(), EdgeList()
+    narrow.add("duration", src, dst, START, END)
+    wide.add("duration", src.tolist(), dst.astype(np.int64), START, END)
+    assert narrow.src[0] is src and narrow.src[0].dtype == np.int32
+    assert wide.src[0].dtype == np.int32 and wide.dst[0].dtype == np.int32
+    ts, end = np.arange(6, dtype=np.int64) * 10, np.arange(6, dtype=np.int64) * 10 + 5
+    a, _ = narrow.to_frame(ts, end)
+    b, _ = wide.to_frame(ts, end)
+    assert a.equals(b) and a["weight"].tolist() == [15, 15, 15]
+
+
 # --- Each host thread is one chain; its stretches belong to the innermost open slice -----
 
 

@@ -160,6 +160,10 @@ def _waits_for(
     return other & ((s_dev < 0) | (s_dev == track_device[working]))
 
 
+#: Waiting stretches matched against one track's work at a time (:func:`handoffs`).
+STRETCHES_AT_ONCE = 1 << 18
+
+
 def handoffs(
     edges: EdgeList,
     arrays: SliceArrays,
@@ -206,20 +210,43 @@ def handoffs(
         if len(mine) == 0:
             continue
         t = points.t[work[w_lo:w_hi]]
-        # the first point of work after the stretch's start, the last before its end (both
-        # strictly: a hand-off takes time, so none is part of a cycle)
-        first = np.searchsorted(t, t_a[mine], side="right")
-        last = np.searchsorted(t, t_b[mine], side="left") - 1
-        ok = first <= last
-        if not ok.any():
-            continue
-        sa, sb = a[mine[ok]], b[mine[ok]]
-        q_in = work[w_lo + first[ok]]
-        q_out = work[w_lo + last[ok]]
-        into, back = sa >= 0, sb >= 0
-        sa, q_in, sb, q_out = sa[into], q_in[into], sb[back], q_out[back]
-        _add_point_edges(edges, "handoff", points, sa, q_in)
-        _add_point_edges(edges, "handback", points, q_out, sb)
+        # the stretches a piece at a time: a million of them waiting for one track (the
+        # synthetic 1M-event trace's) made ~20 MB of temporaries at once, the top of the
+        # graph's build (the edges' table is sorted after: the same graph either way)
+        for lo in range(0, len(mine), STRETCHES_AT_ONCE):
+            _handoffs_into(
+                edges, points, work, w_lo, t, mine[lo : lo + STRETCHES_AT_ONCE], a, b, t_a, t_b
+            )
+
+
+def _handoffs_into(
+    edges: EdgeList,
+    points: ThreadPoints,
+    work: np.ndarray,
+    w_lo: int,
+    t: np.ndarray,
+    mine: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    t_a: np.ndarray,
+    t_b: np.ndarray,
+) -> None:
+    """The hand-off and hand-back edges between the waiting stretches ``mine`` and the run
+    of work ``work[w_lo:]`` of one track (its points' times ``t``)."""
+    # the first point of work after the stretch's start, the last before its end (both
+    # strictly: a hand-off takes time, so none is part of a cycle)
+    first = np.searchsorted(t, t_a[mine], side="right")
+    last = np.searchsorted(t, t_b[mine], side="left") - 1
+    ok = first <= last
+    if not ok.any():
+        return
+    sa, sb = a[mine[ok]], b[mine[ok]]
+    q_in = work[w_lo + first[ok]]
+    q_out = work[w_lo + last[ok]]
+    into, back = sa >= 0, sb >= 0
+    sa, q_in, sb, q_out = sa[into], q_in[into], sb[back], q_out[back]
+    _add_point_edges(edges, "handoff", points, sa, q_in)
+    _add_point_edges(edges, "handback", points, q_out, sb)
 
 
 def _add_point_edges(
