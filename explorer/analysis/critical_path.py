@@ -443,9 +443,21 @@ def in_pair_order(u: np.ndarray, v: np.ndarray) -> bool:
     return bool(np.all((u[1:] > u[:-1]) | ((u[1:] == u[:-1]) & (v[1:] > v[:-1]))))
 
 
+#: Path edges :func:`_stored_at` finds at a time.
+STORED_AT_ONCE = 1 << 18
+
+
 def _stored_at(indptr: np.ndarray, indices: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Position in a CSR matrix (columns ascending in each row, each once) of each stored
-    entry ``(p[i], q[i])``: a binary search within each row's columns, all rows at once."""
+    entry ``(p[i], q[i])``: a binary search within each row's columns, all rows at once —
+    :data:`STORED_AT_ONCE` entries at a time (the search's bounds and masks over a
+    million-edge path at once were ~20 MB, the top of a first report's search)."""
+    if len(p) > STORED_AT_ONCE:
+        out = np.empty(len(p), np.int64)
+        for i in range(0, len(p), STORED_AT_ONCE):
+            j = i + STORED_AT_ONCE
+            out[i:j] = _stored_at(indptr, indices, p[i:j], q[i:j])
+        return out
     # (in the matrix's index width, bounds narrowed in place: a million-edge path's int64
     # bounds, rebuilt each round, were the search's peak)
     lo = indptr[p]
@@ -475,20 +487,22 @@ def _preferring(
 ) -> np.ndarray:
     """The search's predecessors, changed where the edge into a point is one to avoid
     (``bad``) and another edge into it is as cheap (tight: ``dist[r] + cost == dist[c]``,
-    exact in float for integer costs). ``r -> c``: the stored edges, ``data`` their costs."""
+    exact in float for integer costs). ``r -> c``: the stored edges, ``data`` their costs.
+    ``pred`` is changed in place (a copy of it was the search's peak) and returned."""
     is_pred = pred[c] == r
     pred_bad = np.zeros(len(pred), bool)
     pred_bad[c[is_pred]] = bad[is_pred]
+    del is_pred
     # Only edges into a point reached by an edge to avoid can replace it: tested for
     # tightness alone (a few of the millions), in edge order (the last tight one wins).
     cand = np.flatnonzero(pred_bad[c] & ~bad)
+    del pred_bad
     cost = data[cand]
     cost[cost <= np.finfo(np.float64).tiny] = 0.0
     at = dist[r[cand]]
     swap = cand[np.isfinite(at) & (at + cost == dist[c[cand]])]
-    out = pred.copy()
-    out[c[swap]] = r[swap]
-    return out
+    pred[c[swap]] = r[swap]
+    return pred
 
 
 def _route_to(pred: np.ndarray, sink: int, source: int) -> np.ndarray:

@@ -716,6 +716,33 @@ def test_categories_swept_up_front_are_the_ones_swept_when_asked(
     assert len(kinds) >= 2  # the threads' time is not all one thing
 
 
+def test_stored_edges_found_a_piece_at_a_time_are_found_all_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each path edge's place in the search's matrix, found a piece of the path at a time
+    (a million-edge path's bounds and masks at once were the search's peak), is the one
+    found all at once, and the entry there is that edge."""
+    from explorer.analysis import critical_path as cp_module
+
+    rng = np.random.default_rng(3)
+    n = 400
+    rows = rng.integers(0, n, 5_000)
+    cols = rng.integers(0, n, 5_000)
+    pairs = np.unique(rows * n + cols)
+    r, c = pairs // n, pairs % n
+    indptr = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+    indices = c.astype(np.int32)
+    pick = rng.integers(0, len(pairs), 2_000)
+    p, q = r[pick].astype(np.int64), c[pick].astype(np.int64)
+    whole = cp_module._stored_at(indptr, indices, p, q)
+    monkeypatch.setattr(cp_module, "STORED_AT_ONCE", 37)
+    pieces = cp_module._stored_at(indptr, indices, p, q)
+    assert len(p) > 10 * 37
+    assert np.array_equal(whole, pieces) and np.array_equal(whole, pick)
+    assert np.array_equal(indices[pieces], q)
+
+
 def test_first_positions_are_each_groups_first_index() -> None:
     """Per group, the first position that holds it (``np.unique``'s first index), the
     group count where none does; in the positions' narrow type either way the groups
