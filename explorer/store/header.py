@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.errors import ExplorerError
+from explorer.trace.memory_limits import mapped_read_only
 from explorer.trace.spill import drop_resident_pages
 
 #: Bump when the files' layout or the meaning of any column changes.
@@ -161,7 +162,9 @@ def map_checked(directory: Path, header: dict[str, Any], name: str) -> memoryvie
             if os.fstat(f.fileno()).st_size == 0:
                 data = memoryview(b"")
             else:
-                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                data = memoryview(
+                    mapped_read_only(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                )
     except OSError as exc:
         raise _unreadable(directory, name, exc) from exc
     # The check reads every page: each block's given back to the page cache once read, so
