@@ -13,7 +13,8 @@ tables (and the graph) as they are (copy-on-write: nothing is pickled on the way
 hands back only its results, pickled: a few MB (the memo results under the names asked
 for, :meth:`~explorer.trace.memo.Memo.kept`, which this process keeps and stores as if it
 had computed them, :meth:`~explorer.trace.memo.Memo.adopt`). The results are the same:
-the same code on the same tables; the child stores nothing itself. (The export's
+the same code on the same tables; the child stores only what its work asks to store
+itself, where the store writes straight to disk (:func:`stored_here`). (The export's
 :func:`~explorer.export.results.results_in_child` forks for another reason: to give back
 what the analyses took before the export's own peak.)
 

@@ -202,9 +202,8 @@ class PendingResults:
     path was ~40 MB pickled, and 0.12 s read back plus 0.16 s of runs drawn here, while
     the child's core was idle). Where no child can be forked, or it fails, the path (and
     the findings it took) are found here in :meth:`get` (see :mod:`explorer.analysis.
-    ahead`). With
-    ``given`` results, :meth:`get` returns them and nothing is computed. A context
-    manager: leaving it stops the child."""
+    ahead`). With ``given`` results, :meth:`get` returns them and nothing is computed. A
+    context manager: leaving it stops the child."""
 
     def __init__(
         self,
