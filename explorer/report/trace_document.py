@@ -32,7 +32,7 @@ from explorer.analysis.steps import (
 from explorer.analysis.whatif import predicted_findings, replay_graph_of
 from explorer.report import SCHEMA_VERSION, STORED_DOCUMENT
 from explorer.report import critical_path_section as cps
-from explorer.store.cache import cache_write_of, written_meanwhile
+from explorer.store.cache import finish_cache_write
 from explorer.trace.memo import NOT_STORED, memoised
 from explorer.trace.model import TraceData
 
@@ -61,9 +61,7 @@ def document(trace: TraceData, step: int | None = None, top: int = 10) -> dict[s
         doc = _gather(trace, step, top)
         if store is not None:
             store.save(STORED_DOCUMENT, (step, top), doc)
-    write = cache_write_of(trace)
-    if write is not None:  # a trace just parsed: its entry written (the document stored)
-        write.finish()
+    finish_cache_write(trace)  # a trace just parsed: its entry written (the document stored)
     doc["explorer_version"] = __version__
     doc["trace"] = _trace_info(trace)
     return doc
@@ -153,11 +151,11 @@ def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
         # built here (then the replays in a child while the path is found here, see
         # predict_savings); the child's results are kept before anything reads them.
         with compute_ahead(trace, AHEAD_CALLS, AHEAD_KEPT) as ahead:
-            # the cache entry of a trace just parsed is written meanwhile, in a thread
-            # (after the child's fork, done before the replays' child is forked): it fills
-            # this process's wait for the child (~0.2 s of 1M events' ~1.2 s)
-            with written_meanwhile(trace):
-                replay_graph_of(trace)
+            # The cache entry of a trace just parsed is written while the child works (after
+            # its fork, so it does not wait), and the graph then built beside the stored
+            # tables, mapped, rather than the parse's heap (see CacheWrite).
+            finish_cache_write(trace)
+            replay_graph_of(trace)
             ahead.join()
     st = select_steps(trace, step, attributed=True)
     bd = breakdown(trace, step)

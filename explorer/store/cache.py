@@ -19,9 +19,6 @@ import copy
 import hashlib
 import os
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,12 +134,15 @@ def not_cached_warning(reason: str) -> str:
 
 
 class CacheWrite:
-    """The cache entry of a trace just parsed, written when its reader's caller chooses:
-    :meth:`finish` writes it (or waits for it), :meth:`start` writes it in a thread
-    meanwhile. A first report writes it while it builds the dependency graph
-    (:func:`written_meanwhile`): the write (Arrow IPC files, their checksums) runs with the
-    GIL released, in what was the wait for the analyses' child process, not before the
-    analyses begin (~0.25 s on 1M events).
+    """The cache entry of a trace just parsed, written when its reader's caller chooses
+    (:meth:`finish`). A first report forks the child that runs its graph-free analyses
+    first, then writes the entry while the child works, then builds the dependency graph
+    beside the stored tables, mapped (:func:`finish_cache_write`). Written in a thread
+    beside the graph's build instead, the parse's heap tables (~100 MB on the synthetic
+    1M-event trace) stayed under the build's peak, and the write's own buffers landed on
+    it or not as the two threads happened to meet: the report's largest process was
+    385-397 MiB, and is 364-367 MiB written first, in the same time (the two cores are
+    the child's and this process's either way).
 
     What is written is the trace as parsed: its tables, and its metadata as they were when
     this was made (a warning or an execution trace added to the trace since is not cached).
@@ -164,7 +164,6 @@ class CacheWrite:
             root,
         )
         self._trace = trace
-        self._thread: threading.Thread | None = None
         self._outcome: tuple[str | None, Path | None, dict[str, Any] | None] | None = None
         self._error: BaseException | None = None
         self._store = PendingStore(self, trace)
@@ -178,25 +177,13 @@ class CacheWrite:
             return
         try:
             self._outcome = _write_entry(*job)
-        except BaseException as exc:  # noqa: BLE001 - raised again by finish, where it is waited for
+        except BaseException as exc:  # noqa: BLE001 - raised again below, once
             self._error = exc
 
-    def start(self) -> None:
-        """Write the entry in a thread (from now until :meth:`finish`); nothing when it is
-        written or being written."""
-        if self._job is not None and self._thread is None:
-            self._thread = threading.Thread(target=self._write, name="explorer-cache-write")
-            self._thread.start()
-
     def finish(self) -> str | None:
-        """Write the entry (or wait for the thread writing it), then store the results
-        saved meanwhile: why it was not written, else None. Once; later calls return the
-        same."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        else:
-            self._write()
+        """Write the entry, then store the results saved meanwhile: why it was not
+        written, else None. Once; later calls return the same."""
+        self._write()
         error, self._error = self._error, None
         if error is not None:
             self._store.resolve(None, None)
@@ -220,9 +207,9 @@ def _adopt_stored_tables(trace: TraceData, entry: Path) -> None:
     """``trace``'s tables replaced by its just-written entry's, mapped from its files, and
     the parse's own copies freed (but what results computed so far hold of them): what
     every later open of the file reads (the same values, checked by the entry's
-    checksums), in ~0.06 s on 1M events. A first report's path search and replays then
-    run beside mapped tables rather than the parse's heap: on the synthetic 1M-event
-    trace its largest process 534 -> 519 MiB and the replays' child 500 -> 459 MB, the
+    checksums), in ~0.06 s on 1M events. A first report's graph build, path search and
+    replays then run beside mapped tables rather than the parse's heap (measured when
+    only the path and the replays did, on the synthetic 1M-event trace: its largest process 534 -> 519 MiB and the replays' child 500 -> 459 MB, the
     report 4.61 -> 4.40 s (medians of 5, interleaved). Nothing when the entry cannot be
     read back."""
     from explorer.store import open_trace
@@ -247,18 +234,9 @@ def cache_write_of(trace: TraceData) -> CacheWrite | None:
     return owner if isinstance(owner, CacheWrite) else None
 
 
-@contextmanager
-def written_meanwhile(trace: TraceData) -> Iterator[None]:
-    """``trace``'s pending cache write (:class:`CacheWrite`), if any, runs in a thread
-    while the block runs, and is finished when it ends. The caller starts no process
-    inside the block (a fork beside a running thread is not safe: the analyses' children
-    are forked before it, or after)."""
+def finish_cache_write(trace: TraceData) -> str | None:
+    """Write ``trace``'s pending cache entry (:class:`CacheWrite`), if it has one, and read
+    its tables from it from now on: why it was not written, else None (also when there was
+    nothing to write)."""
     write = cache_write_of(trace)
-    if write is None:
-        yield
-        return
-    write.start()
-    try:
-        yield
-    finally:
-        write.finish()
+    return None if write is None else write.finish()

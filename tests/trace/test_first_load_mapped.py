@@ -87,6 +87,32 @@ def test_checked_files_are_not_held_resident(
     assert again.args(5) == explorer.load(TRACE, use_cache=False).args(5)  # read back on demand
 
 
+def test_a_first_report_builds_its_graph_beside_the_stored_tables(tmp_path: Path) -> None:
+    """A first report writes the just-parsed trace's entry before it builds the dependency
+    graph (while its graph-free analyses run in a child), so the graph reads the stored
+    tables, mapped, and the parse's heap copies are gone before the build's peak: built
+    first, the graph held the parse's columns (and they stayed under its peak)."""
+    import numpy as np
+
+    from explorer.analysis.dependency_graph import dependency_graph
+    from explorer.readers import read
+    from explorer.report import document
+
+    trace = read(TRACE, store=tmp_path, defer_cache_write=True)
+    parsed = trace.slices["ts"].to_numpy()
+    document(trace)
+    (entry,) = tmp_path.iterdir()
+    stored = trace.slices["ts"].to_numpy()
+    assert _mapped_kb(entry / "slices.arrow")[0] > 0
+    assert not np.may_share_memory(stored, parsed)  # the tables are the entry's now
+    graph = dependency_graph(trace, None, all_steps=True)  # the report's, from the memo
+    assert trace.memo.available("dependency_graph", (None, True))
+    assert graph.arrays is not None and np.may_share_memory(graph.arrays.ts, stored)
+    fresh = explorer.load(TRACE, use_cache=False).data
+    want = dependency_graph(fresh, None, all_steps=True).edges
+    pd.testing.assert_frame_equal(graph.edges.reset_index(drop=True), want.reset_index(drop=True))
+
+
 def test_a_deferred_write_adopts_the_stored_tables(tmp_path: Path) -> None:
     """A first report's cache entry, written while its analyses run: once written, the
     trace reads its tables from it (the parse's copies let go), equal to them, and what
@@ -100,7 +126,6 @@ def test_a_deferred_write_adopts_the_stored_tables(tmp_path: Path) -> None:
     parsed = trace.slices
     write = cache_write_of(trace)
     assert write is not None
-    write.start()
     assert write.finish() is None
     (entry,) = tmp_path.iterdir()
     assert trace.slices is not parsed
