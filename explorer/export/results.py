@@ -411,7 +411,7 @@ def path_runs(trace: TraceData, cp: path_analysis.CriticalPath) -> pd.DataFrame:
     run, owner, w = run[has], owner[has], w[has]
     # slices per run: distinct (run, owner) pairs (sorted: run-major keys)
     n = max(len(trace.slices), 1)
-    pair = np.sort(run * n + owner)
+    pair = np.sort(run * n + owner, kind="stable")  # run-major already: timsort's runs
     distinct = pair[np.r_[True, pair[1:] != pair[:-1]]] if len(pair) else pair
     count = np.bincount(distinct // n, minlength=k)
     # path time per (run, op name), then each run's top ones
