@@ -142,6 +142,37 @@ def step_window(
     return int(table["start_ns"].min()), int(table["end_ns"].max())
 
 
+#: The memo results a graph build reads before its own work (:func:`read_first`).
+READ_FIRST: tuple[str, ...] = (
+    "steps",
+    "slice_sides",
+    "launcher",
+    "slice_classes",
+    "host_slice_reasons",
+)
+
+
+def read_first(trace: TraceData) -> None:
+    """Compute what a graph build reads of the other analyses (:data:`READ_FIRST`: the
+    steps its window comes from, the slice classes and the host reasons in the graph's
+    mode): a process that forks a child for the graph-free analyses has the child make
+    these first and hand them over while it writes the cache entry (see
+    :func:`~explorer.analysis.ahead.compute_ahead`'s ``early``)."""
+    from explorer.analysis.breakdown import host_slice_reasons
+    from explorer.analysis.classify import classes
+    from explorer.analysis.steps import steps
+
+    steps(trace)
+    classes(trace)
+    host_slice_reasons(trace, graph_device_mode(trace))
+
+
+def graph_device_mode(trace: TraceData) -> bool:
+    """Whether the graph reads the host reasons in the device mode: the trace has slices on
+    a device (:meth:`~explorer.trace.model.TraceData.on_device`, as :func:`slice_arrays`)."""
+    return bool(trace.on_device().any())
+
+
 def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> str:
     """What a graph or path covers, in words: ``step 3``, ``steps 0-9``, ``the whole
     trace``."""
@@ -184,7 +215,7 @@ def dependency_graph(
     sync_edges.host_syncs(edges, arrays, trace, launcher, work)
     host_edges.forward_backward(edges, arrays, flows)
     host_edges.runtime_lock(edges, arrays, host_edges.launch_call_mask(trace.slices["name"].array))
-    counted = thread_edges.counted_frames(trace, bool(arrays.device.any()))
+    counted = thread_edges.counted_frames(trace, graph_device_mode(trace))
     points = thread_edges.chain_points(arrays, host)
     del host  # only the chains' points, with the device streams', held from here
     thread_edges.handoffs(

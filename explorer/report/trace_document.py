@@ -19,6 +19,7 @@ from explorer.analysis.attribution import launched_before_capture
 from explorer.analysis.breakdown import CATEGORIES, breakdown
 from explorer.analysis.by_source import by_source
 from explorer.analysis.critical_path import critical_path
+from explorer.analysis.dependency_graph import READ_FIRST, read_first
 from explorer.analysis.device_naming import device_naming
 from explorer.analysis.findings import findings, no_finding_sentence
 from explorer.analysis.steps import (
@@ -150,11 +151,13 @@ def _gather(trace: TraceData, step: int | None, top: int) -> dict[str, Any]:
         # The analyses on two cores: the graph-free ones in a child while the graph is
         # built here (then the replays in a child while the path is found here, see
         # predict_savings); the child's results are kept before anything reads them.
-        with compute_ahead(trace, AHEAD_CALLS, AHEAD_KEPT) as ahead:
+        with compute_ahead(trace, AHEAD_CALLS, AHEAD_KEPT, (read_first,), READ_FIRST) as ahead:
             # The cache entry of a trace just parsed is written while the child works (after
             # its fork, so it does not wait), and the graph then built beside the stored
-            # tables, mapped, rather than the parse's heap (see CacheWrite).
+            # tables, mapped, rather than the parse's heap (see CacheWrite), from what the
+            # child made first and sent meanwhile (the steps, classes and host reasons).
             finish_cache_write(trace)
+            ahead.take_early()
             replay_graph_of(trace)
             ahead.join()
     st = select_steps(trace, step, attributed=True)
