@@ -308,35 +308,33 @@ def compute_ahead(
     too, they were 0.19 s of the graph's 0.77 s on the synthetic 1M-event trace, 0.4 s on
     the H100-structured one."""
     wanted = tuple(names)
-    first = tuple(early_names)
-    channel = _Early() if early else None
 
     def work() -> dict[tuple[str, Hashable], Any]:
-        if channel is not None:
-            try:
-                for call in early:
-                    call(trace)
-            except BaseException:
-                channel.close_writer()  # nothing to send: the parent's read ends at once
-                raise
-            channel.send_and_close(trace.memo.kept(first))
         for call in calls:
             call(trace)
         return trace.memo.kept(wanted)
 
-    return run_forked(trace, work, channel)
+    return run_forked(trace, work, early, early_names)
 
 
-def run_forked(trace: TraceData, work: Callable[[], Any], early: _Early | None = None) -> Ahead:
+def run_forked(
+    trace: TraceData,
+    work: Callable[[], Any],
+    early: Sequence[Callable[[TraceData], Any]] = (),
+    early_names: Iterable[str] = (),
+) -> Ahead:
     """Start ``work()`` (it reads ``trace``, or anything else this process holds) in a
-    forked child; :meth:`Ahead.result` is what it returns, pickled back (and what it sends
-    through ``early``, :meth:`Ahead.take_early`). Where a child cannot or should not be
-    forked (see the module doc), an :class:`Ahead` whose result is None."""
+    forked child; :meth:`Ahead.result` is what it returns, pickled back. The ``early``
+    calls are made before it, their results under ``early_names`` sent back at once
+    (:meth:`Ahead.take_early`; see :func:`compute_ahead`). Where a child cannot or should
+    not be forked (see the module doc), an :class:`Ahead` whose result is None."""
     global _WORK
+    first = tuple(early_names)
+    channel = _Early() if early else None
 
     def idle() -> Ahead:
-        if early is not None:
-            early.discard()  # no child to send: nothing to wait for
+        if channel is not None:
+            channel.discard()  # no child to send: nothing to wait for
         return Ahead(trace, None, None)
 
     # Only from the main thread with no other Python thread: a thread Python's threading
@@ -357,6 +355,14 @@ def run_forked(trace: TraceData, work: Callable[[], Any], early: _Early | None =
         for memo in trace.memo.chain():  # the child reads the stored results, never writes
             if memo.store is not None:
                 memo.store = _NoSaves(memo.store)
+        if channel is not None:
+            try:
+                for call in early:
+                    call(trace)
+            except BaseException:
+                channel.close_writer()  # nothing to send: the parent's read ends at once
+                raise
+            channel.send_and_close(trace.memo.kept(first))
         value = work()
         if not riders:
             return value
@@ -381,9 +387,9 @@ def run_forked(trace: TraceData, work: Callable[[], Any], early: _Early | None =
         return idle()
     for rider in riders:  # taken by this child: none rides with another
         _drop(rider)
-    if early is not None:
-        early.close_writer()  # only the child's end left: its exit is an end of file
-    return Ahead(trace, pool, pool.submit(_compute), early)
+    if channel is not None:
+        channel.close_writer()  # only the child's end left: its exit is an end of file
+    return Ahead(trace, pool, pool.submit(_compute), channel)
 
 
 class _NoSaves:

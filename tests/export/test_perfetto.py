@@ -443,3 +443,51 @@ def test_shape_args_are_each_slice_s_own_json_text_of_those_keys(
     for key, (codes, uniques) in got.items():
         have = {i: uniques[c] for i, c in enumerate(codes.tolist()) if c >= 0}
         assert have == expected[key], key
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu_slow_dataloader.pt.trace.json.gz", "neuron_cnn.pt.trace.json.gz"]
+)
+def test_an_export_with_the_path_in_a_child_is_the_one_made_alone(
+    name: str, tmp_path: Path
+) -> None:
+    """``explorer export`` with the critical path found in a forked child, which makes the
+    graph's inputs first and sends them back for the findings here (``Ahead.take_early``),
+    writes the same bytes as an export made in one process; so does the report after it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import SAMPLE_TRACES
+
+    root = Path(__file__).resolve().parents[2]
+    trace = SAMPLE_TRACES / name
+    out: dict[str, tuple[bytes, str]] = {}
+    for workers in ("1", "0"):
+        cache = tmp_path / f"cache{workers}"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "EXPLORER_CACHE_DIR": str(cache),
+            "EXPLORER_ANALYSIS_WORKERS": workers,
+        }
+        target = tmp_path / f"x{workers}.pftrace"
+
+        def cli(*args: str) -> str:
+            proc = subprocess.run(
+                [sys.executable, "-m", "explorer", *args],
+                env=env,  # noqa: B023 - run at once, in this iteration
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=root,
+            )
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            return proc.stdout
+
+        cli("info", str(trace))  # the tables cached first, as an export after a load
+        cli("export", str(trace), "-o", str(target))
+        out[workers] = (target.read_bytes(), cli("report", str(trace), "--format", "json"))
+    assert out["1"][0] == out["0"][0]
+    assert out["1"][1] == out["0"][1]
+    assert len(out["1"][0]) > 10_000
