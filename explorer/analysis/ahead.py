@@ -12,7 +12,10 @@ their time, and a second thread was measured no faster. A forked child sees the 
 tables (and the graph) as they are (copy-on-write: nothing is pickled on the way in) and
 hands back only its results, pickled: a few MB (the memo results under the names asked
 for, :meth:`~explorer.trace.memo.Memo.kept`, which this process keeps and stores as if it
-had computed them, :meth:`~explorer.trace.memo.Memo.adopt`). The results are the same:
+had computed them, :meth:`~explorer.trace.memo.Memo.adopt`) — and, for what this process
+needs before the child is done (the graph's inputs: the steps, slice classes and host
+reasons), the results of its first calls as soon as it has them, through a pipe
+(:meth:`Ahead.take_early`). The results are the same:
 the same code on the same tables; the child stores only what its work asks to store
 itself, where the store writes straight to disk (:func:`stored_here`). (The export's
 :func:`~explorer.export.results.results_in_child` forks for another reason: to give back
