@@ -378,6 +378,7 @@ def test_an_export_is_the_same_with_and_without_the_path_in_a_child(
 
 EARLY = """
 import json, os, sys, time
+from pathlib import Path
 import numpy as np
 import explorer
 from explorer.analysis.ahead import compute_ahead
@@ -386,26 +387,30 @@ from explorer.analysis.dependency_graph import READ_FIRST, read_first
 from explorer.analysis.findings import findings
 from explorer.analysis.steps import steps
 
-path, mode = sys.argv[1], sys.argv[2]
+path, mode, flag = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+done = flag.parent / "later_done"
 t = explorer.load(path).data
-def slow(trace):  # the child's later work: still going when the early results are taken
-    time.sleep(3)
+def later(trace):  # the child's later work: it ends only once the early results are taken
+    deadline = time.monotonic() + 60
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    done.write_text(json.dumps(flag.exists()))
     findings(trace)
 def boom(trace):
     raise RuntimeError("an early call failed in the child")
 first = (boom,) if mode == "failing" else (read_first,)
-t0 = time.perf_counter()
-with compute_ahead(t, (slow,), ("findings",), first, READ_FIRST) as ahead:
+with compute_ahead(t, (later,), ("findings",), first, READ_FIRST) as ahead:
     ahead.take_early()
-    took = time.perf_counter() - t0
     early = sorted(n for n in READ_FIRST if t.memo.kept((n,)))
+    flag.write_text("taken")  # only now may the child's later work end
     ahead.join()
 alone = explorer.load(path, use_cache=False).data
 same = bool(steps(t).equals(steps(alone))) and all(
     np.array_equal(getattr(classes(t), c), getattr(classes(alone), c))
     for c in ("host_sync", "collective", "input", "operator")
 )
-print(json.dumps({"took": took, "early": early, "adopted": ahead.adopted, "same": same,
+print(json.dumps({"early": early, "adopted": ahead.adopted, "same": same,
+                  "later": json.loads(done.read_text()) if done.exists() else None,
                   "findings": len(findings(t))}))
 """
 
@@ -413,25 +418,28 @@ print(json.dumps({"took": took, "early": early, "adopted": ahead.adopted, "same"
 @pytest.mark.parametrize("mode", ["sent", "failing", "no child"])
 def test_the_childs_early_results_are_kept_before_it_is_done(mode: str, tmp_path: Path) -> None:
     """``compute_ahead``'s early calls come back as soon as the child has made them (a
-    first report's graph build reads them while the child goes on), equal to this
-    process's own; when they fail in the child, or no child is forked, taking them does
-    not wait and the analyses are made here."""
+    first report's graph build reads them while the child goes on): the child's later
+    work here ends only once they are taken. They equal this process's own; when they
+    fail in the child, or no child is forked, taking them does not wait and the
+    analyses are made here."""
     got = _python(
         EARLY,
         str(DATALOADER),
         "failing" if mode == "failing" else "sent",
+        str(tmp_path / "taken"),
         env={
-            "EXPLORER_CACHE_DIR": str(tmp_path),
+            "EXPLORER_CACHE_DIR": str(tmp_path / "cache"),
             "EXPLORER_ANALYSIS_WORKERS": "0" if mode == "no child" else "1",
         },
     )
     assert got["same"] and got["findings"] > 0
-    assert got["took"] < 2.5  # not the child's 3 s of later work
     if mode == "sent":
         # kept here before the join, with nothing computed here meanwhile: the child's
         # (the launcher only where classifying needed it: this CPU trace launches nothing)
         assert {"steps", "slice_classes", "host_slice_reasons"} <= set(got["early"])
+        assert got["later"] is True  # taken while the child's later work still waited
         assert got["adopted"]  # and its later results at the join
     else:
         assert got["early"] == []  # nothing kept before the child's end (or at all)
+        assert got["later"] is None  # the later work never ran in a child
         assert not got["adopted"]  # a child whose work failed hands back nothing either
