@@ -140,8 +140,12 @@ def test_one_slow_sync_on_the_host_is_not_a_sync_stall(tmp_path: Path) -> None:
     per_step = one.breakdown()
     assert not [f for f in one.findings() if f.kind == "sync_stall"]
     # the time is still measured: step 0's sync time is in the breakdown, the others' tiny
+    # (a loaded machine stretched one 8-element nonzero to 1.2 ms against 50 ms: the
+    # typical one well under 1%, none near the slow one)
     sync = per_step[per_step["category"] == "sync_stall"].set_index("step")["ns"]
-    assert sync[0] > 1_000_000 and sync.drop(0).max() < sync[0] / 100
+    others = sync.drop(0)
+    assert sync[0] > 1_000_000 and others.median() < sync[0] / 100
+    assert others.max() < sync[0] / 5
     # the same sync in every step is reported, with its time in every step
     every = _nonzero_run(tmp_path / "every", set(range(6)))
     (f,) = [f for f in every.findings() if f.kind == "sync_stall"]
