@@ -33,6 +33,7 @@ is then raised where it happens, in this process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -165,12 +166,9 @@ class _Early:
         for the child at the end)."""
 
         def send() -> None:
-            try:
+            # an OSError: the parent closed its end, it no longer wants them
+            with contextlib.suppress(OSError), self._writer:
                 self._writer.send(values)
-            except OSError:  # the parent closed its end: it no longer wants them
-                pass
-            finally:
-                self._writer.close()
 
         threading.Thread(target=send, name="explorer-early-results", daemon=True).start()
 

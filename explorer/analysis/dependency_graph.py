@@ -31,7 +31,7 @@ import pandas as pd
 from explorer.analysis.attribution import launcher as launched_by
 from explorer.analysis.graph import data_edges, device_edges, host_edges, sync_edges, thread_edges
 from explorer.analysis.graph.edges import EDGE_TYPES, EdgeList
-from explorer.analysis.graph.nodes import SliceArrays, id_dtype, slice_arrays
+from explorer.analysis.graph.nodes import SliceArrays, graph_device_mode, id_dtype, slice_arrays
 from explorer.trace.memo import memoised
 from explorer.trace.memory_limits import release_freed_memory
 from explorer.trace.model import TraceData
@@ -165,12 +165,6 @@ def read_first(trace: TraceData) -> None:
     steps(trace)
     classes(trace)
     host_slice_reasons(trace, graph_device_mode(trace))
-
-
-def graph_device_mode(trace: TraceData) -> bool:
-    """Whether the graph reads the host reasons in the device mode: the trace has slices on
-    a device (:meth:`~explorer.trace.model.TraceData.on_device`, as :func:`slice_arrays`)."""
-    return bool(trace.on_device().any())
 
 
 def scope_label(trace: TraceData, step: int | None, all_steps: bool = False) -> str:

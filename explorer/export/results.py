@@ -247,7 +247,7 @@ class PendingResults:
                 return handed_back((drawn.path, drawn.flows), kept)
 
             # the graph's inputs (steps, classes, host reasons), which the findings here
-            # read too, made first in the child and sent back (Ahead.take_early in find)
+            # read too, made first in the child and sent back (see take_early)
             self._ahead = run_forked(trace, work, (read_first,), READ_FIRST)
             if not self._ahead.running:
                 self._claim = None

@@ -129,7 +129,6 @@ AHEAD_KEPT: tuple[str, ...] = (
     "breakdown",
     "findings",
     "memory_section",
-    "slice_classes",
     "before_capture",
     "step_partial_reasons",
     "fallback_calls",

@@ -208,10 +208,10 @@ def _adopt_stored_tables(trace: TraceData, entry: Path) -> None:
     the parse's own copies freed (but what results computed so far hold of them): what
     every later open of the file reads (the same values, checked by the entry's
     checksums), in ~0.06 s on 1M events. A first report's graph build, path search and
-    replays then run beside mapped tables rather than the parse's heap (measured when
-    only the path and the replays did, on the synthetic 1M-event trace: its largest process 534 -> 519 MiB and the replays' child 500 -> 459 MB, the
-    report 4.61 -> 4.40 s (medians of 5, interleaved). Nothing when the entry cannot be
-    read back."""
+    replays then run beside mapped tables rather than the parse's heap. Measured when only
+    the path and the replays did, on the synthetic 1M-event trace: its largest process
+    534 -> 519 MiB, the replays' child 500 -> 459 MB, the report 4.61 -> 4.40 s (medians of
+    5, interleaved). Nothing when the entry cannot be read back."""
     from explorer.store import open_trace
     from explorer.store.entry import TABLES
 

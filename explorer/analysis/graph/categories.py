@@ -25,7 +25,7 @@ from explorer.analysis.breakdown import (
 )
 from explorer.analysis.classify import classes
 from explorer.analysis.graph.edges import PATH_CATEGORIES
-from explorer.analysis.graph.nodes import SliceArrays
+from explorer.analysis.graph.nodes import SliceArrays, graph_device_mode
 from explorer.trace.model import TraceData
 
 #: Path category of each breakdown reason of host time.
@@ -73,7 +73,7 @@ class TimeCategories:
     def __init__(self, trace: TraceData, arrays: SliceArrays, launches: np.ndarray) -> None:
         self.arrays = arrays
         self.launches = launches
-        device_mode = bool(arrays.device.any())
+        device_mode = graph_device_mode(trace)
         self.table = DEVICE_REASONS if device_mode else HOST_REASONS
         self.lookup = np.array(
             [

@@ -78,6 +78,15 @@ def track_types(trace: TraceData) -> np.ndarray:
     return out
 
 
+def graph_device_mode(trace: TraceData) -> bool:
+    """Whether a graph reads the host reasons in the device mode: the trace has slices on a
+    device (:meth:`~explorer.trace.model.TraceData.on_device`, the ``device`` column of
+    :func:`slice_arrays`). One rule for the graph's build, its path's time categories and
+    what a child computes for it ahead (:func:`~explorer.analysis.dependency_graph.
+    read_first`)."""
+    return bool(trace.on_device().any())
+
+
 def slice_arrays(trace: TraceData, window: tuple[int, int] | None = None) -> SliceArrays:
     """Columns of the slices table, with ``node`` true for the slices the graph includes.
 
